@@ -1,0 +1,1 @@
+@main struct B { static func main() {} }

@@ -1,0 +1,72 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// One settings array for every target (see STYLE.md §1): Swift 6 language mode is the default
+/// for tools-version 6, so strict concurrency checking is on everywhere.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "StreamCache",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "StreamCache", targets: ["StreamCache"]),
+        .executable(name: "streamcache", targets: ["streamcache"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+    ],
+    targets: [
+        .target(
+            name: "StreamCache",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "streamcache",
+            dependencies: [
+                "StreamCache",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "streamcache-bench",
+            dependencies: [
+                "StreamCache",
+                "StreamCacheTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/streamcache-bench",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StreamCacheTestSupport",
+            dependencies: [
+                "StreamCache",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StreamCacheTests",
+            dependencies: [
+                "StreamCache",
+                "StreamCacheTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Where the bytes of a ``ReadChunk`` came from.
+public enum ChunkSource: String, Sendable, Hashable, Codable {
+    /// They were on disk when the read began.
+    case cache
+    /// They were missing when the read began and were downloaded from the origin during it.
+    case origin
+}
+
+/// A piece of a read, in order: bytes `[offset, offset + data.count)` of the resource.
+public struct ReadChunk: Sendable, Hashable {
+    /// The resource offset of the first byte.
+    public var offset: Int64
+    /// The bytes.
+    public var data: Data
+    /// Whether the bytes were cached when the read began.
+    public var source: ChunkSource
+
+    /// The range the chunk covers.
+    public var range: ByteRange { ByteRange(offset: offset, length: Int64(data.count)) }
+
+    /// Creates a chunk.
+    public init(offset: Int64, data: Data, source: ChunkSource) {
+        self.offset = offset
+        self.data = data
+        self.source = source
+    }
+}
+
+/// The ordered, back-pressured stream of chunks that answers one read.
+///
+/// Chunks arrive in offset order without gaps. Cached segments come from disk; missing segments
+/// arrive as the download that fetches them writes them to the cache. The stream holds at most
+/// about ``StreamCache/Configuration/readBufferLimit`` bytes ahead of its consumer. Stopping
+/// iteration or cancelling the consuming task ends the read; a download it started stops after
+/// the grace period unless another reader needs it.
+///
+/// - Throws: (from iteration) ``StreamCacheError`` when the origin fails or the resource changes
+///   during the read, `CancellationError` when cancelled.
+public struct ReadStream: AsyncSequence, Sendable {
+    public typealias Element = ReadChunk
+
+    let buffer: AsyncBuffer<ReadChunk>
+
+    public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
+
+    /// Iterates a read; dropping it ends the read.
+    public struct Iterator: AsyncIteratorProtocol {
+        private let buffer: AsyncBuffer<ReadChunk>
+        private let abandon: DeinitAction
+
+        init(buffer: AsyncBuffer<ReadChunk>) {
+            self.buffer = buffer
+            self.abandon = DeinitAction { buffer.cancel() }
+        }
+
+        public mutating func next() async throws -> ReadChunk? { try await buffer.next() }
+    }
+
+    /// Collects the whole read into memory; meant for small ranges and tests.
+    public func collect() async throws -> Data {
+        var data = Data()
+        for try await chunk in self { data.append(chunk.data) }
+        return data
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+
+extension Resource {
+    /// A download in flight: one origin request filling `[position, limit)` of the data file.
+    struct Download {
+        enum Kind { case read, prefetch, background }
+        let id: Int
+        let start: Int64
+        var position: Int64
+        /// The download stops when it reaches this offset. It only shrinks: when a seek lands far
+        /// ahead inside this window, the new download takes over the rest.
+        var limit: Int64
+        var kind: Kind
+        /// The end of the request in flight. Downloads fetch in segments that grow while the
+        /// download stays useful, so nothing far beyond what is needed is ever on the wire.
+        var segmentEnd: Int64
+        var segmentSize: Int64
+        var segmentStartedAt: ContinuousClock.Instant = .now
+        var segmentStartPosition: Int64
+        var opened = false
+        var idleSince: ContinuousClock.Instant?
+        var received: Int64 = 0
+        var task: Task<Void, Never>?
+
+        var window: ByteRange { ByteRange(position, max(position, limit)) }
+    }
+
+    /// Makes sure a download will deliver `offset`: joins one that reaches it soon, splits one
+    /// that would reach it too late, or starts one at `offset` that stops at the next cached byte.
+    func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool) throws {
+        let kind: Download.Kind = prefetch ? .prefetch : .read
+        if let info, !info.acceptsByteRanges {
+            // The origin cannot seek: one sequential download from byte 0 serves everyone.
+            if let id = downloads.keys.first {
+                if prefetch { downloads[id]?.kind = .prefetch }
+                return
+            }
+            startDownload(at: 0, limit: info.totalLength ?? Int64.max, kind: kind)
+            return
+        }
+        if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
+            if prefetch { downloads[id]?.kind = .prefetch }
+            // Bytes already requested arrive soonest from the request in flight; so do bytes just past it.
+            if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
+            // Too far ahead: this seek gets its own download and the old one stops where it starts.
+            downloads[id]?.limit = offset
+            startDownload(at: offset, limit: download.limit, kind: kind)
+            return
+        }
+        var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
+        for download in downloads.values where download.position > offset { limit = min(limit, download.position) }
+        if let total = info?.totalLength { limit = min(limit, total) }
+        if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
+        guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
+        startDownload(at: offset, limit: limit, kind: kind)
+    }
+
+    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind) {
+        let id = makeID()
+        let segment = configuration.initialSegmentSize
+        downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
+                                 segmentSize: segment, segmentStartPosition: start)
+        usage.begin(key)
+        emit(.downloadStarted(ByteRange(start, limit)))
+        logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
+        downloads[id]?.task = Task { await self.runDownload(id: id) }
+    }
+
+    /// The download loop: request the next segment, write each chunk where it belongs, report it,
+    /// until the download reaches its limit or is no longer needed. Runs off the actor.
+    nonisolated func runDownload(id: Int) async {
+        do {
+            segments: while let (origin, request) = try await nextSegment(id: id) {
+                let response = try await origin.open(request)
+                guard let (file, start, generation) = try await downloadOpened(id: id, response: response) else { break }
+                var offset = start
+                var iterator = response.body.makeAsyncIterator()
+                while let chunk = try await iterator.next() {
+                    guard !chunk.isEmpty else { continue }
+                    try file.write(chunk, at: offset)
+                    let written = ByteRange(offset: offset, length: Int64(chunk.count))
+                    offset = written.upperBound
+                    guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
+                }
+            }
+            await downloadEnded(id: id, error: nil)
+        } catch {
+            await downloadEnded(id: id, error: error)
+        }
+    }
+
+    /// The next request of download `id`, or `nil` when it is done: at its limit, into cached
+    /// bytes, or idle past the grace period. Segments double (up to
+    /// ``StreamCache/Configuration/maximumSegmentSize``) but stay under about half a second of
+    /// the observed throughput, so a seek into the segment in flight never waits long.
+    func nextSegment(id: Int) throws -> (any Origin, OriginRequest)? {
+        guard var download = downloads[id] else { return nil }
+        if download.opened {
+            guard download.position < download.limit, !available.contains(download.position) else { return nil }
+            if download.kind == .read, !configuration.completesResourcesInBackground, !isNeeded(download), let idleSince = download.idleSince,
+               ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod {
+                return nil
+            }
+            let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
+            let fetched = download.position - download.segmentStartPosition
+            var next = download.segmentSize * 2
+            if elapsed > 0.01, fetched > 0 { next = min(next, Int64(Double(fetched) / elapsed * 0.5)) }
+            download.segmentSize = min(configuration.maximumSegmentSize, max(configuration.initialSegmentSize, next))
+            download.segmentEnd = min(download.limit, download.position + download.segmentSize)
+            download.segmentStartPosition = download.position
+        }
+        download.segmentStartedAt = .now
+        downloads[id] = download
+        statistics.originRequests += 1
+        let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
+        let end = download.segmentEnd == Int64.max ? Int64.max : download.segmentEnd
+        return (origin, OriginRequest(range: ByteRange(download.position, end), validator: validator))
+    }
+
+    /// Checks the origin's answer against the cached version and decides where writing starts.
+    /// Returns `nil` when the download is no longer wanted.
+    func downloadOpened(id: Int, response: OriginResponse) throws -> (DataFile, Int64, Int)? {
+        guard downloads[id] != nil else { return nil }
+        var newInfo = response.info
+        if let old = info {
+            if !old.isSameVersion(as: newInfo) {
+                try resetForNewVersion(newInfo)
+            } else {
+                // Keep what the origin did not repeat (a 206 may omit the type or the validator).
+                if newInfo.mimeType == nil { newInfo.mimeType = old.mimeType }
+                if newInfo.totalLength == nil { newInfo.totalLength = old.totalLength }
+                if newInfo.validator.isEmpty { newInfo.validator = old.validator }
+                if newInfo.fileName == nil { newInfo.fileName = old.fileName }
+                if let asked = downloads[id]?.position, response.offset < asked { newInfo.acceptsByteRanges = false }
+                storeInfo(newInfo)
+            }
+        } else {
+            if !available.isEmpty, newInfo.validator.isEmpty {
+                // Bytes cached without any version information cannot be proven current.
+                try resetForNewVersion(newInfo)
+            } else {
+                storeInfo(newInfo)
+            }
+        }
+        guard var download = downloads[id], let file else { return nil }
+        download.opened = true
+        download.position = response.offset
+        if response.offset < download.segmentStartPosition {
+            // The origin ignored the range: the body starts at 0 and must be followed to the end.
+            download.limit = max(download.limit, newInfo.totalLength ?? Int64.max)
+            download.segmentEnd = download.limit
+        }
+        download.segmentStartPosition = response.offset
+        if let total = newInfo.totalLength {
+            download.limit = min(download.limit, total)
+            download.segmentEnd = min(download.segmentEnd, total)
+        }
+        downloads[id] = download
+        wakeWaiters(all: true)
+        return (file, response.offset, generation)
+    }
+
+    /// Records written bytes, wakes readers, and says whether the download should go on.
+    func didWrite(id: Int, range: ByteRange, generation downloadGeneration: Int) throws -> Bool {
+        guard downloadGeneration == generation, var download = downloads[id] else { return false }
+        var cut = range
+        if let total = info?.totalLength { cut = range.clamped(toLength: total) }
+        let newBytes = cut.count - available.coveredByteCount(in: cut)
+        available.insert(cut)
+        if newBytes > 0 {
+            pendingBytes += newBytes
+            if firstPendingAt == nil { firstPendingAt = .now }
+        }
+        statistics.bytesDownloaded += range.count
+        download.received += range.count
+        download.position = range.upperBound
+        wakeWaiters()
+        emit(.bytesCached(cut, totalCached: available.coveredByteCount))
+        commitIfDue()
+
+        var goOn = download.position < download.limit
+        if goOn, info?.acceptsByteRanges != false, available.contains(download.position) {
+            // Ran into cached bytes: whoever needs what lies beyond starts its own download there.
+            goOn = false
+        }
+        if goOn, download.kind == .read, !configuration.completesResourcesInBackground {
+            if isNeeded(download) {
+                download.idleSince = nil
+            } else if let idleSince = download.idleSince {
+                goOn = ContinuousClock.now - idleSince < configuration.idleDownloadGracePeriod
+            } else {
+                download.idleSince = .now
+            }
+        }
+        downloads[id] = download
+        return goOn
+    }
+
+    /// Whether a reader (not a prefetch) will want bytes of the download's window.
+    func isNeeded(_ download: Download) -> Bool {
+        readers.values.contains { $0.position < download.limit && $0.end > download.position }
+    }
+
+    func downloadEnded(id: Int, error: (any Error)?) {
+        guard let download = downloads.removeValue(forKey: id) else { return }
+        usage.end(key)
+        scheduleCommit()
+        emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))
+        if let error, !(error is CancellationError) {
+            let streamError = (error as? StreamCacheError)
+                ?? StreamCacheError(.cacheIOFailed, "The download failed: \(error)", underlying: SendableErrorDescription(error as NSError))
+            logger.info("download failed", metadata: ["key": "\(key)", "error": "\(streamError)"])
+            emit(.error(code: streamError.code.description, message: streamError.message))
+            if streamError.code == .resourceChanged, let info {
+                // The origin's version changed mid-body: nothing of either version may be mixed.
+                var stale = info
+                stale.validator = Validator()
+                try? resetForNewVersion(stale)
+                self.info = nil
+            }
+            wakeWaiters(error: streamError, in: ByteRange(download.position, max(download.position, download.limit)))
+        }
+        wakeWaiters(all: true)
+        scheduleReaperIfIdle()
+        if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
+    }
+
+    /// After the last reader leaves, stops read downloads once the grace period is over.
+    func scheduleReaperIfIdle() {
+        guard readers.isEmpty, downloads.values.contains(where: { $0.kind == .read }), reaper == nil,
+              !configuration.completesResourcesInBackground else { return }
+        let grace = configuration.idleDownloadGracePeriod
+        reaper = Task {
+            do { try await Task.sleep(for: grace) } catch { return }
+            self.reapIdleDownloads()
+        }
+    }
+
+    func reapIdleDownloads() {
+        reaper = nil
+        guard readers.isEmpty else { return }
+        for download in downloads.values where download.kind == .read {
+            download.task?.cancel()
+        }
+    }
+
+    /// With background completion on, fills the resource's gaps once readers are gone.
+    func startBackgroundCompletion() {
+        guard downloads.isEmpty, let total = info?.totalLength, let gap = available.gaps(in: ByteRange(0, total)).first else { return }
+        startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: .background)
+    }
+
+    /// Cancels every download; used when the cache shuts down.
+    func cancelDownloads() {
+        for download in downloads.values { download.task?.cancel() }
+        reaper?.cancel()
+        reaper = nil
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+
+extension Resource {
+    /// Reads `range` of the resource as one ordered stream of chunks.
+    ///
+    /// The range may run past the end (use `Int64.max` as the upper bound to read to the end): it
+    /// is cut to the resource's length once known. A range starting at or past the end gives an
+    /// empty stream.
+    ///
+    /// ```swift
+    /// for try await chunk in resource.read(ByteRange(0, 1 << 20)) {
+    ///     player.feed(chunk.data)
+    /// }
+    /// ```
+    public nonisolated func read(_ range: ByteRange) -> ReadStream {
+        let buffer = AsyncBuffer<ReadChunk>(limit: configuration.readBufferLimit)
+        let task = Task { await self.runRead(range, into: buffer, deliver: true) }
+        buffer.setOnCancel { task.cancel() }
+        return ReadStream(buffer: buffer)
+    }
+
+    /// Reads from `offset` to the end of the resource.
+    public nonisolated func read(from offset: Int64) -> ReadStream {
+        read(ByteRange(offset, Int64.max))
+    }
+
+    /// Downloads every missing byte of `range` into the cache (the whole resource when `nil`),
+    /// and returns when they are all cached.
+    ///
+    /// Cached bytes are skipped without being read; downloads started here are not stopped for
+    /// lack of readers.
+    ///
+    /// - Throws: ``StreamCacheError`` when the origin fails, `CancellationError` when cancelled.
+    public func prefetch(_ range: ByteRange? = nil) async throws {
+        let buffer = AsyncBuffer<ReadChunk>(limit: 1)
+        await runRead(range ?? ByteRange(0, Int64.max), into: buffer, deliver: false)
+        if let error = try? await buffer.errorIfFailed() { throw error }
+    }
+
+    /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,
+    /// so readers never hold up downloads or each other.
+    nonisolated func runRead(_ range: ByteRange, into buffer: AsyncBuffer<ReadChunk>, deliver: Bool) async {
+        let readerID: Int
+        let initiallyCached: RangeSet
+        let generation: Int
+        do {
+            (readerID, initiallyCached, generation) = try await beginRead(range, prefetch: !deliver)
+        } catch {
+            buffer.finish(throwing: error)
+            return
+        }
+        var position = range.lowerBound
+        var servedCache: Int64 = 0
+        var servedOrigin: Int64 = 0
+        do {
+            while true {
+                let step = try await nextStep(readerID: readerID, position: position, end: range.upperBound, generation: generation,
+                                              servedCache: servedCache, servedOrigin: servedOrigin, skipCached: !deliver)
+                servedCache = 0
+                servedOrigin = 0
+                guard case .available(let run, let file) = step else { break }
+                guard deliver else {
+                    position = run.upperBound
+                    continue
+                }
+                while position < run.upperBound {
+                    let count = Int(min(Int64(configuration.chunkSize), run.upperBound - position))
+                    let data = try file.read(count: count, at: position)
+                    guard data.count == count else {
+                        throw StreamCacheError(.cacheIOFailed, "The cache file is shorter than its index claims; clear the cache entry.",
+                                               range: ByteRange(position, run.upperBound))
+                    }
+                    // Split the chunk where it crosses from bytes cached at the start to downloaded ones.
+                    var offset = position
+                    var slice = data[...]
+                    while !slice.isEmpty {
+                        let cachedRun = initiallyCached.range(containing: offset)
+                        let boundary: Int64
+                        if let cachedRun {
+                            boundary = min(cachedRun.upperBound, offset + Int64(slice.count))
+                        } else {
+                            boundary = min(initiallyCached.firstLowerBound(atOrAfter: offset) ?? Int64.max, offset + Int64(slice.count))
+                        }
+                        let length = Int(boundary - offset)
+                        let source: ChunkSource = cachedRun != nil ? .cache : .origin
+                        let piece = Data(slice.prefix(length))
+                        slice = slice.dropFirst(length)
+                        if source == .cache { servedCache += Int64(length) } else { servedOrigin += Int64(length) }
+                        try await buffer.send(ReadChunk(offset: offset, data: piece, source: source), weight: length)
+                        offset = boundary
+                    }
+                    position += Int64(count)
+                }
+            }
+            buffer.finish()
+        } catch {
+            buffer.finish(throwing: error)
+        }
+        await endRead(readerID: readerID, servedCache: servedCache, servedOrigin: servedOrigin)
+    }
+
+    enum ReadStep {
+        case available(ByteRange, DataFile)
+        case end
+    }
+
+    func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
+        try await ensureLoaded()
+        let id = makeID()
+        readers[id] = ReaderState(position: range.lowerBound, end: range.upperBound, isPrefetch: prefetch)
+        usage.begin(key)
+        statistics.reads += 1
+        reaper?.cancel()
+        reaper = nil
+        let store = self.store
+        let key = self.key
+        enqueueStoreOperation { try? await store.touch(key) }
+        return (id, available.intersection(range), generation)
+    }
+
+    func endRead(readerID: Int, servedCache: Int64, servedOrigin: Int64) {
+        statistics.bytesServedFromCache += servedCache
+        statistics.bytesServedFromOrigin += servedOrigin
+        guard readers.removeValue(forKey: readerID) != nil else { return }
+        usage.end(key)
+        scheduleReaperIfIdle()
+        if readers.isEmpty, configuration.completesResourcesInBackground {
+            startBackgroundCompletion()
+        }
+    }
+
+    /// Waits until the byte at `position` is cached and returns the cached run that starts there
+    /// (cut to `end`), or `.end` past the end of the read or the resource.
+    func nextStep(readerID: Int, position: Int64, end requestedEnd: Int64, generation readerGeneration: Int,
+                  servedCache: Int64, servedOrigin: Int64, skipCached: Bool) async throws -> ReadStep {
+        statistics.bytesServedFromCache += servedCache
+        statistics.bytesServedFromOrigin += servedOrigin
+        var position = position
+        var replans = 0
+        while true {
+            try Task.checkCancellation()
+            guard readerGeneration == generation else {
+                throw StreamCacheError(.resourceChanged, "The resource changed on the origin during the read; read it again.")
+            }
+            guard let file else { throw StreamCacheError(.cacheIOFailed, "The resource was removed from the cache during the read.") }
+            var end = requestedEnd
+            if let total = info?.totalLength { end = min(end, total) }
+            readers[readerID]?.position = position
+            readers[readerID]?.end = end
+            if position >= end { return .end }
+            if let run = available.range(containing: position) {
+                let cut = ByteRange(position, min(run.upperBound, end))
+                if skipCached, cut.upperBound < end {
+                    position = cut.upperBound
+                    continue
+                }
+                return .available(cut, file)
+            }
+            replans += 1
+            if replans > 50 {
+                throw StreamCacheError(.originUnavailable, "The origin kept ending downloads without delivering byte \(position).", range: ByteRange(position, end))
+            }
+            try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached)
+            try await waitUntilAvailable(position)
+        }
+    }
+
+    /// Suspends until `offset` is cached, a download covering it ends (re-plan), or it fails.
+    func waitUntilAvailable(_ offset: Int64) async throws {
+        let id = makeID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                waiters[id] = Waiter(offset: offset, continuation: continuation)
+            }
+        } onCancel: {
+            Task { await self.cancelWaiter(id) }
+        }
+    }
+
+    private func cancelWaiter(_ id: Int) {
+        waiters.removeValue(forKey: id)?.continuation.resume(throwing: CancellationError())
+    }
+
+    /// Wakes waiters whose offset is now cached, or all of them (to re-plan) when `all` is set.
+    func wakeWaiters(all: Bool = false, error: (any Error)? = nil, in window: ByteRange? = nil) {
+        for (id, waiter) in waiters {
+            let inWindow = window.map { $0.contains(waiter.offset) } ?? true
+            guard all || available.contains(waiter.offset) || (error != nil && inWindow) else { continue }
+            waiters[id] = nil
+            if let error, inWindow, !available.contains(waiter.offset) {
+                waiter.continuation.resume(throwing: error)
+            } else {
+                waiter.continuation.resume()
+            }
+        }
+    }
+}
+
+extension AsyncBuffer {
+    /// For a buffer nobody consumes: the error it was finished with, if any.
+    func errorIfFailed() async throws -> (any Error)? {
+        do {
+            while try await next() != nil {}
+            return nil
+        } catch {
+            return error
+        }
+    }
+}

@@ -1,0 +1,277 @@
+import Foundation
+import Logging
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
+
+/// One cached resource, shared by every reader of its key in the process.
+///
+/// A `Resource` owns the set of bytes on disk, the downloads in flight and the readers waiting
+/// for them. ``read(_:)`` answers a range as one ordered stream: cached segments come from disk,
+/// missing ones join a download that will reach them soon or start a new download at the gap,
+/// which stops at the next cached byte. No byte is requested from the origin while it is cached
+/// or already in flight (invariant 3), and a seek never waits behind a sequential download
+/// (invariant 4).
+///
+/// Get resources from ``StreamCache/resource(for:origin:)``; the same key always gives the same
+/// `Resource` object.
+public actor Resource {
+    /// The resource's cache key.
+    public nonisolated let key: CacheKey
+    let store: CacheStore
+    let configuration: StreamCache.Configuration
+    let logger: Logger
+    let usage: UsageTracker
+    let onCommit: @Sendable () -> Void
+    var origin: any Origin
+
+    // Loaded from the store on first use.
+    var entryID: Int64?
+    var file: DataFile?
+    var loadTask: Task<Void, any Error>?
+    /// The resource's info, once a request has told it.
+    public internal(set) var info: ResourceInfo?
+    /// Bytes in the data file (committed to the index or about to be).
+    var available = RangeSet()
+    var generation = 0
+
+    // Durability.
+    var pendingBytes: Int64 = 0
+    var firstPendingAt: ContinuousClock.Instant?
+    var commitScheduled = false
+    var storeChain: Task<Void, Never>?
+    var committed = RangeSet()
+
+    // Downloads, readers and waiters.
+    var downloads: [Int: Download] = [:]
+    var readers: [Int: ReaderState] = [:]
+    var waiters: [Int: Waiter] = [:]
+    var nextID = 0
+    var reaper: Task<Void, Never>?
+
+    var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
+    /// Running totals for this resource in this process.
+    public internal(set) var statistics = ResourceStatistics()
+
+    struct ReaderState {
+        var position: Int64
+        var end: Int64
+        /// Prefetches keep their downloads going, but only readers that deliver bytes make a
+        /// download "needed" for the idle grace period.
+        var isPrefetch: Bool
+    }
+
+    struct Waiter {
+        var offset: Int64
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
+         onCommit: @escaping @Sendable () -> Void) {
+        self.key = key
+        self.origin = origin
+        self.store = store
+        self.configuration = configuration
+        self.logger = configuration.logger
+        self.usage = usage
+        self.onCommit = onCommit
+    }
+
+    func setOrigin(_ origin: any Origin) { self.origin = origin }
+
+    /// The bytes of the resource that are cached (written to the data file).
+    public var cachedRanges: RangeSet {
+        get async throws {
+            try await ensureLoaded()
+            return available
+        }
+    }
+
+    /// Whether every byte of the resource is cached (its length must be known).
+    public var isComplete: Bool {
+        get async throws {
+            try await ensureLoaded()
+            guard let total = info?.totalLength else { return false }
+            return available.contains(ByteRange(0, total))
+        }
+    }
+
+    /// A stream of what happens to this resource from now on: info, cached bytes, downloads, errors.
+    /// It buffers the newest 256 events for a slow consumer.
+    public func events() -> AsyncStream<ResourceEvent> {
+        let id = makeID()
+        let (stream, continuation) = AsyncStream<ResourceEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        eventContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeEventContinuation(id) }
+        }
+        return stream
+    }
+
+    private func removeEventContinuation(_ id: Int) { eventContinuations[id] = nil }
+
+    func emit(_ event: ResourceEvent) {
+        for continuation in eventContinuations.values { continuation.yield(event) }
+    }
+
+    func makeID() -> Int {
+        nextID += 1
+        return nextID
+    }
+
+    /// Whether readers or downloads are active.
+    var isActive: Bool { !readers.isEmpty || !downloads.isEmpty }
+
+    // MARK: Loading and store operations
+
+    /// Loads the index entry and opens the data file, once.
+    func ensureLoaded() async throws {
+        if entryID != nil { return }
+        if let loadTask { return try await loadTask.value }
+        let task = Task { try await self.load() }
+        loadTask = task
+        defer { loadTask = nil }
+        try await task.value
+    }
+
+    private func load() async throws {
+        await storeChain?.value
+        let entry = try await store.openEntry(for: key)
+        let file = try DataFile(path: entry.dataPath)
+        self.entryID = entry.id
+        self.file = file
+        self.info = entry.info
+        self.available = entry.spans
+        self.committed = entry.spans
+    }
+
+    /// Runs store operations one after another, in the order they were asked for, so a commit
+    /// of an old version can never land after the reset that dropped it.
+    func enqueueStoreOperation(_ operation: @escaping @Sendable () async -> Void) {
+        let previous = storeChain
+        storeChain = Task {
+            await previous?.value
+            await operation()
+        }
+    }
+
+    /// Waits until every written byte is synced and recorded in the index.
+    public func flush() async {
+        scheduleCommit()
+        await storeChain?.value
+    }
+
+    /// Forgets the in-memory state and deletes the resource from the store, if nothing is using it.
+    /// Called by eviction and removal.
+    func removeIfIdle() async -> Bool {
+        guard !isActive else { return false }
+        entryID = nil
+        file = nil
+        info = nil
+        available = RangeSet()
+        committed = RangeSet()
+        pendingBytes = 0
+        generation += 1
+        let store = self.store
+        let key = self.key
+        enqueueStoreOperation {
+            do { try await store.remove(key) } catch {}
+        }
+        await storeChain?.value
+        return true
+    }
+
+    /// Drops every cached byte: the origin's version differs from the cached one.
+    func resetForNewVersion(_ newInfo: ResourceInfo) throws {
+        logger.info("the origin's version changed; dropping cached bytes", metadata: ["key": "\(key)", "cachedBytes": "\(available.coveredByteCount)"])
+        generation += 1
+        available = RangeSet()
+        committed = RangeSet()
+        pendingBytes = 0
+        firstPendingAt = nil
+        info = newInfo
+        if let path = file?.path {
+            // Downloads of the old version keep writing into the unlinked file, harmlessly.
+            unlink(path)
+            file = try DataFile(path: path)
+        }
+        if let id = entryID {
+            let store = self.store
+            enqueueStoreOperation {
+                do {
+                    try await store.reset(resourceID: id)
+                    try await store.updateInfo(resourceID: id, info: newInfo)
+                } catch {}
+            }
+        }
+        let changed = StreamCacheError(.resourceChanged, "The resource changed on the origin; bytes of the old version were dropped.")
+        for (id, waiter) in waiters {
+            waiters[id] = nil
+            waiter.continuation.resume(throwing: changed)
+        }
+        emit(.versionChanged(newInfo))
+    }
+
+    func storeInfo(_ newInfo: ResourceInfo) {
+        let changed = info != newInfo
+        info = newInfo
+        guard changed, let id = entryID else { return }
+        let store = self.store
+        enqueueStoreOperation {
+            do { try await store.updateInfo(resourceID: id, info: newInfo) } catch {}
+        }
+        emit(.infoKnown(newInfo))
+    }
+
+    // MARK: Commits (record after write)
+
+    /// Schedules a commit when enough bytes or time have piled up.
+    func commitIfDue() {
+        guard pendingBytes > 0, let firstPendingAt else { return }
+        if pendingBytes >= configuration.commitBatchBytes || ContinuousClock.now - firstPendingAt >= configuration.commitInterval {
+            scheduleCommit()
+        }
+    }
+
+    func scheduleCommit() {
+        guard pendingBytes > 0, !commitScheduled else { return }
+        commitScheduled = true
+        enqueueStoreOperation { [weak self] in await self?.performCommit() }
+    }
+
+    private func performCommit() async {
+        commitScheduled = false
+        guard pendingBytes > 0, let id = entryID, let file else { return }
+        let snapshot = available
+        pendingBytes = 0
+        firstPendingAt = nil
+        do {
+            try await store.commit(resourceID: id, spans: snapshot, file: file)
+            committed = snapshot
+            emit(.committed(snapshot))
+        } catch {
+            logger.info("could not record cached bytes", metadata: ["key": "\(key)", "error": "\(error)"])
+            emit(.error(code: (error as? StreamCacheError)?.code.description ?? "cacheIOFailed", message: "\(error)"))
+        }
+        onCommit()
+    }
+}
+
+/// Counts, per key, the readers and downloads in progress, so eviction can skip busy resources
+/// without asking each actor.
+final class UsageTracker: Sendable {
+    private let counts = Locked([CacheKey: Int]())
+
+    func begin(_ key: CacheKey) { counts.withLock { $0[key, default: 0] += 1 } }
+
+    func end(_ key: CacheKey) {
+        counts.withLock { counts in
+            let next = (counts[key] ?? 1) - 1
+            counts[key] = next > 0 ? next : nil
+        }
+    }
+
+    var busyKeys: Set<CacheKey> { counts.withLock { Set($0.keys) } }
+}

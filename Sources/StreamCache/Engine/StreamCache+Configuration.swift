@@ -1,0 +1,58 @@
+import Foundation
+import Logging
+
+extension StreamCache {
+    /// Settings of a ``StreamCache``.
+    public struct Configuration: Sendable {
+        /// The cache directory; see ``StreamCache/defaultDirectory()``.
+        public var directory: URL
+        /// The most bytes the cache keeps before evicting least recently used resources, or `nil`
+        /// for no limit. Resources being read and pinned resources are never evicted.
+        public var maximumSize: Int64?
+        /// The largest chunk handed to a reader, and the unit of disk reads.
+        public var chunkSize: Int = 256 * 1024
+        /// Bytes a read may hold ahead of its consumer before it waits.
+        public var readBufferLimit: Int = 1 << 20
+        /// A read whose offset a running download will reach within this many bytes waits for that
+        /// download; a read further ahead starts its own (seeks never wait behind a sequential download).
+        public var joinDistance: Int64 = 1 << 20
+        /// The first request of a download asks for this many bytes; later ones double.
+        public var initialSegmentSize: Int64 = 1 << 20
+        /// The most bytes one origin request asks for.
+        public var maximumSegmentSize: Int64 = 16 << 20
+        /// How long a download that no reader needs goes on before it is stopped.
+        public var idleDownloadGracePeriod: Duration = .seconds(5)
+        /// Whether downloads go on to fill the file when no reader needs them (for offline use).
+        public var completesResourcesInBackground: Bool = false
+        /// Written bytes are synced and recorded in the index after this many bytes…
+        public var commitBatchBytes: Int64 = 8 << 20
+        /// …or after this long, whichever comes first.
+        public var commitInterval: Duration = .milliseconds(500)
+        /// Where the engine logs (at `.info` and below, never a secret).
+        public var logger: Logger = Logger(label: "streamcache", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates a configuration for the cache in `directory`.
+        public init(directory: URL, maximumSize: Int64? = nil) {
+            self.directory = directory
+            self.maximumSize = maximumSize
+        }
+    }
+
+    /// The default cache directory: `$STREAMCACHE_CACHE_DIR`, else `$XDG_CACHE_HOME/streamcache`,
+    /// else `~/.cache/streamcache` (the user's Caches directory on Apple platforms).
+    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let explicit = environment["STREAMCACHE_CACHE_DIR"], !explicit.isEmpty {
+            return URL(fileURLWithPath: explicit, isDirectory: true)
+        }
+        #if canImport(Darwin)
+        if let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first {
+            return caches.appendingPathComponent("streamcache", isDirectory: true)
+        }
+        #endif
+        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("streamcache", isDirectory: true)
+        }
+        let home = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) } ?? FileManager.default.homeDirectoryForCurrentUser
+        return home.appendingPathComponent(".cache/streamcache", isDirectory: true)
+    }
+}

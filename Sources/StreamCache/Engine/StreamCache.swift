@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+
+/// The engine's front door: a durable, range-aware cache in one directory, shared by every
+/// front end in the process.
+///
+/// ```swift
+/// let cache = try StreamCache(configuration: .init(directory: StreamCache.defaultDirectory()))
+/// let origin = HTTPOrigin(url: songURL, headers: ["Authorization": "OAuth \(token)"])
+/// let song = cache.resource(for: CacheKey(url: songURL), origin: origin)
+/// for try await chunk in song.read(ByteRange(0, 64 * 1024)) {
+///     // chunk.data, chunk.offset, chunk.source (.cache or .origin)
+/// }
+/// try await song.prefetch()              // fill the file for offline use
+/// try await cache.setPinned(true, for: song.key)
+/// await cache.shutdown()
+/// ```
+///
+/// One `StreamCache` per directory per process: resources are coalesced within an instance.
+public final class StreamCache: Sendable {
+    /// The settings the cache was created with.
+    public let configuration: Configuration
+    /// The durable store (files and index).
+    public let store: CacheStore
+    private let resources = Locked([CacheKey: Resource]())
+    private let usage = UsageTracker()
+    private let eviction = Locked(EvictionState())
+
+    private struct EvictionState {
+        var task: Task<Void, Never>?
+        var again = false
+    }
+
+    /// Opens the cache, creating its directory if needed, and reconciles files and index.
+    ///
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the directory or index cannot be opened.
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
+    }
+
+    /// The resource for `key`, fetched from `origin` when bytes are missing.
+    ///
+    /// The same key always gives the same ``Resource``, so all its readers share downloads. When the
+    /// resource already exists, `origin` replaces its origin for future downloads (for example a
+    /// refreshed download link).
+    public func resource(for key: CacheKey, origin: any Origin) -> Resource {
+        let (resource, isNew) = resources.withLock { resources -> (Resource, Bool) in
+            if let existing = resources[key] { return (existing, false) }
+            let created = Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
+                                   onCommit: { [weak self] in self?.enforceSizeLimit() })
+            resources[key] = created
+            return (created, true)
+        }
+        if !isNew {
+            Task { await resource.setOrigin(origin) }
+        }
+        return resource
+    }
+
+    /// Reads `range` of the resource `key` from `origin`; see ``Resource/read(_:)``.
+    public func read(_ range: ByteRange, key: CacheKey, origin: any Origin) -> ReadStream {
+        resource(for: key, origin: origin).read(range)
+    }
+
+    /// Pins or unpins a resource: pinned resources are never evicted.
+    ///
+    /// - Returns: `false` when the cache does not know `key`.
+    @discardableResult
+    public func setPinned(_ pinned: Bool, for key: CacheKey) async throws -> Bool {
+        try await store.setPinned(pinned, for: key)
+    }
+
+    /// Every cached resource, most recently used first.
+    public func entries() async throws -> [CacheStore.Entry] {
+        await flush()
+        return try await store.entries()
+    }
+
+    /// Deletes a resource's cached bytes and index entry.
+    ///
+    /// - Returns: `false` when the cache does not know `key`.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read or downloaded.
+    @discardableResult
+    public func remove(_ key: CacheKey) async throws -> Bool {
+        let resource = resources.withLock { $0[key] }
+        if let resource {
+            guard await resource.removeIfIdle() else {
+                throw StreamCacheError(.invalidArgument, "The resource \(key) is in use; stop reading it before removing it.")
+            }
+            return true
+        }
+        return try await store.remove(key)
+    }
+
+    /// Deletes every resource that is not in use.
+    ///
+    /// - Returns: The number of resources deleted.
+    @discardableResult
+    public func removeAll() async throws -> Int {
+        var removed = 0
+        for entry in try await store.entries() where (try? await remove(entry.key)) == true { removed += 1 }
+        return removed
+    }
+
+    /// Waits until every written byte of every resource is synced and recorded in the index.
+    public func flush() async {
+        for resource in resources.withLock({ Array($0.values) }) { await resource.flush() }
+    }
+
+    /// Stops every download and records what was written. Call before the process exits.
+    public func shutdown() async {
+        for resource in resources.withLock({ Array($0.values) }) { await resource.cancelDownloads() }
+        await flush()
+        let task = eviction.withLock { $0.task }
+        await task?.value
+    }
+
+    /// Evicts least recently used resources when the cache is over its limit (down to 90 % of it,
+    /// so eviction does not run after every commit). Runs one pass at a time.
+    func enforceSizeLimit() {
+        guard let limit = configuration.maximumSize else { return }
+        eviction.withLock { state in
+            guard state.task == nil else {
+                state.again = true
+                return
+            }
+            state.task = Task { [weak self] in
+                while let self {
+                    await self.evict(limit: limit)
+                    let again = self.eviction.withLock { state -> Bool in
+                        if state.again {
+                            state.again = false
+                            return true
+                        }
+                        state.task = nil
+                        return false
+                    }
+                    if !again { break }
+                }
+            }
+        }
+    }
+
+    private func evict(limit: Int64) async {
+        do {
+            guard try await store.totalCachedBytes() > limit else { return }
+            let busy = usage.busyKeys
+            let target = limit - limit / 10
+            let candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
+            var total = try await store.totalCachedBytes()
+            for candidate in candidates where total > target {
+                let removed = try await remove(candidate.key)
+                if removed {
+                    total -= candidate.spans.coveredByteCount
+                    configuration.logger.info("evicted", metadata: ["key": "\(candidate.key)", "bytes": "\(candidate.spans.coveredByteCount)"])
+                }
+            }
+        } catch {
+            configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import Crypto
+import Foundation
+
+/// The stable name of a cached resource, independent of how it is downloaded.
+///
+/// Keys come from the source (a file id or path plus an account), never from signed, expiring
+/// download URLs, and never hold a secret (invariant 6): they are stored in the index in clear.
+/// ``init(url:)`` derives a key from a plain URL: scheme, host, port and path, with user info
+/// dropped and the query replaced by a digest, since query strings often carry tokens.
+///
+/// ```swift
+/// CacheKey(url: URL(string: "https://cdn.example/a.mp3?sig=secret")!).rawValue
+/// // "https://cdn.example/a.mp3?#5f1c…" (the query's digest, not the query)
+/// CacheKey("yandex:me/disk:/Music/a.mp3")
+/// ```
+public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+    /// The key's text.
+    public let rawValue: String
+
+    /// Creates a key from text chosen by the caller (for example `service:account:fileID`).
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    public init(stringLiteral value: String) { self.init(value) }
+
+    /// Derives a key from a URL with user info removed and the query reduced to a digest.
+    public init(url: URL) {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            self.init(CacheKey.digest(of: url.absoluteString))
+            return
+        }
+        let query = components.percentEncodedQuery
+        components.user = nil
+        components.password = nil
+        components.percentEncodedQuery = nil
+        components.fragment = nil
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        var text = components.string ?? url.absoluteString
+        if let query, !query.isEmpty { text += "?#" + CacheKey.digest(of: query).prefix(16) }
+        self.init(text)
+    }
+
+    /// The name of the key's data file: the SHA-256 of the key in hex. Keys with `/` or `..` can
+    /// never escape the cache directory.
+    public var fileStem: String { CacheKey.digest(of: rawValue) }
+
+    public var description: String { rawValue }
+
+    static func digest(of text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}

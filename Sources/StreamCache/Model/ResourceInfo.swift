@@ -1,0 +1,48 @@
+import Foundation
+
+/// What the cache knows about a resource as a whole: its length, type and version.
+///
+/// The first data request to an origin yields the info, so playback never pays an extra round
+/// trip for a `HEAD`. The total length comes from `Content-Range: bytes a-b/TOTAL` (or a 200's
+/// `Content-Length`), never from a 206's `Content-Length`, which is only the part's length.
+public struct ResourceInfo: Hashable, Sendable, Codable {
+    /// The length of the whole resource in bytes, or `nil` while unknown.
+    public var totalLength: Int64?
+    /// The MIME type without parameters (`audio/mpeg`), or `nil` when the origin gave none.
+    public var mimeType: String?
+    /// The file name from `Content-Disposition` or the URL's last path component, if any.
+    public var fileName: String?
+    /// Whether the origin serves byte ranges (it answered a range request with 206).
+    public var acceptsByteRanges: Bool
+    /// What identifies this version of the resource.
+    public var validator: Validator
+
+    /// Creates an info value.
+    public init(totalLength: Int64?, mimeType: String?, fileName: String? = nil, acceptsByteRanges: Bool, validator: Validator = Validator()) {
+        self.totalLength = totalLength
+        self.mimeType = mimeType.map(MediaType.essence(of:))
+        self.fileName = fileName
+        self.acceptsByteRanges = acceptsByteRanges
+        self.validator = validator
+    }
+
+    /// The Uniform Type Identifier for AVFoundation, with the file-extension fallback applied.
+    public var uniformTypeIdentifier: String {
+        MediaType.uniformTypeIdentifier(mimeType: mimeType, fileName: fileName)
+    }
+
+    /// The MIME type to send to players: the origin's, unless missing or generic, then one guessed
+    /// from the file name, else `application/octet-stream`.
+    public var effectiveMIMEType: String {
+        if let mimeType, mimeType != "application/octet-stream", mimeType != "binary/octet-stream" { return mimeType }
+        return fileName.flatMap(MediaType.mimeType(forFileName:)) ?? mimeType ?? "application/octet-stream"
+    }
+
+    /// Whether `other` describes the same version of the resource: validators agree (when both
+    /// have one) and lengths agree (when both know it).
+    public func isSameVersion(as other: ResourceInfo) -> Bool {
+        if validator.matches(other.validator) == false { return false }
+        if let mine = totalLength, let theirs = other.totalLength, mine != theirs { return false }
+        return true
+    }
+}

@@ -1,0 +1,75 @@
+/// The one error type StreamCache throws, apart from `CancellationError`.
+///
+/// Like AsyncHTTPClient's `HTTPClientError`, it is a struct over an extensible ``Code`` so new
+/// failure kinds break no one's `switch`. The ``message`` says what failed and what to do about it;
+/// it never holds a token, an `Authorization` value, a cookie or a URL query.
+///
+/// ```swift
+/// do {
+///     for try await chunk in cache.read(ByteRange(0, 1024), of: origin) { … }
+/// } catch let error as StreamCacheError where error.code == .authenticationFailed {
+///     // ask the user to sign in again
+/// }
+/// ```
+public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case originUnavailable, resourceChanged, rangeNotSatisfiable, authenticationFailed, notFound
+            case badResponse, tooManyRedirects, diskFull, cacheIOFailed, invalidArgument, rangeNotSupported
+        }
+
+        private let base: Base
+
+        /// The origin could not be reached, or kept failing (5xx, dropped connections) after the retries.
+        public static let originUnavailable = Code(base: .originUnavailable)
+        /// The origin's content changed (new validator or length) while it was being read.
+        public static let resourceChanged = Code(base: .resourceChanged)
+        /// The requested range starts at or past the end of the resource.
+        public static let rangeNotSatisfiable = Code(base: .rangeNotSatisfiable)
+        /// The origin answered 401 or 403, also after a credential refresh.
+        public static let authenticationFailed = Code(base: .authenticationFailed)
+        /// The origin answered 404 or 410.
+        public static let notFound = Code(base: .notFound)
+        /// The origin's answer broke HTTP rules the cache relies on (wrong `Content-Range`, short body, unexpected status).
+        public static let badResponse = Code(base: .badResponse)
+        /// The origin redirected more times than allowed, or in a loop.
+        public static let tooManyRedirects = Code(base: .tooManyRedirects)
+        /// The cache's file system is full.
+        public static let diskFull = Code(base: .diskFull)
+        /// Reading or writing the cache failed for a reason other than a full disk.
+        public static let cacheIOFailed = Code(base: .cacheIOFailed)
+        /// The caller passed a value the API cannot use.
+        public static let invalidArgument = Code(base: .invalidArgument)
+        /// The origin cannot serve byte ranges and the request cannot be answered without them.
+        public static let rangeNotSupported = Code(base: .rangeNotSupported)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// What failed and how to fix it; safe to show to a user.
+    public var message: String
+    /// The HTTP status the origin answered with, when there was one.
+    public var httpStatus: Int?
+    /// The byte range concerned, when there was one.
+    public var range: ByteRange?
+    /// The lower-level error that caused this one, if any.
+    public var underlying: (any Error & Sendable)?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, range: ByteRange? = nil, underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.httpStatus = httpStatus
+        self.range = range
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if let httpStatus { text += " (HTTP \(httpStatus))" }
+        return text
+    }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import Logging
+
+/// An ``Origin`` for any HTTP(S) URL, with custom headers such as `Authorization: Bearer …`,
+/// `Authorization: OAuth …` or Basic credentials.
+///
+/// It asks for byte ranges and reads the resource's info from the same answer. It copes with
+/// origins that ignore `Range` (200: the body starts at 0), omit `Content-Length`, redirect (your
+/// headers are sent to the original scheme, host and port only, unless
+/// ``Configuration/forwardsHeadersToHosts`` names the new host), answer 401/403 (one credential
+/// refresh through a ``CredentialProvider``), 5xx or 429 (retries with back-off), or drop the
+/// connection mid-body (resumes from the last byte received with `If-Range`, and fails with
+/// ``StreamCacheError/Code/resourceChanged`` rather than mixing two versions).
+///
+/// ```swift
+/// let origin = HTTPOrigin(
+///     url: URL(string: "https://webdav.example/music/a.mp3")!,
+///     headers: ["Authorization": "Basic bWU6c2VjcmV0"]
+/// )
+/// ```
+public struct HTTPOrigin: Origin {
+    /// Behaviour settings.
+    public struct Configuration: Sendable {
+        /// The most redirects followed for one request.
+        public var maxRedirects: Int = 10
+        /// Retries of transient failures and resumes of broken bodies.
+        public var retry: RetryPolicy = RetryPolicy()
+        /// Hosts besides the URL's own that may receive your headers after a redirect.
+        public var forwardsHeadersToHosts: Set<String> = []
+        /// The wait for a response head, and between body chunks.
+        public var timeout: Duration = .seconds(30)
+
+        /// The default configuration.
+        public init() {}
+    }
+
+    /// The resource's URL.
+    public let url: URL
+    /// Headers sent with every request to the URL's own host.
+    public let headers: HTTPHeaders
+    /// Supplies and refreshes authorization headers, if any.
+    public let credentials: (any CredentialProvider)?
+    /// The HTTP client.
+    public let transport: any HTTPTransport
+    /// Behaviour settings.
+    public let configuration: Configuration
+    private let logger: Logger
+
+    /// Creates an origin.
+    ///
+    /// - Parameters:
+    ///   - url: An `http` or `https` URL.
+    ///   - headers: Headers for every request, credentials included.
+    ///   - credentials: A provider of authorization headers that can refresh them after a 401.
+    ///   - transport: The HTTP client; the shared ``URLSessionTransport`` by default.
+    ///   - configuration: Redirect, retry and timeout settings.
+    ///   - logger: Where to log; URLs are logged without their query and no header value is logged.
+    public init(
+        url: URL, headers: HTTPHeaders = [:], credentials: (any CredentialProvider)? = nil,
+        transport: any HTTPTransport = URLSessionTransport.shared, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "streamcache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.url = url
+        self.headers = headers
+        self.credentials = credentials
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public var logDescription: String { url.redactedDescription }
+
+    public func open(_ request: OriginRequest) async throws -> OriginResponse {
+        let first = try await openOnce(range: request.range, validator: request.validator)
+        guard let expectedEnd = first.length.map({ first.offset + $0 }) ?? first.info.totalLength, first.info.acceptsByteRanges else {
+            return first
+        }
+        // Wrap the body so that a connection dropped mid-body resumes where it broke off.
+        let info = first.info
+        let start = first.offset
+        let initialBody = first.body
+        let body = HTTPBody.streaming { [self] write in
+            var position = start
+            var body = initialBody
+            var failures = 0
+            while true {
+                do {
+                    for try await chunk in body {
+                        let usable = chunk.prefix(Int(clamping: expectedEnd - position))
+                        if !usable.isEmpty {
+                            try await write(usable)
+                            position += Int64(usable.count)
+                            failures = 0
+                        }
+                        if position >= expectedEnd { return }
+                    }
+                    if position >= expectedEnd { return }
+                    throw StreamCacheError(.badResponse, "The origin ended the body \(expectedEnd - position) bytes early.",
+                                           range: ByteRange(position, expectedEnd))
+                } catch let error where !(error is CancellationError) && !Task.isCancelled {
+                    failures += 1
+                    guard failures < configuration.retry.maxAttempts else { throw error }
+                    logger.info("resuming after a broken body", metadata: ["origin": "\(logDescription)", "offset": "\(position)", "error": "\(error)"])
+                    try await Task.sleep(for: configuration.retry.backoff(beforeAttempt: failures + 1))
+                    body = try await resume(at: position, end: expectedEnd, info: info)
+                }
+            }
+        }
+        return OriginResponse(info: info, offset: first.offset, length: first.length, body: body)
+    }
+
+    /// Re-opens `[position, end)` and proves it is the same version; otherwise throws `resourceChanged`.
+    private func resume(at position: Int64, end: Int64, info: ResourceInfo) async throws -> HTTPBody {
+        let ifRange = info.validator.ifRangeValue != nil ? info.validator : nil
+        let response = try await openOnce(range: ByteRange(position, end), validator: ifRange)
+        guard response.offset == position, response.info.acceptsByteRanges, info.isSameVersion(as: response.info) else {
+            throw StreamCacheError(.resourceChanged, "The resource changed on the origin while it was being downloaded.", range: ByteRange(position, end))
+        }
+        return response.body
+    }
+
+    /// One logical request: redirects, a credential refresh and transient retries, no body resume.
+    private func openOnce(range: ByteRange?, validator: Validator?) async throws -> OriginResponse {
+        var attempt = 1
+        var refreshed = false
+        while true {
+            let (response, sentCredentials) = try await sendFollowingRedirects(range: range, validator: validator)
+            switch response.status {
+            case 200, 206:
+                return try interpret(response, requested: range)
+            case 416:
+                let total = response.headers["Content-Range"].flatMap(ContentRange.init(headerValue:))?.completeLength
+                guard let total, let range, range.lowerBound >= total else {
+                    throw StreamCacheError(.rangeNotSatisfiable, "The origin refused the byte range \(range.map(\.description) ?? "").", httpStatus: 416, range: range)
+                }
+                let info = ResourceInfo(totalLength: total, mimeType: response.headers["Content-Type"], fileName: fileName(from: response.headers),
+                                        acceptsByteRanges: true, validator: validatorOf(response.headers))
+                return OriginResponse(info: info, offset: range.lowerBound, length: 0, body: HTTPBody(chunks: []))
+            case 401, 403:
+                if !refreshed, sentCredentials, let credentials {
+                    refreshed = true
+                    let rejected = try await credentials.authorizationHeaders()
+                    if try await credentials.refresh(rejected: rejected, status: response.status) {
+                        logger.info("credentials refreshed after \(response.status)", metadata: ["origin": "\(logDescription)"])
+                        continue
+                    }
+                }
+                throw StreamCacheError(.authenticationFailed,
+                                       "The origin rejected the credentials (HTTP \(response.status)); check the token or password for \(logDescription).",
+                                       httpStatus: response.status, range: range)
+            case 404, 410:
+                throw StreamCacheError(.notFound, "The origin has no resource at \(logDescription).", httpStatus: response.status, range: range)
+            case 408, 425, 429, 500...599:
+                guard attempt < configuration.retry.maxAttempts else {
+                    throw StreamCacheError(.originUnavailable, "The origin kept failing with HTTP \(response.status) after \(attempt) attempts.",
+                                           httpStatus: response.status, range: range)
+                }
+                attempt += 1
+                var wait = configuration.retry.backoff(beforeAttempt: attempt)
+                if let retryAfter = response.headers["Retry-After"].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }) {
+                    wait = min(.seconds(retryAfter), configuration.retry.maxBackoff)
+                }
+                try await Task.sleep(for: wait)
+            default:
+                throw StreamCacheError(.badResponse, "The origin answered with an unexpected HTTP \(response.status).", httpStatus: response.status, range: range)
+            }
+        }
+    }
+
+    /// Builds the info and the body's position from a 200 or 206.
+    private func interpret(_ response: HTTPResponse, requested range: ByteRange?) throws -> OriginResponse {
+        let headers = response.headers
+        let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
+        let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingCharacters(in: .whitespaces))) }
+        let mime = headers["Content-Type"]
+        let name = fileName(from: headers)
+        let validator = validatorOf(headers)
+        if response.status == 206 {
+            guard let contentRange = headers["Content-Range"].flatMap(ContentRange.init(headerValue:)), let delivered = contentRange.range else {
+                throw StreamCacheError(.badResponse, "The origin answered 206 without a valid Content-Range.", httpStatus: 206, range: range)
+            }
+            if let range, delivered.lowerBound != range.lowerBound {
+                throw StreamCacheError(.badResponse, "The origin sent bytes from \(delivered.lowerBound) when \(range.lowerBound) was asked.",
+                                       httpStatus: 206, range: range)
+            }
+            let info = ResourceInfo(totalLength: contentRange.completeLength, mimeType: mime, fileName: name, acceptsByteRanges: true, validator: validator)
+            return OriginResponse(info: info, offset: delivered.lowerBound, length: delivered.count, body: response.body)
+        }
+        // 200: the whole representation from byte 0. When a range was asked, the origin ignores ranges
+        // (or the If-Range validator no longer matched: the caller compares validators).
+        let acceptsRanges = range == nil && headers["Accept-Ranges"]?.lowercased().contains("bytes") == true
+        let info = ResourceInfo(totalLength: contentLength, mimeType: mime, fileName: name, acceptsByteRanges: acceptsRanges, validator: validator)
+        return OriginResponse(info: info, offset: 0, length: contentLength, body: response.body)
+    }
+
+    private func sendFollowingRedirects(range: ByteRange?, validator: Validator?) async throws -> (HTTPResponse, sentCredentials: Bool) {
+        var target = url
+        var mayCarryCredentials = true
+        var visited: Set<URL> = []
+        for _ in 0...configuration.maxRedirects {
+            var requestHeaders = HTTPHeaders()
+            if mayCarryCredentials {
+                requestHeaders.merge(headers)
+                if let credentials { requestHeaders.merge(try await credentials.authorizationHeaders()) }
+            }
+            if let range {
+                requestHeaders["Range"] = range.upperBound == Int64.max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.httpLast)"
+                if let ifRange = validator?.ifRangeValue { requestHeaders["If-Range"] = ifRange }
+            }
+            let response = try await transport.send(HTTPRequest(url: target, headers: requestHeaders, timeout: configuration.timeout))
+            guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
+                  let next = URL(string: location, relativeTo: target)?.absoluteURL
+            else {
+                return (response, mayCarryCredentials)
+            }
+            visited.insert(target)
+            guard !visited.contains(next) else {
+                throw StreamCacheError(.tooManyRedirects, "The origin redirects in a loop (\(next.redactedDescription)).", httpStatus: response.status)
+            }
+            if !next.hasSameOrigin(as: url), !configuration.forwardsHeadersToHosts.contains(next.host?.lowercased() ?? "") {
+                mayCarryCredentials = false
+            }
+            if url.scheme?.lowercased() == "https", next.scheme?.lowercased() != "https" { mayCarryCredentials = false }
+            logger.debug("following a redirect", metadata: ["to": "\(next.redactedDescription)", "credentials": "\(mayCarryCredentials)"])
+            target = next
+        }
+        throw StreamCacheError(.tooManyRedirects, "The origin redirected more than \(configuration.maxRedirects) times.")
+    }
+
+    private func validatorOf(_ headers: HTTPHeaders) -> Validator {
+        Validator(entityTag: headers["ETag"], lastModified: headers["Last-Modified"])
+    }
+
+    private func fileName(from headers: HTTPHeaders) -> String? {
+        if let disposition = headers["Content-Disposition"], let range = disposition.range(of: "filename=") {
+            let name = disposition[range.upperBound...].split(separator: ";").first.map(String.init)?
+                .trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+            if let name, !name.isEmpty { return name }
+        }
+        let last = url.lastPathComponent
+        return last.isEmpty || last == "/" ? nil : last
+    }
+}
+
+extension URLSessionTransport {
+    /// The transport ``HTTPOrigin`` uses when none is given; one long-lived session per process.
+    public static let shared = URLSessionTransport()
+}
+
+extension URL {
+    /// The URL without user info, query or fragment: safe to log.
+    public var redactedDescription: String {
+        guard var components = URLComponents(url: self, resolvingAgainstBaseURL: true) else { return "<url>" }
+        components.user = nil
+        components.password = nil
+        if components.percentEncodedQuery != nil { components.percentEncodedQuery = "…" }
+        components.fragment = nil
+        return components.string ?? "<url>"
+    }
+
+    func hasSameOrigin(as other: URL) -> Bool {
+        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
+        return scheme?.lowercased() == other.scheme?.lowercased() && host?.lowercased() == other.host?.lowercased() && port(self) == port(other)
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+/// Where a resource's bytes come from: opens a byte range and streams it.
+///
+/// ``HTTPOrigin`` covers any HTTP(S) URL with custom headers; cloud sources (WebDAV, Yandex.Disk,
+/// …) conform in the `StreamCacheSources` module. An origin's first answer also carries the
+/// resource's ``ResourceInfo``, so the engine never needs a separate `HEAD`.
+///
+/// Conformances retry transient failures themselves and, when a body breaks off, resume from the
+/// last byte delivered only after proving the version is unchanged; the engine sees one
+/// continuous body or an error.
+public protocol Origin: Sendable {
+    /// A description for logs and errors; must not contain credentials or signed query strings.
+    var logDescription: String { get }
+
+    /// Opens `request.range` (or the whole resource when `nil`).
+    ///
+    /// - Returns: The resource info and a body starting at ``OriginResponse/offset``, which is the
+    ///   requested start, or 0 when the origin cannot serve ranges.
+    /// - Throws: ``StreamCacheError`` (`authenticationFailed`, `notFound`, `originUnavailable`,
+    ///   `badResponse`, `tooManyRedirects`), or `CancellationError`.
+    func open(_ request: OriginRequest) async throws -> OriginResponse
+}
+
+/// A request for part of a resource.
+public struct OriginRequest: Sendable, Hashable {
+    /// The bytes wanted, or `nil` for the whole resource. The range may run past the end when the
+    /// length is not known yet; the origin then delivers up to the end.
+    public var range: ByteRange?
+    /// The version the cache holds. HTTP origins send it as `If-Range`, so a changed resource
+    /// comes back whole (200) with its new validator instead of as a mix of versions.
+    public var validator: Validator?
+
+    /// Creates a request.
+    public init(range: ByteRange?, validator: Validator? = nil) {
+        self.range = range
+        self.validator = validator
+    }
+}
+
+/// An origin's answer: the info and a body.
+public struct OriginResponse: Sendable {
+    /// What the origin said about the whole resource.
+    public var info: ResourceInfo
+    /// The offset of the body's first byte.
+    public var offset: Int64
+    /// How many bytes the body carries, when known.
+    public var length: Int64?
+    /// The bytes, in order from ``offset``.
+    public var body: HTTPBody
+
+    /// Creates a response.
+    public init(info: ResourceInfo, offset: Int64, length: Int64?, body: HTTPBody) {
+        self.info = info
+        self.offset = offset
+        self.length = length
+        self.body = body
+    }
+}

@@ -1,0 +1,28 @@
+/// How often and how patiently an origin request is retried after a transient failure
+/// (connection refused or dropped, 5xx, 429).
+public struct RetryPolicy: Sendable, Hashable {
+    /// The most attempts for one request, the first included. Resumes of a body that broke off
+    /// count separately, up to this number per body without progress.
+    public var maxAttempts: Int
+    /// The wait before the second attempt.
+    public var initialBackoff: Duration
+    /// The longest wait between attempts, also the cap on a `Retry-After` the origin asks for.
+    public var maxBackoff: Duration
+
+    /// Creates a policy.
+    public init(maxAttempts: Int = 5, initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5)) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+    }
+
+    /// No retries at all.
+    public static let none = RetryPolicy(maxAttempts: 1)
+
+    /// The wait before attempt number `attempt` (2 for the first retry): exponential, capped.
+    public func backoff(beforeAttempt attempt: Int) -> Duration {
+        let exponent = max(0, min(attempt - 2, 20))
+        let wait = initialBackoff * (1 << exponent)
+        return min(wait, maxBackoff)
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import GRDB
+import Logging
+
+/// The durable half of the cache: one sparse data file per resource plus an SQLite index of
+/// resources, their info and the byte spans that are safely on disk.
+///
+/// **Record after write** (invariant 2): a span reaches the index only through
+/// ``commit(resourceID:spans:file:)``, which syncs the data file first. After a kill -9 or a power
+/// cut the index may claim less than the file holds, never more. ``init(directory:logger:)``
+/// reconciles files and index: spans past a file's end are cut, rows without a file lose their
+/// spans, files without a row are deleted.
+///
+/// Layout of the cache directory (mode 0700):
+/// ```
+/// index.sqlite            the index (WAL mode)
+/// data/<sha256(key)>.data one sparse file per resource
+/// ```
+public final class CacheStore: Sendable {
+    /// A resource as the index knows it.
+    public struct Entry: Sendable {
+        /// The row id.
+        public var id: Int64
+        /// The cache key.
+        public var key: CacheKey
+        /// The info, when a first request has been made.
+        public var info: ResourceInfo?
+        /// The bytes durably cached.
+        public var spans: RangeSet
+        /// Whether the resource is kept for offline use (never evicted).
+        public var pinned: Bool
+        /// When the resource was last read.
+        public var lastAccessedAt: Date
+        /// The data file's path.
+        public var dataPath: String
+    }
+
+    /// The cache directory.
+    public let directory: URL
+    let dataDirectory: URL
+    private let database: DatabasePool
+    private let logger: Logger
+
+    /// Opens (creating if needed) the cache in `directory` and reconciles its files and index.
+    ///
+    /// - Throws: ``StreamCacheError`` with ``StreamCacheError/Code/cacheIOFailed`` when the
+    ///   directory or the index cannot be opened.
+    public init(directory: URL, logger: Logger = Logger(label: "streamcache.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
+        self.directory = directory
+        self.dataDirectory = directory.appendingPathComponent("data", isDirectory: true)
+        self.logger = logger
+        do {
+            try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            database = try DatabasePool(path: directory.appendingPathComponent("index.sqlite").path, configuration: configuration)
+            try CacheIndexSchema.migrator.migrate(database)
+        } catch let error as StreamCacheError {
+            throw error
+        } catch {
+            throw StreamCacheError(.cacheIOFailed, "Could not open the cache at \(directory.path): \(error)", underlying: SendableErrorDescription(error as NSError))
+        }
+        try reconcile()
+    }
+
+    func dataPath(forFileName name: String) -> String { dataDirectory.appendingPathComponent(name).path }
+
+    /// Cuts spans that claim bytes past their file's end, drops spans of missing files and
+    /// deletes files the index does not know.
+    private func reconcile() throws {
+        let fileManager = FileManager.default
+        try database.write { db in
+            let records = try ResourceRecord.fetchAll(db)
+            var known: Set<String> = []
+            for record in records {
+                guard let id = record.id else { continue }
+                known.insert(record.dataFileName)
+                let path = dataPath(forFileName: record.dataFileName)
+                var spans = RangeSet(try SpanRecord.filter(Column("resourceId") == id).fetchAll(db).map { ByteRange($0.start, $0.end) })
+                let original = spans
+                if let attributes = try? fileManager.attributesOfItem(atPath: path), let size = (attributes[.size] as? NSNumber)?.int64Value {
+                    spans.truncate(toLength: size)
+                } else {
+                    spans = RangeSet()
+                }
+                if let total = record.totalLength { spans.truncate(toLength: total) }
+                if spans != original {
+                    logger.info("reconciled the index with a data file", metadata: ["key": "\(record.key)", "before": "\(original.coveredByteCount)", "after": "\(spans.coveredByteCount)"])
+                    try Self.replaceSpans(db, id: id, spans: spans)
+                } else if spans.coveredByteCount != record.cachedBytes {
+                    try db.execute(sql: "UPDATE resource SET cachedBytes = ? WHERE id = ?", arguments: [spans.coveredByteCount, id])
+                }
+            }
+            for name in (try? fileManager.contentsOfDirectory(atPath: dataDirectory.path)) ?? [] where !known.contains(name) {
+                try? fileManager.removeItem(atPath: dataPath(forFileName: name))
+            }
+        }
+    }
+
+    private static func replaceSpans(_ db: Database, id: Int64, spans: RangeSet) throws {
+        try SpanRecord.filter(Column("resourceId") == id).deleteAll(db)
+        for range in spans { try SpanRecord(resourceId: id, start: range.lowerBound, end: range.upperBound).insert(db) }
+        try db.execute(sql: "UPDATE resource SET cachedBytes = ? WHERE id = ?", arguments: [spans.coveredByteCount, id])
+    }
+
+    private func entry(_ record: ResourceRecord, _ db: Database) throws -> Entry {
+        let id = record.id!
+        let spans = RangeSet(try SpanRecord.filter(Column("resourceId") == id).fetchAll(db).map { ByteRange($0.start, $0.end) })
+        return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: spans, pinned: record.pinned,
+                     lastAccessedAt: record.lastAccessedAt, dataPath: dataPath(forFileName: record.dataFileName))
+    }
+
+    /// The entry for `key`, or `nil` when the cache has never seen it.
+    public func entry(for key: CacheKey) async throws -> Entry? {
+        try await database.read { db in
+            guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
+            return try self.entry(record, db)
+        }
+    }
+
+    /// The entry for `key`, created empty if needed; marks it as accessed now.
+    public func openEntry(for key: CacheKey) async throws -> Entry {
+        try await database.write { db in
+            let now = Date()
+            if var record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) {
+                record.lastAccessedAt = now
+                try record.update(db)
+                return try self.entry(record, db)
+            }
+            var record = ResourceRecord(id: nil, key: key.rawValue, dataFileName: key.fileStem + ".data", totalLength: nil, mimeType: nil,
+                                        originalFileName: nil, acceptsByteRanges: false, entityTag: nil, lastModified: nil, infoKnown: false,
+                                        cachedBytes: 0, pinned: false, createdAt: now, lastAccessedAt: now)
+            try record.insert(db)
+            return try self.entry(record, db)
+        }
+    }
+
+    /// Stores the info of resource `id`.
+    public func updateInfo(resourceID id: Int64, info: ResourceInfo?) async throws {
+        try await database.write { db in
+            guard var record = try ResourceRecord.fetchOne(db, key: id) else { return }
+            record.apply(info)
+            try record.update(db)
+        }
+    }
+
+    /// Records that `spans` (the complete set) of resource `id` are on disk, after syncing `file`.
+    ///
+    /// The sync comes first: that is what makes the index trustworthy after a crash.
+    func commit(resourceID id: Int64, spans: RangeSet, file: DataFile) async throws {
+        try file.sync()
+        try await database.write { db in try Self.replaceSpans(db, id: id, spans: spans) }
+    }
+
+    /// Forgets every cached byte of resource `id` and its info (the origin's version changed).
+    func reset(resourceID id: Int64) async throws {
+        try await database.write { db in
+            guard var record = try ResourceRecord.fetchOne(db, key: id) else { return }
+            record.apply(nil)
+            try record.update(db)
+            try Self.replaceSpans(db, id: id, spans: RangeSet())
+        }
+    }
+
+    /// Marks resource `key` as accessed now.
+    public func touch(_ key: CacheKey) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date(), key.rawValue])
+        }
+    }
+
+    /// Pins or unpins `key`: pinned resources are never evicted.
+    ///
+    /// - Returns: `false` when the cache does not know `key`.
+    @discardableResult
+    public func setPinned(_ pinned: Bool, for key: CacheKey) async throws -> Bool {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE resource SET pinned = ? WHERE key = ?", arguments: [pinned, key.rawValue])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Every resource in the index, most recently used first.
+    public func entries() async throws -> [Entry] {
+        try await database.read { db in
+            try ResourceRecord.order(Column("lastAccessedAt").desc).fetchAll(db).map { try self.entry($0, db) }
+        }
+    }
+
+    /// The bytes the index claims over all resources.
+    public func totalCachedBytes() async throws -> Int64 {
+        try await database.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(cachedBytes), 0) FROM resource") ?? 0 }
+    }
+
+    /// Deletes resource `key`: its row, spans and data file.
+    ///
+    /// - Returns: `false` when the cache does not know `key`.
+    @discardableResult
+    public func remove(_ key: CacheKey) async throws -> Bool {
+        let name: String? = try await database.write { db in
+            guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
+            try record.delete(db)
+            return record.dataFileName
+        }
+        guard let name else { return false }
+        try? FileManager.default.removeItem(atPath: dataPath(forFileName: name))
+        return true
+    }
+
+    /// Deletes least recently used resources until the cache holds at most `targetBytes`, skipping
+    /// pinned resources and the keys in `excluding` (resources being read or written).
+    ///
+    /// - Returns: The keys that were evicted.
+    public func evict(downTo targetBytes: Int64, excluding: Set<CacheKey>) async throws -> [CacheKey] {
+        let candidates: [(key: String, bytes: Int64)] = try await database.read { db in
+            let total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(cachedBytes), 0) FROM resource") ?? 0
+            guard total > targetBytes else { return [] }
+            var excess = total - targetBytes
+            var chosen: [(String, Int64)] = []
+            let rows = try Row.fetchAll(db, sql: "SELECT key, cachedBytes FROM resource WHERE pinned = 0 ORDER BY lastAccessedAt ASC")
+            for row in rows where excess > 0 {
+                let key: String = row["key"]
+                let bytes: Int64 = row["cachedBytes"]
+                guard !excluding.contains(CacheKey(key)) else { continue }
+                chosen.append((key, bytes))
+                excess -= bytes
+            }
+            return chosen
+        }
+        var evicted: [CacheKey] = []
+        for candidate in candidates where try await remove(CacheKey(candidate.key)) {
+            logger.info("evicted", metadata: ["key": "\(candidate.key)", "bytes": "\(candidate.bytes)"])
+            evicted.append(CacheKey(candidate.key))
+        }
+        return evicted
+    }
+}

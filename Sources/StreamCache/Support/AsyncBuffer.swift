@@ -1,0 +1,167 @@
+/// A single-consumer queue between a producer and an `async` consumer, bounded by weight.
+///
+/// It carries HTTP bodies and read streams. The producer either `send`s (suspending while the
+/// buffer is over its limit: back-pressure for async producers) or `offer`s (never suspends, but
+/// reports when the buffer is over its limit so a callback-driven producer, such as a URLSession
+/// delegate, can pause its source until ``onDrain`` fires). When the consumer goes away
+/// (cancelled, or its iterator dropped) ``onCancel`` runs once so the producer stops its work.
+final class AsyncBuffer<Element: Sendable>: Sendable {
+    private struct State {
+        var queue: [(element: Element, weight: Int)] = []
+        var head = 0
+        var bufferedWeight = 0
+        var terminal: Result<Void, any Error>?
+        var isCancelled = false
+        var isPaused = false
+        var consumer: CheckedContinuation<Element?, any Error>?
+        var producers: [CheckedContinuation<Void, any Error>] = []
+        var onCancel: (@Sendable () -> Void)?
+        var onDrain: (@Sendable () -> Void)?
+    }
+
+    private let state = Locked(State())
+    /// The weight above which producers are held back.
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Sets the action run once when the consumer stops listening. Runs at once if it already has.
+    func setOnCancel(_ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            if state.isCancelled { return true }
+            state.onCancel = action
+            return false
+        }
+        if runNow { action() }
+    }
+
+    /// Sets the action run when a paused producer may go on (the buffer drained below half its limit).
+    func setOnDrain(_ action: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onDrain = action }
+    }
+
+    /// Appends an element without suspending. Returns `true` when the buffer is now over its
+    /// limit: the producer should pause until ``setOnDrain(_:)``'s action runs.
+    @discardableResult
+    func offer(_ element: Element, weight: Int) -> Bool {
+        let (consumer, pause): (CheckedContinuation<Element?, any Error>?, Bool) = state.withLock { state in
+            guard state.terminal == nil, !state.isCancelled else { return (nil, false) }
+            if let consumer = state.consumer {
+                state.consumer = nil
+                return (consumer, false)
+            }
+            state.queue.append((element, weight))
+            state.bufferedWeight += weight
+            if state.bufferedWeight > limit { state.isPaused = true }
+            return (nil, state.isPaused)
+        }
+        consumer?.resume(returning: element)
+        return pause
+    }
+
+    /// Appends an element, suspending while the buffer is over its limit.
+    ///
+    /// - Throws: `CancellationError` when the consumer has gone away.
+    func send(_ element: Element, weight: Int) async throws {
+        if offer(element, weight: weight) {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Result<Void, any Error>? = state.withLock { state in
+                    if state.isCancelled { return .failure(CancellationError()) }
+                    if state.bufferedWeight <= limit / 2 { return .success(()) }
+                    state.producers.append(continuation)
+                    return nil
+                }
+                if let resumeNow { continuation.resume(with: resumeNow) }
+            }
+        } else if state.withLock({ $0.isCancelled }) {
+            throw CancellationError()
+        }
+    }
+
+    /// Whether the producer was told to pause and the consumer has not drained the buffer since.
+    /// A producer that pauses its source after ``offer(_:weight:)`` returned `true` checks this
+    /// afterwards: the consumer may have drained (and fired ``setOnDrain(_:)``) in between.
+    var isPaused: Bool { state.withLock { $0.isPaused } }
+
+    /// Ends the stream after the queued elements, with an error or normally.
+    func finish(throwing error: (any Error)? = nil) {
+        let consumer: CheckedContinuation<Element?, any Error>? = state.withLock { state in
+            guard state.terminal == nil else { return nil }
+            state.terminal = error.map { .failure($0) } ?? .success(())
+            guard state.head == state.queue.count, let consumer = state.consumer else { return nil }
+            state.consumer = nil
+            return consumer
+        }
+        if let error { consumer?.resume(throwing: error) } else { consumer?.resume(returning: nil) }
+    }
+
+    /// Called by the consumer when it stops listening; wakes everyone and runs ``onCancel`` once.
+    func cancel() {
+        let (consumer, producers, action) = state.withLock { state in
+            guard !state.isCancelled else { return (nil, [], nil) as (CheckedContinuation<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) }
+            state.isCancelled = true
+            state.queue.removeAll()
+            state.head = 0
+            state.bufferedWeight = 0
+            let result = (state.consumer, state.producers, state.onCancel)
+            state.consumer = nil
+            state.producers = []
+            state.onCancel = nil
+            state.onDrain = nil
+            return result
+        }
+        consumer?.resume(throwing: CancellationError())
+        for producer in producers { producer.resume(throwing: CancellationError()) }
+        action?()
+    }
+
+    /// The next element, `nil` at the end, or the producer's error.
+    func next() async throws -> Element? {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element?, any Error>) in
+                typealias Outcome = (Result<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
+                let (result, wake, drain): Outcome = state.withLock { state in
+                    if state.isCancelled { return (.failure(CancellationError()), [], nil) }
+                    if state.head < state.queue.count {
+                        let (element, weight) = state.queue[state.head]
+                        state.head += 1
+                        state.bufferedWeight -= weight
+                        if state.head > 64, state.head * 2 > state.queue.count {
+                            state.queue.removeFirst(state.head)
+                            state.head = 0
+                        }
+                        guard state.bufferedWeight <= limit / 2 else { return (.success(element), [], nil) }
+                        let wake = state.producers
+                        state.producers = []
+                        var drain: (@Sendable () -> Void)?
+                        if state.isPaused {
+                            state.isPaused = false
+                            drain = state.onDrain
+                        }
+                        return (.success(element), wake, drain)
+                    }
+                    switch state.terminal {
+                    case .none:
+                        state.consumer = continuation
+                        return (nil, [], nil)
+                    case .success: return (.success(nil), [], nil)
+                    case .failure(let error): return (.failure(error), [], nil)
+                    }
+                }
+                if let result { continuation.resume(with: result) }
+                for producer in wake { producer.resume() }
+                drain?()
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+}
+
+/// Runs an action when the last reference to it goes away; lets an iterator (a struct) tell its
+/// producer that nobody will read any more.
+final class DeinitAction: Sendable {
+    private let action: @Sendable () -> Void
+    init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+    deinit { action() }
+}

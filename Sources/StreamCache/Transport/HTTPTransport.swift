@@ -1,0 +1,131 @@
+import Foundation
+
+/// Sends one HTTP request and streams its response body: the seam between the engine and an
+/// HTTP client library.
+///
+/// StreamCache ships ``URLSessionTransport`` (every platform, no extra dependency); the server
+/// module adds one on AsyncHTTPClient. Every conformance must pass the same conformance suite
+/// (`TransportConformanceTests`) and must:
+/// - **not follow redirects**: return the 3xx response, so ``HTTPOrigin`` decides which headers
+///   may follow the redirect to another host;
+/// - **not decode** content encodings: send `Accept-Encoding: identity` unless told otherwise, since
+///   byte ranges count encoded bytes;
+/// - **stream** the body as it arrives, holding back the connection when the consumer is slow;
+/// - **abort** the request (and drop its connection) when the task awaiting it is cancelled or
+///   the body is abandoned.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns once the response head has arrived.
+    ///
+    /// - Throws: `CancellationError` when cancelled; ``StreamCacheError`` with
+    ///   ``StreamCacheError/Code/originUnavailable`` when no response could be had.
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}
+
+/// An HTTP request as the engine builds it.
+public struct HTTPRequest: Sendable {
+    /// The method, `GET` or `HEAD` in practice.
+    public var method: String
+    /// The absolute URL.
+    public var url: URL
+    /// The header fields to send.
+    public var headers: HTTPHeaders
+    /// How long to wait for the response head, and between two body chunks.
+    public var timeout: Duration
+
+    /// Creates a request.
+    public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], timeout: Duration = .seconds(30)) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.timeout = timeout
+    }
+}
+
+/// The head of an HTTP response plus its streaming body.
+public struct HTTPResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// The response header fields.
+    public var headers: HTTPHeaders
+    /// The body, delivered in order as it arrives. Iterate it once.
+    public var body: HTTPBody
+
+    /// Creates a response.
+    public init(status: Int, headers: HTTPHeaders, body: HTTPBody) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// A response body: an ordered, single-pass, back-pressured sequence of byte chunks.
+///
+/// Stopping iteration early (dropping the iterator) or cancelling the iterating task aborts the
+/// underlying request, so the connection stops pulling bytes nobody wants.
+public struct HTTPBody: AsyncSequence, Sendable {
+    public typealias Element = Data
+
+    private let buffer: AsyncBuffer<Data>
+
+    init(buffer: AsyncBuffer<Data>) { self.buffer = buffer }
+
+    /// A body with the given chunks, already complete. Useful for tests and for transports that
+    /// received the whole body at once.
+    public init(chunks: [Data]) {
+        let buffer = AsyncBuffer<Data>(limit: Int.max)
+        for chunk in chunks { buffer.offer(chunk, weight: chunk.count) }
+        buffer.finish()
+        self.buffer = buffer
+    }
+
+    /// A body fed by `producer`, which is cancelled when the consumer stops listening.
+    ///
+    /// - Parameters:
+    ///   - bufferLimit: Bytes held before `producer`'s writes suspend.
+    ///   - producer: Writes the chunks through the given closure and returns at the end of the body.
+    public static func streaming(
+        bufferLimit: Int = 1 << 20,
+        producer: @escaping @Sendable (_ write: @escaping @Sendable (Data) async throws -> Void) async throws -> Void
+    ) -> HTTPBody {
+        let buffer = AsyncBuffer<Data>(limit: bufferLimit)
+        let task = Task {
+            do {
+                try await producer { chunk in try await buffer.send(chunk, weight: chunk.count) }
+                buffer.finish()
+            } catch {
+                buffer.finish(throwing: error)
+            }
+        }
+        buffer.setOnCancel { task.cancel() }
+        return HTTPBody(buffer: buffer)
+    }
+
+    /// Collects the whole body into memory; for small bodies (error pages, JSON, XML) only.
+    ///
+    /// - Parameter maxBytes: The most bytes to collect; the rest is dropped.
+    public func collect(upTo maxBytes: Int) async throws -> Data {
+        var result = Data()
+        for try await chunk in self {
+            result.append(chunk.prefix(maxBytes - result.count))
+            if result.count >= maxBytes { break }
+        }
+        return result
+    }
+
+    public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
+
+    /// Iterates a body; dropping it aborts the request.
+    public struct Iterator: AsyncIteratorProtocol {
+        private let buffer: AsyncBuffer<Data>
+        private let abandon: DeinitAction
+
+        init(buffer: AsyncBuffer<Data>) {
+            self.buffer = buffer
+            self.abandon = DeinitAction { buffer.cancel() }
+        }
+
+        public mutating func next() async throws -> Data? {
+            try await buffer.next()
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An ``HTTPTransport`` on Foundation's `URLSession`, for every platform.
+///
+/// It uses one long-lived session with a data delegate: on Linux `URLSession.bytes(for:)` does not
+/// exist, and creating and invalidating sessions per request races libcurl's teardown. Bodies
+/// stream through a bounded buffer; when the consumer falls behind, the data task is suspended
+/// until the buffer drains, so a slow reader never makes the process hold a whole file.
+///
+/// Redirects are not followed (the 3xx response is returned), caches and cookies are off, and
+/// `Accept-Encoding: identity` is sent unless the request sets another value.
+public final class URLSessionTransport: HTTPTransport {
+    private let session: URLSession
+    private let delegate: SessionDelegate
+    private let bufferLimit: Int
+
+    /// Creates a transport.
+    ///
+    /// - Parameters:
+    ///   - maximumConnectionsPerHost: The most connections opened to one host at once.
+    ///   - bufferLimit: Bytes of a body held in memory before the connection is paused.
+    public init(maximumConnectionsPerHost: Int = 8, bufferLimit: Int = 1 << 20) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.httpShouldSetCookies = false
+        configuration.httpMaximumConnectionsPerHost = maximumConnectionsPerHost
+        configuration.timeoutIntervalForResource = 7 * 24 * 3600
+        let delegate = SessionDelegate()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        self.delegate = delegate
+        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+        self.bufferLimit = bufferLimit
+    }
+
+    deinit {
+        session.finishTasksAndInvalidate()
+    }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        urlRequest.timeoutInterval = request.timeout.timeInterval
+        urlRequest.cachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+        for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
+        if !request.headers.contains("Accept-Encoding") { urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding") }
+        if !request.headers.contains("User-Agent") { urlRequest.setValue("StreamCache/1", forHTTPHeaderField: "User-Agent") }
+
+        let task = session.dataTask(with: urlRequest)
+        let buffer = AsyncBuffer<Data>(limit: bufferLimit)
+        buffer.setOnCancel { [weak task] in task?.cancel() }
+        buffer.setOnDrain { [weak task] in task?.resume() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+                delegate.register(task, state: TaskState(buffer: buffer, head: continuation))
+                task.resume()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+}
+
+/// What the delegate tracks for one data task.
+private final class TaskState: @unchecked Sendable {
+    // @unchecked: touched only on the session's serial delegate queue, after registration under the delegate's lock.
+    let buffer: AsyncBuffer<Data>
+    var head: CheckedContinuation<HTTPResponse, any Error>?
+
+    init(buffer: AsyncBuffer<Data>, head: CheckedContinuation<HTTPResponse, any Error>) {
+        self.buffer = buffer
+        self.head = head
+    }
+}
+
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: `tasks` is guarded by `Locked`; the rest is immutable.
+    private let tasks = Locked([Int: TaskState]())
+
+    func register(_ task: URLSessionTask, state: TaskState) {
+        tasks.withLock { $0[task.taskIdentifier] = state }
+    }
+
+    private func state(of task: URLSessionTask) -> TaskState? {
+        tasks.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        guard let state = state(of: dataTask), let head = state.head, let http = response as? HTTPURLResponse else {
+            completionHandler(.cancel)
+            return
+        }
+        state.head = nil
+        var headers = HTTPHeaders()
+        for (name, value) in http.allHeaderFields {
+            headers.add(name: "\(name)", value: "\(value)")
+        }
+        head.resume(returning: HTTPResponse(status: http.statusCode, headers: headers, body: HTTPBody(buffer: state.buffer)))
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        guard let state = state(of: dataTask) else { return }
+        if state.buffer.offer(data, weight: data.count) {
+            dataTask.suspend()
+            // The consumer may have drained and resumed before the suspend above took effect.
+            if !state.buffer.isPaused { dataTask.resume() }
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let state = tasks.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        let failure = error.map(URLSessionTransport.translate)
+        if let head = state.head {
+            state.head = nil
+            if let failure {
+                head.resume(throwing: failure)
+            } else if let http = task.response as? HTTPURLResponse {
+                // A redirect that was not followed completes without a `didReceive response` on some platforms.
+                var headers = HTTPHeaders()
+                for (name, value) in http.allHeaderFields { headers.add(name: "\(name)", value: "\(value)") }
+                state.buffer.finish()
+                head.resume(returning: HTTPResponse(status: http.statusCode, headers: headers, body: HTTPBody(buffer: state.buffer)))
+            } else {
+                head.resume(throwing: StreamCacheError(.originUnavailable, "The origin closed the connection without a response."))
+            }
+            return
+        }
+        state.buffer.finish(throwing: failure)
+    }
+}
+
+extension URLSessionTransport {
+    static func translate(_ error: any Error) -> any Error {
+        let nsError = error as NSError
+        if nsError.domain == NSURLErrorDomain, nsError.code == NSURLErrorCancelled { return CancellationError() }
+        let reason: String
+        switch nsError.code {
+        case NSURLErrorTimedOut: reason = "The origin did not answer in time."
+        case NSURLErrorCannotConnectToHost: reason = "The origin refused the connection."
+        case NSURLErrorNetworkConnectionLost: reason = "The connection to the origin was lost."
+        case NSURLErrorCannotFindHost: reason = "The origin's host name could not be resolved."
+        case NSURLErrorNotConnectedToInternet: reason = "There is no network connection."
+        default: reason = "The request to the origin failed (\(nsError.domain) \(nsError.code))."
+        }
+        return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(nsError))
+    }
+}
+
+/// A `Sendable` snapshot of a non-Sendable error: its domain, code and description.
+public struct SendableErrorDescription: Error, Sendable, CustomStringConvertible {
+    /// The error's domain.
+    public let domain: String
+    /// The error's code.
+    public let code: Int
+    /// The error's description, with URL queries removed.
+    public let description: String
+
+    init(_ error: NSError) {
+        domain = error.domain
+        code = error.code
+        description = error.localizedDescription.replacingOccurrences(of: #"\?[^\s"]*"#, with: "", options: .regularExpression)
+    }
+}
+
+extension Duration {
+    var timeInterval: TimeInterval {
+        let parts = components
+        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// A real nginx serving a directory on 127.0.0.1 for integration tests, started and stopped by
+/// the test itself. Optionally requires an exact `Authorization` header (401 otherwise). Its access
+/// log records each request's `Range` header, status and body bytes, so tests can count what the
+/// origin sent.
+public final class Nginx: @unchecked Sendable {
+    // @unchecked: the process handle is only touched by start (init) and stop.
+
+    /// One access-log line.
+    public struct LogEntry: Sendable {
+        /// The request path.
+        public var path: String
+        /// The `Range` header, or `-`.
+        public var range: String
+        /// The status.
+        public var status: Int
+        /// Body bytes sent.
+        public var bodyBytes: Int64
+    }
+
+    /// The port nginx listens on.
+    public let port: Int
+    /// The directory it serves.
+    public let root: URL
+    private let prefix: URL
+    private let process: Process
+
+    /// The nginx binary, or `nil` when not installed.
+    public static var executable: String? {
+        ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/opt/homebrew/bin/nginx", "/usr/local/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Starts nginx serving `root`.
+    ///
+    /// - Parameters:
+    ///   - root: The directory to serve at `/`.
+    ///   - authorization: The exact `Authorization` value required, or `nil` for none.
+    ///   - port: The port; a free one when `nil`.
+    public init(root: URL, authorization: String? = nil, port: Int? = nil) throws {
+        guard let executable = Nginx.executable else {
+            throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
+        }
+        self.root = root
+        self.port = try port ?? FreePort.find()
+        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
+        let auth = authorization.map { "if ($http_authorization != \"\($0)\") { return 401; }" } ?? ""
+        let user = getuid() == 0 ? "user root;" : ""
+        let config = """
+        \(user)
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        error_log \(prefix.path)/logs/error.log warn;
+        pid \(prefix.path)/nginx.pid;
+        events { worker_connections 1024; }
+        http {
+            access_log \(prefix.path)/logs/access.log streamcache;
+            log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent';
+            client_body_temp_path \(prefix.path)/body;
+            proxy_temp_path \(prefix.path)/proxy;
+            fastcgi_temp_path \(prefix.path)/fastcgi;
+            uwsgi_temp_path \(prefix.path)/uwsgi;
+            scgi_temp_path \(prefix.path)/scgi;
+            sendfile on;
+            keepalive_requests 100000;
+            types { audio/mpeg mp3; audio/mp4 m4a; }
+            default_type application/octet-stream;
+            server {
+                listen 127.0.0.1:\(self.port);
+                root \(root.path);
+                location / { \(auth) }
+            }
+        }
+        """
+        let configFile = prefix.appendingPathComponent("nginx.conf")
+        try config.write(to: configFile, atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try FreePort.waitUntilListening(self.port, timeout: 10)
+    }
+
+    deinit { stop() }
+
+    /// The URL of `path` (relative to the root, starting with `/`).
+    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// Stops nginx (idempotent).
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// The access log so far.
+    public func accessLog() -> [LogEntry] {
+        let text = (try? String(contentsOf: prefix.appendingPathComponent("logs/access.log"), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            guard fields.count == 4, let status = Int(fields[2]), let bytes = Int64(fields[3]) else { return nil }
+            return LogEntry(path: String(fields[0]), range: String(fields[1]), status: status, bodyBytes: bytes)
+        }
+    }
+
+    /// Waits (briefly, bounded) for nginx to log requests that just finished.
+    public func settledAccessLog() async -> [LogEntry] {
+        var last = accessLog()
+        for _ in 0..<20 {
+            try? await Task.sleep(for: .milliseconds(100))
+            let now = accessLog()
+            if now.count == last.count { return now }
+            last = now
+        }
+        return last
+    }
+}
+
+/// Finding and waiting for loopback ports.
+public enum FreePort {
+    /// A port on 127.0.0.1 that was free a moment ago.
+    public static func find() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw POSIXError(.EADDRNOTAVAIL) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Polls until something accepts connections on `port` (bounded by `timeout` seconds).
+    public static func waitUntilListening(_ port: Int, timeout: Double) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            close(fd)
+            if connected { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw POSIXError(.ETIMEDOUT)
+    }
+}

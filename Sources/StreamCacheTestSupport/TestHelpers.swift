@@ -1,0 +1,101 @@
+import Crypto
+import Foundation
+import Logging
+import StreamCache
+
+/// Deterministic pseudo-random bytes (SplitMix64), so failures reproduce.
+public enum TestData {
+    /// `count` bytes from `seed`.
+    public static func random(count: Int, seed: UInt64 = 1) -> Data {
+        var generator = SeededGenerator(seed: seed)
+        var data = Data(count: count)
+        data.withUnsafeMutableBytes { raw in
+            let words = raw.bindMemory(to: UInt64.self)
+            for index in 0..<words.count { words[index] = generator.next() }
+            for index in (words.count * 8)..<count { raw[index] = UInt8(truncatingIfNeeded: generator.next()) }
+        }
+        return data
+    }
+
+    /// The SHA-256 of `data` in hex.
+    public static func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// A seeded random number generator (SplitMix64).
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    /// Creates a generator from `seed`.
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A fresh directory under the system's temporary directory, deleted afterwards.
+public func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-test-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url)
+}
+
+/// A ``StreamCache`` in a fresh temporary directory, shut down and deleted afterwards.
+public func withTemporaryCache<T>(
+    configure: (inout StreamCache.Configuration) -> Void = { _ in },
+    _ body: (StreamCache) async throws -> T
+) async throws -> T {
+    try await withTemporaryDirectory { directory in
+        var configuration = StreamCache.Configuration(directory: directory)
+        configure(&configuration)
+        let cache = try StreamCache(configuration: configuration)
+        do {
+            let result = try await body(cache)
+            await cache.shutdown()
+            return result
+        } catch {
+            await cache.shutdown()
+            throw error
+        }
+    }
+}
+
+/// A swift-log handler that keeps every message in memory, to prove what was (not) logged.
+public struct InMemoryLogHandler: LogHandler {
+    /// The shared store of lines.
+    public final class Store: @unchecked Sendable {
+        // @unchecked: `lines` is guarded by `lock`.
+        private let lock = NSLock()
+        private var storage: [String] = []
+        public init() {}
+        func append(_ line: String) { lock.lock(); storage.append(line); lock.unlock() }
+        /// Every line logged.
+        public var lines: [String] { lock.lock(); defer { lock.unlock() }; return storage }
+    }
+
+    private let store: Store
+    private let label: String
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .trace
+
+    /// Creates a handler writing into `store`.
+    public init(label: String, store: Store) {
+        self.label = label
+        self.store = store
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
+        store.append("\(event.level) \(label): \(event.message) \(merged)")
+    }
+}

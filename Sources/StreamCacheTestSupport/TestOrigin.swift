@@ -1,0 +1,374 @@
+import Foundation
+import StreamCache
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A real HTTP/1.1 server on 127.0.0.1 for tests: serves in-memory files with byte ranges,
+/// ETags and keep-alive, records every request and the body bytes it sent, and injects faults
+/// scripted per request.
+///
+/// It uses plain sockets and threads, so tests exercise the real client stack and can do what a
+/// framework server would not: drop a connection after N bytes, lie about ranges, stall.
+///
+/// ```swift
+/// let origin = try TestOrigin()
+/// origin.setFile("/a.mp3", data: bytes)
+/// origin.requiredHeaders = ["Authorization": "Bearer t"]
+/// origin.faults = { request, index in index == 0 ? .dropAfter(bytes: 100_000) : nil }
+/// ```
+public final class TestOrigin: @unchecked Sendable {
+    // @unchecked: mutable state lives in `state`, guarded by its lock; sockets are owned by their threads.
+
+    /// A fault to inject into one response.
+    public enum Fault: Sendable {
+        /// Send the head and this many body bytes, then drop the connection.
+        case dropAfter(bytes: Int)
+        /// Answer 200 with the whole file, ignoring `Range`.
+        case ignoreRange
+        /// Answer with this status and an empty body.
+        case status(Int, headers: [String: String] = [:])
+        /// Wait this long before answering.
+        case stall(seconds: Double)
+        /// Answer 206 with a `Content-Range` that starts elsewhere than asked.
+        case wrongContentRange
+        /// Answer 206 but send this many fewer bytes than `Content-Length` says, then close.
+        case shortBody(missing: Int)
+        /// Redirect (302) to this location.
+        case redirect(String)
+    }
+
+    /// One request as the server saw it.
+    public struct RecordedRequest: Sendable {
+        /// The method.
+        public var method: String
+        /// The path, query included.
+        public var path: String
+        /// The request headers.
+        public var headers: HTTPHeaders
+        /// The status answered.
+        public var status: Int
+        /// The body bytes written to the socket.
+        public var bodyBytesSent: Int64
+        /// The `Range` header, if any.
+        public var range: String? { headers["Range"] }
+    }
+
+    /// A file the server serves.
+    public struct File: Sendable {
+        /// The content.
+        public var data: Data
+        /// The `ETag` sent, quotes included; `nil` sends none.
+        public var entityTag: String?
+        /// The `Content-Type` sent; `nil` sends none.
+        public var contentType: String?
+        /// Whether `Accept-Ranges: bytes` and 206 answers are given at all.
+        public var supportsRanges: Bool
+    }
+
+    private struct State {
+        var files: [String: File] = [:]
+        var requests: [RecordedRequest] = []
+        var requiredHeaders: [String: String] = [:]
+        var bytesPerSecond: Int?
+        var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)?
+        var connections: Set<Int32> = []
+        var requestCount = 0
+        var stopped = false
+    }
+
+    private let state = Locked(State())
+    private let listener: Int32
+    /// The port the server listens on.
+    public let port: Int
+
+    /// Starts a server on 127.0.0.1 at an ephemeral port.
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [self] in acceptLoop() }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    /// The URL of `path` on this server.
+    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// Serves `data` at `path`.
+    public func setFile(_ path: String, data: Data, entityTag: String? = "\"v1\"", contentType: String? = "application/octet-stream",
+                        supportsRanges: Bool = true) {
+        state.withLock { $0.files[path] = File(data: data, entityTag: entityTag, contentType: contentType, supportsRanges: supportsRanges) }
+    }
+
+    /// Headers every request must carry (else 401).
+    public var requiredHeaders: [String: String] {
+        get { state.withLock { $0.requiredHeaders } }
+        set { state.withLock { $0.requiredHeaders = newValue } }
+    }
+
+    /// Caps the body rate of each response, or `nil` for no cap.
+    public var bytesPerSecond: Int? {
+        get { state.withLock { $0.bytesPerSecond } }
+        set { state.withLock { $0.bytesPerSecond = newValue } }
+    }
+
+    /// Decides a fault for each request (`index` counts from 0 over the server's life).
+    public var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)? {
+        get { state.withLock { $0.faults } }
+        set { state.withLock { $0.faults = newValue } }
+    }
+
+    /// Every completed request so far.
+    public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+
+    /// The body bytes sent for `path` (all paths when `nil`).
+    public func bodyBytesSent(for path: String? = nil) -> Int64 {
+        requests.filter { path == nil || $0.path == path }.reduce(0) { $0 + $1.bodyBytesSent }
+    }
+
+    /// The GET requests answered for `path` with 200 or 206.
+    public func dataRequests(for path: String) -> [RecordedRequest] {
+        requests.filter { $0.path == path && $0.method == "GET" && ($0.status == 200 || $0.status == 206) }
+    }
+
+    /// Forgets the recorded requests.
+    public func resetRecords() { state.withLock { $0.requests = [] } }
+
+    /// Stops listening and closes every connection.
+    public func stop() {
+        let connections = state.withLock { state -> Set<Int32> in
+            guard !state.stopped else { return [] }
+            state.stopped = true
+            return state.connections
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for connection in connections { shutdown(connection, Int32(SHUT_RDWR)) }
+    }
+
+    private func acceptLoop() {
+        while true {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            let accepted = state.withLock { state -> Bool in
+                guard !state.stopped else { return false }
+                state.connections.insert(connection)
+                return true
+            }
+            guard accepted else {
+                close(connection)
+                return
+            }
+            var yes: Int32 = 1
+            setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+            let thread = Thread { [self] in
+                serve(connection)
+                state.withLock { _ = $0.connections.remove(connection) }
+                close(connection)
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+    }
+
+    private func serve(_ connection: Int32) {
+        var pending = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            // Read one request head.
+            var headEnd: Int?
+            while headEnd == nil {
+                if let index = Self.find([13, 10, 13, 10], in: pending) { headEnd = index; break }
+                if pending.count > 64 * 1024 { return }
+                let count = recv(connection, &buffer, buffer.count, 0)
+                if count <= 0 { return }
+                pending.append(contentsOf: buffer[0..<count])
+            }
+            let head = String(decoding: pending[0..<headEnd!], as: UTF8.self)
+            pending.removeFirst(headEnd! + 4)
+            let lines = head.components(separatedBy: "\r\n")
+            let requestLine = lines[0].split(separator: " ")
+            guard requestLine.count >= 2 else { return }
+            let method = String(requestLine[0])
+            let path = String(requestLine[1])
+            var headers = HTTPHeaders()
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers.add(name: String(line[..<colon]), value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            let keepAlive = respond(to: connection, method: method, path: path, headers: headers)
+            if !keepAlive || headers["Connection"]?.lowercased() == "close" { return }
+        }
+    }
+
+    /// Writes one response. Returns whether the connection may be reused.
+    private func respond(to connection: Int32, method: String, path: String, headers: HTTPHeaders) -> Bool {
+        let (file, required, rate, faultProvider, index) = state.withLock { state in
+            state.requestCount += 1
+            return (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond, state.faults,
+                    state.requestCount - 1)
+        }
+        var fault = faultProvider?(method, path, headers, index)
+        if case .stall(let seconds) = fault {
+            Thread.sleep(forTimeInterval: seconds)
+            fault = nil
+        }
+        func record(_ status: Int, _ sent: Int64) {
+            state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent)) }
+        }
+        func simple(_ status: Int, _ extra: [String: String] = [:]) -> Bool {
+            var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: 0\r\n"
+            for (name, value) in extra { head += "\(name): \(value)\r\n" }
+            head += "\r\n"
+            record(status, 0)
+            return send(Array(head.utf8), on: connection)
+        }
+        if case .status(let code, let extra) = fault { return simple(code, extra) }
+        if case .redirect(let location) = fault { return simple(302, ["Location": location]) }
+        for (name, value) in required where headers[name] != value { return simple(401, ["WWW-Authenticate": "Bearer"]) }
+        guard let file else { return simple(404) }
+        let total = Int64(file.data.count)
+
+        var status = 200
+        var range = ByteRange(0, total)
+        if let rangeHeader = headers["Range"], file.supportsRanges, fault.map({ if case .ignoreRange = $0 { false } else { true } }) ?? true {
+            let ifRangeMatches = headers["If-Range"].map { $0 == file.entityTag } ?? true
+            if ifRangeMatches, let parsed = Self.parseRange(rangeHeader, total: total) {
+                if parsed.lowerBound >= total || parsed.isEmpty {
+                    return simple(416, ["Content-Range": "bytes */\(total)"])
+                }
+                status = 206
+                range = parsed
+            }
+        }
+        var contentRangeStart = range.lowerBound
+        if case .wrongContentRange = fault, status == 206 { contentRangeStart = range.lowerBound == 0 ? 1 : range.lowerBound - 1 }
+        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(range.count)\r\n"
+        if status == 206 { head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n" }
+        if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
+        if let tag = file.entityTag { head += "ETag: \(tag)\r\n" }
+        if let type = file.contentType { head += "Content-Type: \(type)\r\n" }
+        head += "\r\n"
+        guard send(Array(head.utf8), on: connection) else { record(status, 0); return false }
+        guard method != "HEAD" else { record(status, 0); return true }
+
+        var limit = range.count
+        var closeAfter = false
+        if case .dropAfter(let bytes) = fault { limit = min(limit, Int64(bytes)); closeAfter = true }
+        if case .shortBody(let missing) = fault { limit = max(0, limit - Int64(missing)); closeAfter = true }
+        var sent: Int64 = 0
+        let started = Date()
+        let chunk = 64 * 1024
+        while sent < limit {
+            let count = Int(min(Int64(chunk), limit - sent))
+            let start = Int(range.lowerBound + sent)
+            let ok = file.data.withUnsafeBytes { raw in
+                Self.sendAll(connection, raw.baseAddress! + start, count)
+            }
+            guard ok else { record(status, sent); return false }
+            sent += Int64(count)
+            if let rate, rate > 0 {
+                let due = Double(sent) / Double(rate)
+                let elapsed = Date().timeIntervalSince(started)
+                if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
+            }
+        }
+        record(status, sent)
+        if closeAfter {
+            shutdown(connection, Int32(SHUT_RDWR))
+            return false
+        }
+        return true
+    }
+
+    private func send(_ bytes: [UInt8], on connection: Int32) -> Bool {
+        bytes.withUnsafeBytes { Self.sendAll(connection, $0.baseAddress!, $0.count) }
+    }
+
+    private static func sendAll(_ connection: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Bool {
+        var done = 0
+        while done < count {
+            #if canImport(Glibc)
+            let flags = Int32(MSG_NOSIGNAL)
+            #else
+            let flags: Int32 = 0
+            #endif
+            let written = Glibc_send(connection, base + done, count - done, flags)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            done += written
+        }
+        return true
+    }
+
+    /// Parses one `bytes=` range per RFC 9110, clamped to `total`; `nil` when it does not parse.
+    static func parseRange(_ header: String, total: Int64) -> ByteRange? {
+        guard header.hasPrefix("bytes=") else { return nil }
+        let spec = header.dropFirst(6).split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        if parts[0].isEmpty {
+            guard let suffix = Int64(parts[1]), suffix > 0 else { return nil }
+            return ByteRange(max(0, total - suffix), total)
+        }
+        guard let first = Int64(parts[0]) else { return nil }
+        let last = parts[1].isEmpty ? total - 1 : min(Int64(parts[1]) ?? -1, total - 1)
+        guard first <= last || first >= total else { return nil }
+        return first >= total ? ByteRange(first, first) : ByteRange(first, last + 1)
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        for index in 0...(haystack.count - needle.count) where haystack[index] == needle[0] {
+            if Array(haystack[index..<(index + needle.count)]) == needle { return index }
+        }
+        return nil
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 302: "Found"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 416: "Range Not Satisfiable"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}
+
+private func Glibc_send(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int {
+    send(fd, buffer, count, flags)
+}

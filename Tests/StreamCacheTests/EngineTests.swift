@@ -1,0 +1,168 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// The engine against a real loopback origin: exact bytes, origin request and byte counts.
+@Suite struct EngineTests {
+    static let path = "/f.bin"
+
+    func makeOrigin(size: Int, seed: UInt64 = 7) throws -> (TestOrigin, Data) {
+        let server = try TestOrigin()
+        let data = TestData.random(count: size, seed: seed)
+        server.setFile(Self.path, data: data)
+        return (server, data)
+    }
+
+    func resource(_ cache: StreamCache, _ server: TestOrigin, headers: HTTPHeaders = [:], credentials: (any CredentialProvider)? = nil) -> Resource {
+        let url = server.url(Self.path)
+        var configuration = HTTPOrigin.Configuration()
+        configuration.retry = RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(20))
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: headers, credentials: credentials, configuration: configuration))
+    }
+
+    @Test func readGivesOriginBytesAndSecondReadComesFromCache() async throws {
+        let (server, data) = try makeOrigin(size: 3_000_000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let first = try await song.read(from: 0).collect()
+            #expect(TestData.sha256(first) == TestData.sha256(data))
+            let requests = server.requests.count
+            var sources: Set<ChunkSource> = []
+            var second = Data()
+            for try await chunk in song.read(from: 0) {
+                sources.insert(chunk.source)
+                second.append(chunk.data)
+            }
+            #expect(second == data)
+            #expect(sources == [.cache])
+            #expect(server.requests.count == requests)
+            let info = try #require(await song.info)
+            #expect(info.totalLength == Int64(data.count))
+            #expect(info.acceptsByteRanges)
+            #expect(info.validator.entityTag == "\"v1\"")
+        }
+    }
+
+    /// The seed design's example: 10-20 and 50-60 cached, a read of 0-100 is five ordered segments.
+    @Test func readOfPartlyCachedRangeIsFiveOrderedSegments() async throws {
+        let (server, data) = try makeOrigin(size: 1000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            try await song.prefetch(ByteRange(10, 20))
+            try await song.prefetch(ByteRange(50, 60))
+            server.resetRecords()
+            var segments: [(ChunkSource, ByteRange)] = []
+            var bytes = Data()
+            for try await chunk in song.read(ByteRange(0, 100)) {
+                bytes.append(chunk.data)
+                if let last = segments.last, last.0 == chunk.source, last.1.upperBound == chunk.offset {
+                    segments[segments.count - 1].1 = ByteRange(last.1.lowerBound, chunk.range.upperBound)
+                } else {
+                    segments.append((chunk.source, chunk.range))
+                }
+            }
+            #expect(bytes == data[0..<100])
+            #expect(segments.map(\.0) == [.origin, .cache, .origin, .cache, .origin])
+            #expect(segments.map(\.1) == [ByteRange(0, 10), ByteRange(10, 20), ByteRange(20, 50), ByteRange(50, 60), ByteRange(60, 100)])
+            let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
+            #expect(ranges.count == 3)
+            #expect(ranges.prefix(2) == ["bytes=0-9", "bytes=20-49"])
+            #expect(ranges.last?.hasPrefix("bytes=60-") == true)
+        }
+    }
+
+    /// Acceptance 2 at unit scale: 256 KiB at 0 %, 50 %, 10 %, 90 %, 30 %, then the whole file.
+    @Test func seekPatternFetchesEachByteOnce() async throws {
+        let size = 8_000_000
+        let (server, data) = try makeOrigin(size: size)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            for percent in [0, 50, 10, 90, 30] {
+                let start = Int64(size * percent / 100)
+                let part = try await song.read(ByteRange(start, start + 262_144)).collect()
+                #expect(part == data[Int(start)..<Int(start) + 262_144])
+            }
+            let whole = try await song.read(from: 0).collect()
+            #expect(TestData.sha256(whole) == TestData.sha256(data))
+            await cache.shutdown()
+            let ratio = Double(server.bodyBytesSent(for: Self.path)) / Double(size)
+            #expect(ratio <= 1.02, "origin bytes / file size = \(ratio)")
+        }
+    }
+
+    /// Acceptance 3 at unit scale: 8 concurrent readers share downloads.
+    @Test func concurrentReadersShareOneDownload() async throws {
+        let size = 6_000_000
+        let (server, data) = try makeOrigin(size: size)
+        server.bytesPerSecond = 40_000_000
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let digests = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<8 { group.addTask { TestData.sha256(try await song.read(from: 0).collect()) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(digests.count == 8)
+            #expect(Set(digests) == [TestData.sha256(data)])
+            await cache.shutdown()
+            let ratio = Double(server.bodyBytesSent(for: Self.path)) / Double(size)
+            #expect(ratio <= 1.02, "origin bytes / file size = \(ratio)")
+        }
+    }
+
+    @Test func cachedBytesSurviveARestartAndServeOffline() async throws {
+        let (server, data) = try makeOrigin(size: 2_000_000)
+        try await withTemporaryDirectory { directory in
+            let url = server.url(Self.path)
+            do {
+                let cache = try StreamCache(configuration: .init(directory: directory))
+                let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+                try await song.prefetch()
+                await cache.shutdown()
+            }
+            server.stop()
+            let cache = try StreamCache(configuration: .init(directory: directory))
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, configuration: { var c = HTTPOrigin.Configuration(); c.retry = .none; return c }()))
+            #expect(try await song.isComplete)
+            let bytes = try await song.read(from: 0).collect()
+            #expect(bytes == data)
+            await cache.shutdown()
+        }
+    }
+
+    @Test func readPastTheEndIsEmptyAndRangesAreClamped() async throws {
+        let (server, data) = try makeOrigin(size: 1000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let tail = try await song.read(ByteRange(900, 5000)).collect()
+            #expect(tail == data[900..<1000])
+            let beyond = try await song.read(ByteRange(1000, 2000)).collect()
+            #expect(beyond.isEmpty)
+        }
+    }
+
+    @Test func eventsReportInfoAndCachedBytes() async throws {
+        let (server, _) = try makeOrigin(size: 500_000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let events = await song.events()
+            try await song.prefetch()
+            await song.flush()
+            var sawInfo = false
+            var cached: Int64 = 0
+            var committed = false
+            for await event in events {
+                switch event {
+                case .infoKnown(let info): sawInfo = info.totalLength == 500_000
+                case .bytesCached(_, let total): cached = total
+                case .committed(let spans): committed = spans.coveredByteCount == 500_000
+                default: break
+                }
+                if sawInfo, cached == 500_000, committed { break }
+            }
+            #expect(sawInfo && cached == 500_000 && committed)
+            let statistics = await song.statistics
+            #expect(statistics.bytesDownloaded == 500_000)
+        }
+    }
+}
