@@ -253,7 +253,7 @@ extension URL {
         guard var components = URLComponents(url: self, resolvingAgainstBaseURL: true) else { return "<url>" }
         components.user = nil
         components.password = nil
-        if components.percentEncodedQuery != nil { components.percentEncodedQuery = "…" }
+        if components.percentEncodedQuery != nil { components.percentEncodedQuery = "redacted" }
         components.fragment = nil
         return components.string ?? "<url>"
     }

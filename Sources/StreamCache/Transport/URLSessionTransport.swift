@@ -53,15 +53,16 @@ public final class URLSessionTransport: HTTPTransport {
 
         let task = session.dataTask(with: urlRequest)
         let buffer = AsyncBuffer<Data>(limit: bufferLimit)
-        buffer.setOnCancel { [weak task] in task?.cancel() }
-        buffer.setOnDrain { [weak task] in task?.resume() }
+        let pause = PauseSwitch()
+        buffer.setOnCancel { [weak task] in if let task { pause.cancel(task) } }
+        buffer.setOnDrain { [weak task] in if let task { pause.resumeIfDrained(task, buffer: buffer) } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
-                delegate.register(task, state: TaskState(buffer: buffer, head: continuation))
+                delegate.register(task, state: TaskState(buffer: buffer, pause: pause, head: continuation))
                 task.resume()
             }
         } onCancel: {
-            task.cancel()
+            pause.cancel(task)
         }
     }
 }
@@ -70,11 +71,46 @@ public final class URLSessionTransport: HTTPTransport {
 private final class TaskState: @unchecked Sendable {
     // @unchecked: touched only on the session's serial delegate queue, after registration under the delegate's lock.
     let buffer: AsyncBuffer<Data>
+    let pause: PauseSwitch
     var head: CheckedContinuation<HTTPResponse, any Error>?
 
-    init(buffer: AsyncBuffer<Data>, head: CheckedContinuation<HTTPResponse, any Error>) {
+    init(buffer: AsyncBuffer<Data>, pause: PauseSwitch, head: CheckedContinuation<HTTPResponse, any Error>) {
         self.buffer = buffer
+        self.pause = pause
         self.head = head
+    }
+}
+
+/// Keeps `suspend()` and `resume()` of one data task balanced: on Linux they nest (a counter), so
+/// an extra `resume()` would leave a later `suspend()` without effect.
+private final class PauseSwitch: Sendable {
+    private let suspended = Locked(false)
+
+    func pauseIfFull(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
+        suspended.withLock { suspended in
+            guard !suspended, buffer.isPaused else { return }
+            suspended = true
+            task.suspend()
+        }
+    }
+
+    /// Cancels the task; a suspended task is resumed first, or libcurl would keep its connection.
+    func cancel(_ task: URLSessionTask) {
+        suspended.withLock { suspended in
+            if suspended {
+                suspended = false
+                task.resume()
+            }
+            task.cancel()
+        }
+    }
+
+    func resumeIfDrained(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
+        suspended.withLock { suspended in
+            guard suspended, !buffer.isPaused else { return }
+            suspended = false
+            task.resume()
+        }
     }
 }
 
@@ -117,9 +153,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         guard let state = state(of: dataTask) else { return }
         if state.buffer.offer(data, weight: data.count) {
-            dataTask.suspend()
-            // The consumer may have drained and resumed before the suspend above took effect.
-            if !state.buffer.isPaused { dataTask.resume() }
+            state.pause.pauseIfFull(dataTask, buffer: state.buffer)
         }
     }
 

@@ -1,0 +1,305 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// Acceptance 6: origins that ignore Range, drop connections, change their ETag or reject
+/// credentials. Readers get correct bytes or a clear error, and no wrong byte is ever cached.
+@Suite struct FaultTests {
+    static let path = "/song.mp3"
+
+    func origin(_ server: TestOrigin, headers: HTTPHeaders = [:], credentials: (any CredentialProvider)? = nil) -> HTTPOrigin {
+        var configuration = HTTPOrigin.Configuration()
+        configuration.retry = RetryPolicy(maxAttempts: 4, initialBackoff: .milliseconds(10))
+        return HTTPOrigin(url: server.url(Self.path), headers: headers, credentials: credentials, configuration: configuration)
+    }
+
+    /// Every cached byte equals `expected`: re-read each cached range with the origin gone.
+    func expectCacheHolds(_ expected: Data, in cache: StreamCache, key: CacheKey, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        await cache.flush()
+        let offline = HTTPOrigin(url: URL(string: "http://127.0.0.1:1/unreachable")!, configuration: { var c = HTTPOrigin.Configuration(); c.retry = .none; return c }())
+        let resource = cache.resource(for: key, origin: offline)
+        for range in try await resource.cachedRanges {
+            let bytes = try await resource.read(range).collect()
+            #expect(bytes == expected[Int(range.lowerBound)..<Int(range.upperBound)], "cached \(range) differs from the origin", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func originThatIgnoresRangeStillGivesTheRightBytes() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 2_500_000, seed: 11)
+        server.setFile(Self.path, data: data, supportsRanges: false)
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let middle = try await song.read(ByteRange(1_000_000, 1_100_000)).collect()
+            #expect(middle == data[1_000_000..<1_100_000])
+            let info = try #require(await song.info)
+            #expect(!info.acceptsByteRanges)
+            let whole = try await song.read(from: 0).collect()
+            #expect(whole == data)
+            try await expectCacheHolds(data, in: cache, key: key)
+        }
+    }
+
+    @Test func a200AnswerToOneRangeRequestIsHandled() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 1_500_000, seed: 12)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, headers, _ in headers["Range"]?.hasPrefix("bytes=700000") == true ? .ignoreRange : nil }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let head = try await song.read(ByteRange(0, 1000)).collect()
+            #expect(head == data[0..<1000])
+            let part = try await song.read(ByteRange(700_000, 800_000)).collect()
+            #expect(part == data[700_000..<800_000])
+            try await expectCacheHolds(data, in: cache, key: key)
+        }
+    }
+
+    @Test func droppedConnectionResumesFromTheLastByteWithIfRange() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 900_000, seed: 13)
+        server.setFile(Self.path, data: data)
+        server.faults = { method, _, _, index in method == "GET" && index == 0 ? .dropAfter(bytes: 300_000) : nil }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let bytes = try await song.read(from: 0).collect()
+            #expect(bytes == data)
+            let requests = server.dataRequests(for: Self.path)
+            #expect(requests.count == 2)
+            #expect(requests.first?.bodyBytesSent == 300_000)
+            #expect(requests.last?.range?.hasPrefix("bytes=300000-") == true)
+            #expect(requests.last?.headers["If-Range"] == "\"v1\"")
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(data.count))
+            try await expectCacheHolds(data, in: cache, key: key)
+        }
+    }
+
+    @Test func shortBodyIsResumedNotCachedWrong() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 600_000, seed: 14)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, index in index == 0 ? .shortBody(missing: 1000) : nil }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let value1 = try await song.read(from: 0).collect()
+            #expect(value1 == data)
+            try await expectCacheHolds(data, in: cache, key: key)
+        }
+    }
+
+    @Test func wrongContentRangeIsAClearError() async throws {
+        let server = try TestOrigin()
+        server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 15))
+        server.faults = { _, _, _, _ in .wrongContentRange }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            await #expect(throws: StreamCacheError.self) { _ = try await song.read(ByteRange(100, 200)).collect() }
+            let value2 = try await song.cachedRanges.isEmpty
+            #expect(value2)
+        }
+    }
+
+    @Test func changedETagDropsTheOldVersionAndNeverMixes() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 3_000_000, seed: 16)
+        let new = TestData.random(count: 3_000_000, seed: 17)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .zero }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let value3 = try await song.read(ByteRange(0, 500_000)).collect()
+            #expect(value3 == old[0..<500_000])
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+            // A read of a missing part meets the new version: old bytes are dropped, never mixed in.
+            do {
+                let part = try await song.read(ByteRange(2_000_000, 2_100_000)).collect()
+                #expect(part == new[2_000_000..<2_100_000])
+            } catch let error as StreamCacheError {
+                #expect(error.code == .resourceChanged)
+            }
+            let whole = try await song.read(from: 0).collect()
+            #expect(whole == new)
+            #expect(try #require(await song.info).validator.entityTag == "\"v2\"")
+            try await expectCacheHolds(new, in: cache, key: key)
+        }
+    }
+
+    @Test func changeDuringAResumeIsResourceChanged() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 1_000_000, seed: 18)
+        let new = TestData.random(count: 1_000_000, seed: 19)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        server.faults = { method, _, _, index in
+            if method == "GET", index == 0 {
+                return .dropAfter(bytes: 200_000)
+            }
+            return nil
+        }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            var received = Data()
+            var failure: StreamCacheError?
+            do {
+                for try await chunk in song.read(from: 0) {
+                    received.append(chunk.data)
+                    if received.count >= 100_000, received.count < 200_000 + 65_536 {
+                        server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+                    }
+                }
+            } catch let error as StreamCacheError {
+                failure = error
+            }
+            // Either the whole old version (the change came too late) or a clear error; never a mix.
+            if let failure {
+                #expect(failure.code == .resourceChanged)
+                #expect(received == old[0..<received.count])
+            } else {
+                #expect(received == old || received == new)
+            }
+            let current = try await song.read(from: 0).collect()
+            #expect(current == new)
+            try await expectCacheHolds(new, in: cache, key: key)
+        }
+    }
+
+    @Test func unauthorizedIsAClearErrorAndCachesNothing() async throws {
+        let server = try TestOrigin()
+        server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 20))
+        server.requiredHeaders = ["Authorization": "Bearer right"]
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server, headers: ["Authorization": "Bearer wrong"]))
+            do {
+                _ = try await song.read(from: 0).collect()
+                Issue.record("a 401 must fail the read")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .authenticationFailed)
+                #expect(error.httpStatus == 401)
+                #expect(!error.description.contains("wrong"))
+            }
+            let value4 = try await song.cachedRanges.isEmpty
+            #expect(value4)
+        }
+    }
+
+    actor RotatingToken: CredentialProvider {
+        var token = "expired"
+        var refreshes = 0
+        func authorizationHeaders() async throws -> HTTPHeaders { ["Authorization": "Bearer \(token)"] }
+        func refresh(rejected: HTTPHeaders, status: Int) async throws -> Bool {
+            refreshes += 1
+            token = "fresh"
+            return true
+        }
+    }
+
+    @Test func rejectedTokenIsRefreshedOnceAndTheReadGoesOn() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 2_000_000, seed: 21)
+        server.setFile(Self.path, data: data)
+        server.requiredHeaders = ["Authorization": "Bearer fresh"]
+        let tokens = RotatingToken()
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server, credentials: tokens))
+            let value5 = try await song.read(from: 0).collect()
+            #expect(value5 == data)
+            #expect(await tokens.refreshes == 1)
+        }
+    }
+
+    @Test func serverErrorsAreRetriedThenReported() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 50_000, seed: 22)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, index in index < 2 ? .status(503, headers: ["Retry-After": "0"]) : nil }
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: server.url(Self.path)), origin: origin(server))
+            let value6 = try await song.read(from: 0).collect()
+            #expect(value6 == data)
+        }
+        let failing = try TestOrigin()
+        failing.setFile(Self.path, data: data)
+        failing.faults = { _, _, _, _ in .status(500) }
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: failing.url(Self.path)), origin: origin(failing))
+            do {
+                _ = try await song.read(from: 0).collect()
+                Issue.record("a failing origin must fail the read")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .originUnavailable)
+                #expect(error.httpStatus == 500)
+            }
+            #expect(failing.requests.count == 4)
+        }
+    }
+
+    @Test func redirectToAnotherHostDropsCredentials() async throws {
+        let target = try TestOrigin()
+        let data = TestData.random(count: 100_000, seed: 23)
+        target.setFile(Self.path, data: data)
+        let front = try TestOrigin()
+        // Same IP, different port: a different origin, so the header must not follow.
+        front.faults = { _, _, _, _ in .redirect(target.url(Self.path).absoluteString) }
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: front.url(Self.path)), origin: origin(front, headers: ["Authorization": "Bearer secret-token"]))
+            let value7 = try await song.read(from: 0).collect()
+            #expect(value7 == data)
+            #expect(front.requests.allSatisfy { $0.headers["Authorization"] == "Bearer secret-token" })
+            #expect(!target.requests.isEmpty)
+            #expect(target.requests.allSatisfy { $0.headers["Authorization"] == nil })
+        }
+    }
+
+    @Test func redirectLoopIsAnError() async throws {
+        let server = try TestOrigin()
+        server.faults = { _, path, _, _ in .redirect(path == "/a" ? "/b" : "/a") }
+        try await withTemporaryCache { cache in
+            let url = server.url("/a")
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            do {
+                _ = try await song.read(from: 0).collect()
+                Issue.record("a redirect loop must fail")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .tooManyRedirects)
+            }
+        }
+    }
+
+    @Test func noSecretReachesLogsIndexOrFiles() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 300_000, seed: 24)
+        server.setFile(Self.path, data: data)
+        server.requiredHeaders = ["Authorization": "Bearer s3cr3t-t0ken"]
+        let logs = InMemoryLogHandler.Store()
+        try await withTemporaryDirectory { directory in
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.logger = Logger(label: "test") { InMemoryLogHandler(label: $0, store: logs) }
+            configuration.logger.logLevel = .trace
+            let cache = try StreamCache(configuration: configuration)
+            let url = URL(string: server.url(Self.path).absoluteString + "?token=q5ecret")!
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: ["Authorization": "Bearer s3cr3t-t0ken"], logger: configuration.logger))
+            let value8 = try await song.read(from: 0).collect()
+            #expect(value8 == data)
+            let wrong = cache.resource(for: "bad", origin: HTTPOrigin(url: url, headers: ["Authorization": "Bearer s3cr3t-t0ken-wrong"], logger: configuration.logger))
+            _ = try? await wrong.read(from: 0).collect()
+            await cache.shutdown()
+            for line in logs.lines { #expect(!line.contains("s3cr3t") && !line.contains("q5ecret")) }
+            let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)!
+            for case let file as URL in enumerator where file.pathExtension != "data" {
+                let contents = (try? Data(contentsOf: file)) ?? Data()
+                #expect(contents.range(of: Data("s3cr3t".utf8)) == nil, "\(file.lastPathComponent) holds the token")
+                #expect(contents.range(of: Data("q5ecret".utf8)) == nil, "\(file.lastPathComponent) holds the query secret")
+            }
+        }
+    }
+}
+
+import Logging
