@@ -17,6 +17,16 @@ public enum TestData {
         return data
     }
 
+    /// Where two byte strings first differ, or `nil` when they are equal. Cheap to report, unlike a
+    /// test framework's diff of two large `Data` values.
+    public static func firstDifference(_ a: Data, _ b: Data) -> Int? {
+        if a == b { return nil }
+        let left = [UInt8](a)
+        let right = [UInt8](b)
+        let common = min(left.count, right.count)
+        return (0..<common).first { left[$0] != right[$0] } ?? common
+    }
+
     /// The SHA-256 of `data` in hex.
     public static func sha256(_ data: Data) -> String {
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()

@@ -229,12 +229,15 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Writes one response. Returns whether the connection may be reused.
     private func respond(to connection: Int32, method: String, path: String, headers: HTTPHeaders) -> Bool {
-        let (file, required, rate, faultProvider, index) = state.withLock { state in
+        let (faultProvider, index) = state.withLock { state in
             state.requestCount += 1
-            return (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond, state.faults,
-                    state.requestCount - 1)
+            return (state.faults, state.requestCount - 1)
         }
+        // The fault script runs first, so it may change the file this very request sees.
         var fault = faultProvider?(method, path, headers, index)
+        let (file, required, rate) = state.withLock { state in
+            (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond)
+        }
         if case .stall(let seconds) = fault {
             Thread.sleep(forTimeInterval: seconds)
             fault = nil

@@ -78,13 +78,18 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         server.setFile("/big", data: TestData.random(count: size, seed: 33))
         server.bytesPerSecond = 10_000_000
         let transport = kind.make()
+        let (started, signal) = AsyncStream<Void>.makeStream()
         let task = Task {
             let response = try await transport.send(HTTPRequest(url: server.url("/big")))
             var received = 0
-            for try await chunk in response.body { received += chunk.count }
+            for try await chunk in response.body {
+                if received == 0 { signal.yield() }
+                received += chunk.count
+            }
             return received
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Cancel once bytes flow, so the abort happens mid-body.
+        for await _ in started { break }
         task.cancel()
         await #expect(throws: CancellationError.self) { _ = try await task.value }
         for _ in 0..<50 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }

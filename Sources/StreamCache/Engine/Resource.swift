@@ -275,3 +275,13 @@ final class UsageTracker: Sendable {
 
     var busyKeys: Set<CacheKey> { counts.withLock { Set($0.keys) } }
 }
+
+extension Resource {
+    /// A one-line summary of the live state, for diagnostics (no secrets: offsets and counts only).
+    func debugSnapshot() -> String {
+        let downloadText = downloads.values.map { "#\($0.id) \($0.kind) pos=\($0.position) limit=\($0.limit) seg=\($0.segmentEnd) opened=\($0.opened)" }
+        let readerText = readers.map { "r\($0.key) pos=\($0.value.position) end=\($0.value.end)" }
+        return "gen=\(generation) info=\(info.map { "\($0.totalLength ?? -1)/\($0.validator.entityTag ?? "-")" } ?? "nil") available=\(available) "
+            + "downloads=\(downloadText) readers=\(readerText) waiters=\(waiters.values.map(\.offset))"
+    }
+}

@@ -81,17 +81,23 @@ private final class TaskState: @unchecked Sendable {
     }
 }
 
-/// Keeps `suspend()` and `resume()` of one data task balanced: on Linux they nest (a counter), so
-/// an extra `resume()` would leave a later `suspend()` without effect.
+/// Pauses a data task while its consumer is behind, keeping `suspend()` and `resume()` balanced.
+///
+/// On Linux (swift-corelibs-foundation) suspending a running data task is unsafe: it can trap in
+/// `_NativeProtocol.stopLoading()` or deadlock its work queue, and data in flight is delivered
+/// anyway. There the switch never pauses; memory per request is then bounded by the request's
+/// size, which the engine caps (``StreamCache/Configuration/maximumSegmentSize``).
 private final class PauseSwitch: Sendable {
     private let suspended = Locked(false)
 
     func pauseIfFull(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
+        #if !canImport(FoundationNetworking)
         suspended.withLock { suspended in
             guard !suspended, buffer.isPaused else { return }
             suspended = true
             task.suspend()
         }
+        #endif
     }
 
     /// Cancels the task; a suspended task is resumed first, or libcurl would keep its connection.
