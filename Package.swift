@@ -63,6 +63,7 @@ let package = Package(
             dependencies: [
                 "StreamCache",
                 "StreamCacheTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -50,14 +50,13 @@ public final class Nginx: @unchecked Sendable {
         let config = """
         \(user)
         daemon off;
-        master_process off;
         worker_processes 1;
         error_log \(prefix.path)/logs/error.log warn;
         pid \(prefix.path)/nginx.pid;
         events { worker_connections 1024; }
         http {
-            access_log \(prefix.path)/logs/access.log streamcache;
             log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent';
+            access_log \(prefix.path)/logs/access.log streamcache;
             client_body_temp_path \(prefix.path)/body;
             proxy_temp_path \(prefix.path)/proxy;
             fastcgi_temp_path \(prefix.path)/fastcgi;
@@ -82,7 +81,13 @@ public final class Nginx: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        try FreePort.waitUntilListening(self.port, timeout: 10)
+        do {
+            try FreePort.waitUntilListening(self.port, timeout: 10)
+        } catch {
+            let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
+            if process.isRunning { process.terminate() }
+            throw NSError(domain: "Nginx", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log.suffix(500))"])
+        }
     }
 
     deinit { stop() }
@@ -94,6 +99,10 @@ public final class Nginx: @unchecked Sendable {
     public func stop() {
         guard process.isRunning else { return }
         process.terminate()
+        // A fast shutdown takes milliseconds; never let a stuck nginx hang the suite.
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+
+/// `streamcache cache …`: inspect and manage the cache directory.
+struct CacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Inspect and manage the cache.",
+        subcommands: [List.self, Info.self, Pin.self, Unpin.self, Clear.self]
+    )
+
+    /// One resource as `list`/`info` print it (and as `--json` encodes it).
+    struct Summary: Codable {
+        var key: String
+        var size: Int64?
+        var cachedBytes: Int64
+        var cachedPercent: Double?
+        var cachedRanges: [[Int64]]
+        var mimeType: String?
+        var uti: String?
+        var entityTag: String?
+        var pinned: Bool
+        var lastAccessed: Date
+
+        init(_ entry: CacheStore.Entry) {
+            key = entry.key.rawValue
+            size = entry.info?.totalLength
+            cachedBytes = entry.spans.coveredByteCount
+            let cached = entry.spans.coveredByteCount
+            cachedPercent = entry.info?.totalLength.map { $0 > 0 ? Double(cached) / Double($0) * 100 : 100 }
+            cachedRanges = entry.spans.ranges.map { [$0.lowerBound, $0.upperBound] }
+            mimeType = entry.info?.mimeType
+            uti = entry.info?.uniformTypeIdentifier
+            entityTag = entry.info?.validator.entityTag
+            pinned = entry.pinned
+            lastAccessed = entry.lastAccessedAt
+        }
+    }
+
+    static func open(_ options: CacheOptions) throws -> CacheStore {
+        do { return try CacheStore(directory: options.directory) } catch { throw Failure.exit(error) }
+    }
+
+    static func printJSON(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    /// A bar of `width` cells; each is full (#), partly (+) or not (.) cached.
+    static func bar(_ spans: RangeSet, total: Int64?, width: Int = 40) -> String {
+        guard let total, total > 0 else { return spans.isEmpty ? String(repeating: ".", count: width) : "?" }
+        return String((0..<width).map { cell -> Character in
+            let lower = total * Int64(cell) / Int64(width)
+            let upper = max(lower + 1, total * Int64(cell + 1) / Int64(width))
+            let covered = spans.coveredByteCount(in: ByteRange(lower, upper))
+            return covered == upper - lower ? "#" : covered > 0 ? "+" : "."
+        })
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List cached resources: size, cached share and a bar of cached ranges.")
+        @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let store = try CacheCommand.open(cache)
+            let entries: [CacheStore.Entry]
+            do { entries = try await store.entries() } catch { throw Failure.exit(error) }
+            if json { return try CacheCommand.printJSON(entries.map(Summary.init)) }
+            if entries.isEmpty { print("The cache at \(cache.directory.path) is empty.") }
+            for entry in entries {
+                let summary = Summary(entry)
+                let size = summary.size.map(ByteFormat.string) ?? "?"
+                let percent = summary.cachedPercent.map { String(format: "%5.1f%%", $0) } ?? "    ?"
+                print("\(percent) [\(CacheCommand.bar(entry.spans, total: entry.info?.totalLength))] \(size)\(entry.pinned ? " pinned" : "")  \(entry.key)")
+            }
+        }
+    }
+
+    struct Info: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one cached resource.")
+        @Argument(help: "The cache key (as `list` prints it).") var key: String
+        @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let store = try CacheCommand.open(cache)
+            guard let entry = try await store.entry(for: CacheKey(key)) else {
+                throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
+            }
+            let summary = Summary(entry)
+            if json { return try CacheCommand.printJSON(summary) }
+            print("key:           \(summary.key)")
+            print("size:          \(summary.size.map { "\($0) bytes" } ?? "unknown")")
+            print("cached:        \(summary.cachedBytes) bytes\(summary.cachedPercent.map { String(format: " (%.1f%%)", $0) } ?? "")")
+            print("ranges:        \(entry.spans.ranges.map { "\($0.lowerBound)-\($0.httpLast)" }.joined(separator: ", "))")
+            print("bar:           [\(CacheCommand.bar(entry.spans, total: summary.size))]")
+            print("type:          \(summary.mimeType ?? "unknown") (\(summary.uti ?? "-"))")
+            print("etag:          \(summary.entityTag ?? "-")")
+            print("pinned:        \(summary.pinned)")
+            print("last accessed: \(summary.lastAccessed)")
+        }
+    }
+
+    struct Pin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Keep a resource: pinned resources are never evicted.")
+        @Argument(help: "The cache key.") var key: String
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let store = try CacheCommand.open(cache)
+            guard try await store.setPinned(true, for: CacheKey(key)) else {
+                throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
+            }
+            print("pinned \(key)")
+        }
+    }
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let a pinned resource be evicted again.")
+        @Argument(help: "The cache key.") var key: String
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let store = try CacheCommand.open(cache)
+            guard try await store.setPinned(false, for: CacheKey(key)) else {
+                throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
+            }
+            print("unpinned \(key)")
+        }
+    }
+
+    struct Clear: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete cached resources (all, or one key).")
+        @Argument(help: "Only this key.") var key: String?
+        @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let store = try CacheCommand.open(cache)
+            var removed = 0
+            do {
+                if let key {
+                    removed = try await store.remove(CacheKey(key)) ? 1 : 0
+                } else {
+                    for entry in try await store.entries() where try await store.remove(entry.key) { removed += 1 }
+                }
+            } catch { throw Failure.exit(error) }
+            if json { try CacheCommand.printJSON(["removed": removed]) } else { print("removed \(removed) resource(s)") }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `streamcache get URL`: stream a resource through the cache to stdout or a file.
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Stream a URL through the cache to stdout or a file.",
+        discussion: """
+        Cached bytes come from disk; missing ones are fetched from the origin (with your headers), cached, and streamed on in order. \
+        A progress bar is shown on stderr when it is a terminal.
+
+        Examples:
+          streamcache get https://example.com/a.mp3 -H 'Authorization: Bearer TOKEN' -o a.mp3
+          streamcache get https://example.com/a.mp3 --range 0-1048575 | ffprobe -
+        """
+    )
+
+    @Argument(help: "An http or https URL.")
+    var url: String
+
+    @Option(name: .customShort("H"), help: ArgumentHelp("A request header, 'Name: value'. Repeatable.", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(help: ArgumentHelp("Only bytes START-END (inclusive, like HTTP); END may be omitted.", valueName: "start-end"))
+    var range: String?
+
+    @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file instead of stdout.", valueName: "file"))
+    var output: String?
+
+    @Flag(help: "Never show a progress bar.")
+    var quiet = false
+
+    @OptionGroup var cache: CacheOptions
+
+    func validate() throws {
+        _ = try parsedURL()
+        _ = try parsedHeaders()
+        _ = try parsedRange()
+    }
+
+    func parsedURL() throws -> URL {
+        guard let url = URL(string: url), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false else {
+            throw ValidationError("'\(self.url)' is not an http or https URL.")
+        }
+        return url
+    }
+
+    func parsedHeaders() throws -> HTTPHeaders {
+        var result = HTTPHeaders()
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":") else { throw ValidationError("Header '\(header.prefix(40))' is not 'Name: value'.") }
+            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains), !value.contains("\r"), !value.contains("\n") else {
+                throw ValidationError("Header name '\(name.prefix(40))' is not a valid HTTP field name.")
+            }
+            result.add(name: name, value: value)
+        }
+        return result
+    }
+
+    func parsedRange() throws -> ByteRange {
+        guard let range else { return ByteRange(0, Int64.max) }
+        let parts = range.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let start = Int64(parts[0]), start >= 0 else {
+            throw ValidationError("Range '\(range)' is not START-END or START- (bytes, inclusive).")
+        }
+        if parts[1].isEmpty { return ByteRange(start, Int64.max) }
+        guard let end = Int64(parts[1]), end >= start, end < Int64.max - 1 else {
+            throw ValidationError("Range '\(range)' is not START-END with END >= START.")
+        }
+        return ByteRange(httpFirst: start, last: end)
+    }
+
+    func run() async throws {
+        let url = try parsedURL()
+        let range = try parsedRange()
+        let origin = HTTPOrigin(url: url, headers: try parsedHeaders())
+        let output: FileHandle
+        do {
+            if let path = self.output {
+                guard FileManager.default.createFile(atPath: path, contents: nil) else {
+                    throw StreamCacheError(.invalidArgument, "Cannot create the output file \(path).")
+                }
+                output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            } else {
+                output = FileHandle.standardOutput
+            }
+        } catch {
+            throw Failure.exit(error)
+        }
+        let cache: StreamCache
+        do {
+            cache = try StreamCache(configuration: .init(directory: self.cache.directory))
+        } catch {
+            throw Failure.exit(error)
+        }
+        let resource = cache.resource(for: CacheKey(url: url), origin: origin)
+        let progress = ProgressBar(enabled: !quiet && isatty(STDERR_FILENO) == 1)
+        var written: Int64 = 0
+        do {
+            for try await chunk in resource.read(range) {
+                try output.write(contentsOf: chunk.data)
+                written += Int64(chunk.data.count)
+                progress.update(done: written, total: await resource.info?.totalLength.map { min($0, range.upperBound) - range.lowerBound })
+            }
+            progress.finish()
+            try? output.synchronize()
+            await cache.shutdown()
+        } catch {
+            progress.finish()
+            await cache.shutdown()
+            throw Failure.exit(error)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+/// A one-line progress bar on stderr, redrawn at most ten times a second; silent when disabled.
+final class ProgressBar {
+    private let enabled: Bool
+    private var lastDraw = Date.distantPast
+    private let started = Date()
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func update(done: Int64, total: Int64?) {
+        guard enabled, Date().timeIntervalSince(lastDraw) >= 0.1 else { return }
+        lastDraw = Date()
+        let rate = Double(done) / max(0.001, Date().timeIntervalSince(started))
+        var line = "\r"
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "] "
+            line += String(format: "%5.1f%% ", fraction * 100)
+        }
+        line += "\(ByteFormat.string(done)) \(ByteFormat.string(Int64(rate)))/s  "
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}
+
+/// Human-readable byte counts (binary units).
+enum ByteFormat {
+    static func string(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

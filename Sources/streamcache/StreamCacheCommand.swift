@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+
+/// `streamcache`: play-while-downloading cache for media, from the command line.
+@main
+struct StreamCacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "streamcache",
+        abstract: "Stream media over HTTP(S) with your own headers, through a durable range-aware disk cache.",
+        discussion: """
+        Exit codes: 0 success; 1 other failure; 2 invalid request (for example an unknown cache key); 64 bad arguments; 3 the origin failed or was unreachable; \
+        4 the origin rejected the credentials; 5 not found; 6 the cache directory failed (disk full, I/O).
+        """,
+        subcommands: [GetCommand.self, CacheCommand.self]
+    )
+}
+
+/// Options every subcommand that touches the cache shares.
+struct CacheOptions: ParsableArguments {
+    @Option(name: .customLong("cache-dir"), help: ArgumentHelp("The cache directory.", discussion: "Default: $STREAMCACHE_CACHE_DIR, else $XDG_CACHE_HOME/streamcache, else ~/.cache/streamcache.", valueName: "dir"))
+    var cacheDirectory: String?
+
+    var directory: URL {
+        cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? StreamCache.defaultDirectory()
+    }
+}
+
+/// Turns errors into one line on stderr and an exit code; never a stack trace.
+enum Failure {
+    static func exit(_ error: any Error) -> ExitCode {
+        if error is ExitCode { return error as! ExitCode }
+        let message: String
+        let code: Int32
+        if let error = error as? StreamCacheError {
+            message = error.description
+            switch error.code {
+            case .authenticationFailed: code = 4
+            case .notFound: code = 5
+            case .diskFull, .cacheIOFailed: code = 6
+            case .invalidArgument: code = 2
+            default: code = 3
+            }
+        } else if error is CancellationError {
+            message = "cancelled"
+            code = 1
+        } else {
+            message = "\(error)"
+            code = 1
+        }
+        FileHandle.standardError.write(Data("streamcache: error: \(message)\n".utf8))
+        return ExitCode(code)
+    }
+}

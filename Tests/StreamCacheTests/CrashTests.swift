@@ -1,0 +1,64 @@
+import Foundation
+import GRDB
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// Acceptance 5: kill -9 during a download, start again: identical bytes, and the index never
+/// claims a byte that is not on disk.
+@Suite struct CrashTests {
+    /// Reads the raw index, before any reconciliation, and checks every claimed byte against the origin.
+    static func verifyIndexClaims(cacheDirectory: URL, key: CacheKey, origin data: Data) throws -> Int64 {
+        let queue = try DatabaseQueue(path: cacheDirectory.appendingPathComponent("index.sqlite").path)
+        let spans: [(Int64, Int64)] = try queue.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT span.start, span."end" FROM span JOIN resource ON resource.id = span.resourceId WHERE resource.key = ?
+                """, arguments: [key.rawValue]).map { ($0[0], $0[1]) }
+        }
+        let file = cacheDirectory.appendingPathComponent("data/\(key.fileStem).data")
+        let onDisk = (try? Data(contentsOf: file)) ?? Data()
+        var claimed: Int64 = 0
+        for (start, end) in spans {
+            #expect(end <= Int64(onDisk.count), "span \(start)..<\(end) claims bytes past the file's end \(onDisk.count)")
+            guard end <= Int64(onDisk.count) else { continue }
+            #expect(TestData.firstDifference(onDisk[Int(start)..<Int(end)], data[Int(start)..<Int(end)]) == nil, "span \(start)..<\(end) holds wrong bytes")
+            claimed += end - start
+        }
+        return claimed
+    }
+
+    @Test func killDuringDownloadThenGetAgain() async throws {
+        let server = try TestOrigin()
+        let size = 24_000_000
+        let data = TestData.random(count: size, seed: 60)
+        server.setFile("/a.mp3", data: data)
+        server.bytesPerSecond = 4_000_000
+        let url = server.url("/a.mp3")
+        let key = CacheKey(url: url)
+        try await withTemporaryDirectory { work in
+            let cacheDir = work.appendingPathComponent("cache")
+            var claimedAfterKills: [Int64] = []
+            for round in 0..<3 {
+                let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"])
+                try await Task.sleep(for: .milliseconds(700 + 300 * round))
+                #expect(process.isRunning, "the download should still be running when killed")
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                #expect(process.terminationReason == .uncaughtSignal)
+                claimedAfterKills.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
+            }
+            // Something was recorded along the way (commits are batched, not withheld).
+            #expect(claimedAfterKills.last ?? 0 > 0, "claimed after kills: \(claimedAfterKills)")
+            server.bytesPerSecond = nil
+            let out = work.appendingPathComponent("out")
+            let result = try await CommandLineTool.run(["get", url.absoluteString, "-o", out.path, "--cache-dir", cacheDir.path])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: out)) == TestData.sha256(data))
+            let claimed = try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data)
+            #expect(claimed == Int64(size))
+            // Bytes recorded before the kills were not fetched again.
+            let ratio = Double(server.bodyBytesSent(for: "/a.mp3")) / Double(size)
+            print("crash loop: origin bytes / file size = \(ratio), claimed after kills = \(claimedAfterKills)")
+        }
+    }
+}
