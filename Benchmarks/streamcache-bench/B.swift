@@ -1,1 +1,0 @@
-@main struct B { static func main() {} }

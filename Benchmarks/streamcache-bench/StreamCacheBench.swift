@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Release-build micro-benchmarks of the engine. Run with
+/// `swift run -c release streamcache-bench <benchmark>`; see docs/benchmarks.md.
+@main
+struct StreamCacheBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "streamcache-bench",
+        abstract: "StreamCache micro-benchmarks (build with -c release).",
+        subcommands: [CacheHit.self, RangeSetOps.self]
+    )
+}
+
+/// Cache-hit read throughput through the engine, as a ratio to `pread` of the same file.
+struct CacheHit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "cache-hit", abstract: "Engine cache-hit reads vs pread of the same file.")
+
+    @Option(help: "File size in MiB.") var sizeMiB = 256
+    @Option(help: "Repetitions; the median is reported.") var repeats = 5
+
+    func run() async throws {
+        let size = sizeMiB << 20
+        try await withTemporaryDirectory { directory in
+            let server = try TestOrigin()
+            server.setFile("/bench.bin", data: TestData.random(count: size, seed: 99))
+            let url = server.url("/bench.bin")
+            let cache = try StreamCache(configuration: .init(directory: directory.appendingPathComponent("cache")))
+            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            try await resource.prefetch()
+            await cache.flush()
+            server.stop()
+            let path = try require(try await cache.store.entry(for: CacheKey(url: url))).dataPath
+            let chunk = cache.configuration.chunkSize
+
+            var engine: [Double] = []
+            var direct: [Double] = []
+            for _ in 0..<repeats {
+                // pread of the same file with the same chunk size (page cache warm for both).
+                let fd = open(path, O_RDONLY)
+                var buffer = [UInt8](repeating: 0, count: chunk)
+                var start = ContinuousClock.now
+                var offset = 0
+                var checksum: UInt64 = 0
+                while offset < size {
+                    let got = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, chunk, off_t(offset)) }
+                    guard got > 0 else { break }
+                    checksum &+= UInt64(buffer[0])
+                    offset += got
+                }
+                direct.append(Double(size) / (ContinuousClock.now - start).seconds / 1e6)
+                close(fd)
+
+                start = .now
+                var total = 0
+                for try await piece in resource.read(from: 0) {
+                    total += piece.data.count
+                    checksum &+= UInt64(piece.data.first ?? 0)
+                }
+                precondition(total == size, "short read")
+                engine.append(Double(size) / (ContinuousClock.now - start).seconds / 1e6)
+                if checksum == 42 { print("") }
+            }
+            await cache.shutdown()
+            let e = engine.sorted()[engine.count / 2]
+            let d = direct.sorted()[direct.count / 2]
+            print(String(format: "cache-hit read of %d MiB, chunk %d KiB, median of %d: engine %.0f MB/s, pread %.0f MB/s, ratio %.2f",
+                         sizeMiB, chunk >> 10, repeats, e, d, e / d))
+        }
+    }
+}
+
+/// RangeSet insert / contains / gaps on a fragmented set.
+struct RangeSetOps: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rangeset", abstract: "RangeSet operations per second on a set of many ranges.")
+
+    @Option(help: "Ranges in the set.") var ranges = 10_000
+    @Option(help: "Operations per kind.") var operations = 1_000_000
+
+    func run() async throws {
+        var generator = SeededGenerator(seed: 5)
+        var set = RangeSet()
+        for index in 0..<ranges { set.insert(ByteRange(Int64(index) * 100, Int64(index) * 100 + 50)) }
+        let universe = Int64(ranges) * 100
+        var hits = 0
+        var start = ContinuousClock.now
+        for _ in 0..<operations where set.contains(Int64.random(in: 0..<universe, using: &generator)) { hits += 1 }
+        let contains = Double(operations) / (ContinuousClock.now - start).seconds
+        start = .now
+        var gapCount = 0
+        for _ in 0..<operations {
+            let lower = Int64.random(in: 0..<universe, using: &generator)
+            gapCount += set.gaps(in: ByteRange(lower, lower + 1_000)).count
+        }
+        let gaps = Double(operations) / (ContinuousClock.now - start).seconds
+        start = .now
+        var copy = set
+        for _ in 0..<operations {
+            let lower = Int64.random(in: 0..<universe, using: &generator)
+            copy.insert(ByteRange(lower, lower + 30))
+        }
+        let inserts = Double(operations) / (ContinuousClock.now - start).seconds
+        print(String(format: "RangeSet with %d ranges: contains %.1f M/s, gaps(1 kB window) %.1f M/s, insert %.2f M/s (%d hits, %d gaps)",
+                     ranges, contains / 1e6, gaps / 1e6, inserts / 1e6, hits, gapCount))
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+func require<T>(_ value: T?) throws -> T {
+    guard let value else { throw StreamCacheError(.cacheIOFailed, "The benchmark resource is not in the cache.") }
+    return value
+}
