@@ -35,6 +35,7 @@ nginx -c "$work/nginx.conf" -p "$work"
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
 
 measure() {
+  # Each run is measured in its own python process, so ru_maxrss is that run's alone.
   python3 - "$bin" "$@" <<'PY'
 import resource, subprocess, sys, time
 start = time.monotonic()

@@ -167,3 +167,19 @@ import Testing
         }
     }
 }
+
+extension EngineTests {
+    /// A prefetch of many segments completes (each wake-up is progress, not a failed re-plan).
+    @Test func prefetchOfALargeResourceCompletes() async throws {
+        let (server, data) = try makeOrigin(size: 40_000_000)
+        try await withTemporaryCache(configure: { $0.chunkSize = 16 * 1024 }) { cache in
+            let song = resource(cache, server)
+            try await song.prefetch()
+            #expect(try await song.isComplete)
+            server.stop()
+            let bytes = try await song.read(from: 0).collect()
+            #expect(TestData.firstDifference(bytes, data) == nil)
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(data.count))
+        }
+    }
+}

@@ -70,21 +70,17 @@ extension Resource {
                         throw StreamCacheError(.cacheIOFailed, "The cache file is shorter than its index claims; clear the cache entry.",
                                                range: ByteRange(position, run.upperBound))
                     }
-                    // Split the chunk where it crosses from bytes cached at the start to downloaded ones.
+                    // Label the chunk by where its bytes were when the read began; split it only
+                    // where it crosses from cached to downloaded bytes (rare), so the usual chunk is
+                    // handed on without a copy.
                     var offset = position
-                    var slice = data[...]
-                    while !slice.isEmpty {
+                    let chunkEnd = position + Int64(count)
+                    while offset < chunkEnd {
                         let cachedRun = initiallyCached.range(containing: offset)
-                        let boundary: Int64
-                        if let cachedRun {
-                            boundary = min(cachedRun.upperBound, offset + Int64(slice.count))
-                        } else {
-                            boundary = min(initiallyCached.firstLowerBound(atOrAfter: offset) ?? Int64.max, offset + Int64(slice.count))
-                        }
-                        let length = Int(boundary - offset)
+                        let boundary = min(chunkEnd, cachedRun?.upperBound ?? initiallyCached.firstLowerBound(atOrAfter: offset) ?? chunkEnd)
                         let source: ChunkSource = cachedRun != nil ? .cache : .origin
-                        let piece = Data(slice.prefix(length))
-                        slice = slice.dropFirst(length)
+                        let length = Int(boundary - offset)
+                        let piece = length == count ? data : data.subdata(in: Int(offset - position)..<Int(boundary - position))
                         if source == .cache { servedCache += Int64(length) } else { servedOrigin += Int64(length) }
                         try await buffer.send(ReadChunk(offset: offset, data: piece, source: source), weight: length)
                         offset = boundary
@@ -152,10 +148,13 @@ extension Resource {
                 let cut = ByteRange(position, min(run.upperBound, end))
                 if skipCached, cut.upperBound < end {
                     position = cut.upperBound
+                    replans = 0
                     continue
                 }
                 return .available(cut, file)
             }
+            // Counts waits that ended without the byte at `position` arriving (downloads that stopped
+            // short); progress resets it.
             replans += 1
             if replans > 50 {
                 throw StreamCacheError(.originUnavailable, "The origin kept ending downloads without delivering byte \(position).", range: ByteRange(position, end))

@@ -10,16 +10,16 @@ extension StreamCache {
         /// for no limit. Resources being read and pinned resources are never evicted.
         public var maximumSize: Int64?
         /// The largest chunk handed to a reader, and the unit of disk reads.
-        public var chunkSize: Int = 256 * 1024
+        public var chunkSize: Int = 1 << 20
         /// Bytes a read may hold ahead of its consumer before it waits.
-        public var readBufferLimit: Int = 1 << 20
+        public var readBufferLimit: Int = 4 << 20
         /// A read whose offset a running download will reach within this many bytes waits for that
         /// download; a read further ahead starts its own (seeks never wait behind a sequential download).
         public var joinDistance: Int64 = 1 << 20
         /// The first request of a download asks for this many bytes; later ones double.
         public var initialSegmentSize: Int64 = 1 << 20
         /// The most bytes one origin request asks for.
-        public var maximumSegmentSize: Int64 = 16 << 20
+        public var maximumSegmentSize: Int64 = 4 << 20
         /// How long a download that no reader needs goes on before it is stopped.
         public var idleDownloadGracePeriod: Duration = .seconds(5)
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).

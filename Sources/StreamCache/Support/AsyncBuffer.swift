@@ -7,7 +7,8 @@
 /// (cancelled, or its iterator dropped) ``onCancel`` runs once so the producer stops its work.
 final class AsyncBuffer<Element: Sendable>: Sendable {
     private struct State {
-        var queue: [(element: Element, weight: Int)] = []
+        /// Taken slots are cleared at once (so a consumed chunk is freed), and compacted later.
+        var queue: [(element: Element?, weight: Int)] = []
         var head = 0
         var bufferedWeight = 0
         var terminal: Result<Void, any Error>?
@@ -117,27 +118,24 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
 
     /// The next element, `nil` at the end, or the producer's error.
     func next() async throws -> Element? {
-        try await withTaskCancellationHandler {
+        // Fast path: an element is queued, so no continuation is needed.
+        typealias Ready = (Element, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
+        let ready: Ready? = state.withLock { state in
+            guard !state.isCancelled, state.head < state.queue.count else { return nil }
+            return Self.take(&state, limit: limit)
+        }
+        if let (element, wake, drain) = ready {
+            for producer in wake { producer.resume() }
+            drain?()
+            return element
+        }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element?, any Error>) in
                 typealias Outcome = (Result<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
                 let (result, wake, drain): Outcome = state.withLock { state in
                     if state.isCancelled { return (.failure(CancellationError()), [], nil) }
                     if state.head < state.queue.count {
-                        let (element, weight) = state.queue[state.head]
-                        state.head += 1
-                        state.bufferedWeight -= weight
-                        if state.head > 64, state.head * 2 > state.queue.count {
-                            state.queue.removeFirst(state.head)
-                            state.head = 0
-                        }
-                        guard state.bufferedWeight <= limit / 2 else { return (.success(element), [], nil) }
-                        let wake = state.producers
-                        state.producers = []
-                        var drain: (@Sendable () -> Void)?
-                        if state.isPaused {
-                            state.isPaused = false
-                            drain = state.onDrain
-                        }
+                        let (element, wake, drain) = Self.take(&state, limit: limit)
                         return (.success(element), wake, drain)
                     }
                     switch state.terminal {
@@ -155,6 +153,28 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
         } onCancel: {
             cancel()
         }
+    }
+
+    /// Removes the head element; returns the producers to wake and the drain action to run once
+    /// the buffer is at most half full.
+    private static func take(_ state: inout State, limit: Int) -> (Element, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) {
+        let (slot, weight) = state.queue[state.head]
+        state.queue[state.head].element = nil
+        state.head += 1
+        state.bufferedWeight -= weight
+        if state.head > 64, state.head * 2 > state.queue.count {
+            state.queue.removeFirst(state.head)
+            state.head = 0
+        }
+        guard state.bufferedWeight <= limit / 2 else { return (slot!, [], nil) }
+        let wake = state.producers
+        state.producers = []
+        var drain: (@Sendable () -> Void)?
+        if state.isPaused {
+            state.isPaused = false
+            drain = state.onDrain
+        }
+        return (slot!, wake, drain)
     }
 }
 
