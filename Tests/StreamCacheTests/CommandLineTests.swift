@@ -1,0 +1,52 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// Bad input to the CLI gives one clear line and a non-zero exit, and loses nothing.
+@Suite struct CommandLineTests {
+    @Test(arguments: [
+        ["get", "not a url"],
+        ["get", "ftp://example.com/a.mp3"],
+        ["get", "http://127.0.0.1:1/a", "-H", "no colon"],
+        ["get", "http://127.0.0.1:1/a", "-H", "Bad Name: x"],
+        ["get", "http://127.0.0.1:1/a", "--range", "10-5"],
+        ["get", "http://127.0.0.1:1/a", "--range", "abc"],
+    ])
+    func malformedInputIsAUsageError(arguments: [String]) async throws {
+        try await withTemporaryDirectory { directory in
+            let result = try await CommandLineTool.run(arguments + ["--cache-dir", directory.path])
+            #expect(result.status == 64)
+            #expect(result.stderr.hasPrefix("Error: "))
+            #expect(!result.stderr.contains("Fatal error"))
+        }
+    }
+
+    @Test func rangeListAndClear() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 400_000, seed: 81)
+        server.setFile("/t.mp3", data: data, contentType: "audio/mpeg")
+        try await withTemporaryDirectory { directory in
+            let url = server.url("/t.mp3").absoluteString
+            let part = try await CommandLineTool.run(["get", url, "--range", "1000-1999", "--cache-dir", directory.path])
+            #expect(part.status == 0)
+            #expect(part.stdout == data[1000..<2000])
+            let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", directory.path])
+            #expect(list.status == 0)
+            struct Row: Decodable { var key: String; var size: Int64?; var cachedBytes: Int64; var uti: String? }
+            let rows = try JSONDecoder().decode([Row].self, from: list.stdout)
+            #expect(rows.count == 1)
+            #expect(rows.first?.size == 400_000)
+            #expect(rows.first?.uti == "public.mp3")
+            #expect((rows.first?.cachedBytes ?? 0) >= 1000)
+            let text = try await CommandLineTool.run(["cache", "list", "--cache-dir", directory.path])
+            #expect(String(decoding: text.stdout, as: UTF8.self).contains(url))
+            let pin = try await CommandLineTool.run(["cache", "pin", "no-such-key", "--cache-dir", directory.path])
+            #expect(pin.status == 2)
+            let clear = try await CommandLineTool.run(["cache", "clear", "--cache-dir", directory.path])
+            #expect(clear.status == 0)
+            let after = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", directory.path])
+            #expect(try JSONDecoder().decode([Row].self, from: after.stdout).isEmpty)
+        }
+    }
+}
