@@ -61,7 +61,8 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     @Test(arguments: TransportKind.allCases)
     func bodyStreamsBeforeTheResponseEnds(kind: TransportKind) async throws {
         let server = try TestOrigin()
-        server.setFile("/slow", data: TestData.random(count: 1_000_000, seed: 32))
+        // Five seconds of body: the first chunk must arrive long before the end.
+        server.setFile("/slow", data: TestData.random(count: 5_000_000, seed: 32))
         server.bytesPerSecond = 1_000_000
         let response = try await kind.make().send(HTTPRequest(url: server.url("/slow")))
         var iterator = response.body.makeAsyncIterator()
@@ -74,7 +75,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     @Test(arguments: TransportKind.allCases)
     func cancellingTheTaskAbortsTheTransfer(kind: TransportKind) async throws {
         let server = try TestOrigin()
-        let size = 20_000_000
+        let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 33))
         server.bytesPerSecond = 10_000_000
         let transport = kind.make()
@@ -92,7 +93,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         for await _ in started { break }
         task.cancel()
         await #expect(throws: CancellationError.self) { _ = try await task.value }
-        for _ in 0..<50 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<80 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the cancel: \(sent) bytes")
     }
@@ -100,14 +101,14 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     @Test(arguments: TransportKind.allCases)
     func abandoningTheBodyAbortsTheTransfer(kind: TransportKind) async throws {
         let server = try TestOrigin()
-        let size = 20_000_000
+        let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 34))
         server.bytesPerSecond = 10_000_000
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
         }
-        for _ in 0..<50 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<80 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
