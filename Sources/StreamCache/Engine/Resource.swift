@@ -25,7 +25,9 @@ public actor Resource {
     let logger: Logger
     let usage: UsageTracker
     let onCommit: @Sendable () -> Void
-    var origin: any Origin
+    /// Where missing bytes come from; replaceable from any thread (a refreshed download link).
+    nonisolated let originBox: Locked<any Origin>
+    var origin: any Origin { originBox.withLock { $0 } }
 
     // Loaded from the store on first use.
     var entryID: Int64?
@@ -71,7 +73,7 @@ public actor Resource {
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
          onCommit: @escaping @Sendable () -> Void) {
         self.key = key
-        self.origin = origin
+        self.originBox = Locked(origin)
         self.store = store
         self.configuration = configuration
         self.logger = configuration.logger
@@ -79,7 +81,7 @@ public actor Resource {
         self.onCommit = onCommit
     }
 
-    func setOrigin(_ origin: any Origin) { self.origin = origin }
+    nonisolated func setOrigin(_ origin: any Origin) { originBox.withLock { $0 = origin } }
 
     /// The bytes of the resource that are cached (written to the data file).
     public var cachedRanges: RangeSet {

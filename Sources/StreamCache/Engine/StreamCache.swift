@@ -52,9 +52,7 @@ public final class StreamCache: Sendable {
             resources[key] = created
             return (created, true)
         }
-        if !isNew {
-            Task { await resource.setOrigin(origin) }
-        }
+        if !isNew { resource.setOrigin(origin) }
         return resource
     }
 

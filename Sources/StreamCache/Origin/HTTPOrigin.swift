@@ -114,6 +114,7 @@ public struct HTTPOrigin: Origin {
         let ifRange = info.validator.ifRangeValue != nil ? info.validator : nil
         let response = try await openOnce(range: ByteRange(position, end), validator: ifRange)
         guard response.offset == position, response.info.acceptsByteRanges, info.isSameVersion(as: response.info) else {
+            response.body.discard()
             throw StreamCacheError(.resourceChanged, "The resource changed on the origin while it was being downloaded.", range: ByteRange(position, end))
         }
         return response.body
@@ -125,9 +126,15 @@ public struct HTTPOrigin: Origin {
         var refreshed = false
         while true {
             let (response, sentCredentials) = try await sendFollowingRedirects(range: range, validator: validator)
+            if response.status != 200, response.status != 206 { response.body.discard() }
             switch response.status {
             case 200, 206:
-                return try interpret(response, requested: range)
+                do {
+                    return try interpret(response, requested: range)
+                } catch {
+                    response.body.discard()
+                    throw error
+                }
             case 416:
                 let total = response.headers["Content-Range"].flatMap(ContentRange.init(headerValue:))?.completeLength
                 guard let total, let range, range.lowerBound >= total else {
@@ -213,6 +220,7 @@ public struct HTTPOrigin: Origin {
             else {
                 return (response, mayCarryCredentials)
             }
+            response.body.discard()
             visited.insert(target)
             guard !visited.contains(next) else {
                 throw StreamCacheError(.tooManyRedirects, "The origin redirects in a loop (\(next.redactedDescription)).", httpStatus: response.status)

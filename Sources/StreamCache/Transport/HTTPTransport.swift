@@ -112,6 +112,10 @@ public struct HTTPBody: AsyncSequence, Sendable {
         return result
     }
 
+    /// Aborts the request without reading the body: call it for a response whose body is not wanted
+    /// (a redirect, an error status), so the transfer stops instead of filling memory.
+    public func discard() { buffer.cancel() }
+
     public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
 
     /// Iterates a body; dropping it aborts the request.
