@@ -105,18 +105,21 @@ struct CacheCommand: AsyncParsableCommand {
         }
     }
 
+    /// Sets the pinned flag of `key`; a clear error when the cache does not know it.
+    static func setPinned(_ pinned: Bool, key: String, options: CacheOptions) async throws {
+        let store = try open(options)
+        guard try await store.setPinned(pinned, for: CacheKey(key)) else {
+            throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
+        }
+        print("\(pinned ? "pinned" : "unpinned") \(key)")
+    }
+
     struct Pin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Keep a resource: pinned resources are never evicted.")
         @Argument(help: "The cache key.") var key: String
         @OptionGroup var cache: CacheOptions
 
-        func run() async throws {
-            let store = try CacheCommand.open(cache)
-            guard try await store.setPinned(true, for: CacheKey(key)) else {
-                throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
-            }
-            print("pinned \(key)")
-        }
+        func run() async throws { try await CacheCommand.setPinned(true, key: key, options: cache) }
     }
 
     struct Unpin: AsyncParsableCommand {
@@ -124,13 +127,7 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument(help: "The cache key.") var key: String
         @OptionGroup var cache: CacheOptions
 
-        func run() async throws {
-            let store = try CacheCommand.open(cache)
-            guard try await store.setPinned(false, for: CacheKey(key)) else {
-                throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
-            }
-            print("unpinned \(key)")
-        }
+        func run() async throws { try await CacheCommand.setPinned(false, key: key, options: cache) }
     }
 
     struct Clear: AsyncParsableCommand {

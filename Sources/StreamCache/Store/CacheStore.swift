@@ -209,32 +209,4 @@ public final class CacheStore: Sendable {
         try? FileManager.default.removeItem(atPath: dataPath(forFileName: name))
         return true
     }
-
-    /// Deletes least recently used resources until the cache holds at most `targetBytes`, skipping
-    /// pinned resources and the keys in `excluding` (resources being read or written).
-    ///
-    /// - Returns: The keys that were evicted.
-    public func evict(downTo targetBytes: Int64, excluding: Set<CacheKey>) async throws -> [CacheKey] {
-        let candidates: [(key: String, bytes: Int64)] = try await database.read { db in
-            let total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(cachedBytes), 0) FROM resource") ?? 0
-            guard total > targetBytes else { return [] }
-            var excess = total - targetBytes
-            var chosen: [(String, Int64)] = []
-            let rows = try Row.fetchAll(db, sql: "SELECT key, cachedBytes FROM resource WHERE pinned = 0 ORDER BY lastAccessedAt ASC")
-            for row in rows where excess > 0 {
-                let key: String = row["key"]
-                let bytes: Int64 = row["cachedBytes"]
-                guard !excluding.contains(CacheKey(key)) else { continue }
-                chosen.append((key, bytes))
-                excess -= bytes
-            }
-            return chosen
-        }
-        var evicted: [CacheKey] = []
-        for candidate in candidates where try await remove(CacheKey(candidate.key)) {
-            logger.info("evicted", metadata: ["key": "\(candidate.key)", "bytes": "\(candidate.bytes)"])
-            evicted.append(CacheKey(candidate.key))
-        }
-        return evicted
-    }
 }
