@@ -12,14 +12,7 @@ public enum CommandLineTool {
     }
 
     /// What a finished run printed.
-    public struct Result: Sendable {
-        /// The exit status.
-        public var status: Int32
-        /// Standard output.
-        public var stdout: Data
-        /// Standard error, as text.
-        public var stderr: String
-    }
+    public typealias Result = ExternalTool.Result
 
     /// Starts `streamcache` with `arguments`; the caller waits or kills.
     public static func start(_ arguments: [String], stdout: FileHandle? = nil) throws -> Process {
@@ -37,26 +30,6 @@ public enum CommandLineTool {
 
     /// Runs `streamcache` to completion (bounded by `timeout` seconds, then killed).
     public static func run(_ arguments: [String], timeout: Double = 120) async throws -> Result {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let outURL = directory.appendingPathComponent("out")
-        let errURL = directory.appendingPathComponent("err")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        return Result(status: process.terminationStatus, stdout: try Data(contentsOf: outURL),
-                      stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+        try await ExternalTool.run(executable, arguments, timeout: timeout)
     }
 }

@@ -159,14 +159,18 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Stops listening and closes every connection.
     public func stop() {
-        let connections = state.withLock { state -> Set<Int32> in
-            guard !state.stopped else { return [] }
+        // Close once, and shut connections down under the lock (their threads remove them from
+        // the set before closing): touching a descriptor after its close would hit whatever
+        // reused the number, in this process often a SwiftNIO socket, which then traps with EBADF.
+        let first = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
             state.stopped = true
-            return state.connections
+            for connection in state.connections { shutdown(connection, Int32(SHUT_RDWR)) }
+            return true
         }
+        guard first else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        for connection in connections { shutdown(connection, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {

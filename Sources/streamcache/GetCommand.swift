@@ -45,27 +45,9 @@ struct GetCommand: AsyncParsableCommand {
         _ = try parsedRange()
     }
 
-    func parsedURL() throws -> URL {
-        guard let url = URL(string: url), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false else {
-            throw ValidationError("'\(self.url)' is not an http or https URL.")
-        }
-        return url
-    }
+    func parsedURL() throws -> URL { try ArgumentParsing.httpURL(url) }
 
-    func parsedHeaders() throws -> HTTPHeaders {
-        var result = HTTPHeaders()
-        for header in headers {
-            guard let colon = header.firstIndex(of: ":") else { throw ValidationError("Header '\(header.prefix(40))' is not 'Name: value'.") }
-            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
-            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains), !value.contains("\r"), !value.contains("\n") else {
-                throw ValidationError("Header name '\(name.prefix(40))' is not a valid HTTP field name.")
-            }
-            result.add(name: name, value: value)
-        }
-        return result
-    }
+    func parsedHeaders() throws -> HTTPHeaders { try ArgumentParsing.headers(headers) }
 
     func parsedRange() throws -> ByteRange {
         guard let range else { return ByteRange(0, Int64.max) }

@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheTestSupport
 import Testing
 
@@ -7,10 +8,12 @@ import Testing
 /// ``TransportKind``; the same tests then run against it.
 enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case urlSession
+    case asyncHTTPClient
 
     func make() -> any HTTPTransport {
         switch self {
         case .urlSession: URLSessionTransport()
+        case .asyncHTTPClient: AsyncHTTPClientTransport()
         }
     }
 
@@ -22,6 +25,8 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     /// `maximumSegmentSize`), not by the transport.
     var holdsBackTheConnection: Bool {
         switch self {
+        case .asyncHTTPClient:
+            true
         case .urlSession:
             #if canImport(FoundationNetworking)
             false

@@ -24,6 +24,25 @@ extension Resource {
         read(ByteRange(offset, Int64.max))
     }
 
+    /// The resource's info, asking the origin only when the cache does not know the length yet.
+    ///
+    /// When it must ask, it starts the download a reader at `offset` would need, so the bytes the
+    /// caller reads next are already on their way and the question costs no extra request.
+    ///
+    /// - Parameter offset: Where the caller will read first (0 when unknown).
+    /// - Throws: ``StreamCacheError`` when the origin fails or does not tell the length
+    ///   (`badResponse`), `CancellationError` when cancelled.
+    public func loadInfo(near offset: Int64 = 0) async throws -> ResourceInfo {
+        try await ensureLoaded()
+        if let info, info.totalLength != nil { return info }
+        var probe = read(ByteRange(max(0, offset), max(0, offset) + 1)).makeAsyncIterator()
+        _ = try await probe.next()
+        if let info, info.totalLength != nil { return info }
+        if offset > 0 { return try await loadInfo(near: 0) }
+        if let info { return info }
+        throw StreamCacheError(.badResponse, "The origin did not tell the resource's length.")
+    }
+
     /// Downloads every missing byte of `range` into the cache (the whole resource when `nil`),
     /// and returns when they are all cached.
     ///

@@ -100,6 +100,9 @@ public actor Resource {
         }
     }
 
+    /// Whether a download from the origin is in flight.
+    public var isDownloading: Bool { !downloads.isEmpty }
+
     /// A stream of what happens to this resource from now on: info, cached bytes, downloads, errors.
     /// It buffers the newest 256 events for a slow consumer.
     public func events() -> AsyncStream<ResourceEvent> {

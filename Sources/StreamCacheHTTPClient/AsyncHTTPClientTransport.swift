@@ -1,0 +1,183 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import StreamCache
+// StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.
+import struct StreamCache.HTTPHeaders
+
+/// An ``HTTPTransport`` on AsyncHTTPClient (SwiftNIO): true back-pressure, keep-alive connection
+/// reuse, and no Foundation networking.
+///
+/// The proxy (`StreamCacheServer`) uses it by default, so the whole process runs on one NIO
+/// event-loop group. Redirects are returned, not followed; content is never decoded.
+///
+/// AsyncHTTPClient keeps a connection open when a consumer merely stops iterating a body, so each
+/// request runs in a task of its own and abandoning or cancelling the body cancels that task,
+/// which closes the connection at once.
+public final class AsyncHTTPClientTransport: HTTPTransport {
+    /// Settings for a transport that owns its client.
+    public struct Configuration: Sendable {
+        /// How long to wait to open a connection.
+        public var connectTimeout: Duration = .seconds(10)
+        /// The longest silence allowed while a body is being received.
+        public var idleReadTimeout: Duration = .seconds(30)
+        /// Connections kept per host (more requests queue for a free one).
+        public var maximumConnectionsPerHost: Int = 8
+        /// How long an unused keep-alive connection stays open.
+        public var idleConnectionTimeout: Duration = .seconds(60)
+        /// Bytes of a body held before the connection stops reading the socket.
+        public var bufferLimit: Int = 1 << 20
+
+        /// Creates the default settings.
+        public init() {}
+    }
+
+    /// A transport shared by everything in the process that does not need its own settings.
+    public static let shared = AsyncHTTPClientTransport()
+
+    private let client: HTTPClient
+    private let ownsClient: Bool
+    private let bufferLimit: Int
+
+    /// Creates a transport with its own client on the shared event-loop group.
+    public init(configuration: Configuration = Configuration()) {
+        var clientConfiguration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: configuration.connectTimeout.timeAmount, read: configuration.idleReadTimeout.timeAmount),
+            connectionPool: .init(idleTimeout: configuration.idleConnectionTimeout.timeAmount,
+                                  concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.maximumConnectionsPerHost),
+            decompression: .disabled
+        )
+        clientConfiguration.httpVersion = .http1Only
+        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+        self.ownsClient = true
+        self.bufferLimit = configuration.bufferLimit
+    }
+
+    /// Creates a transport on a client the caller owns and shuts down. Configure the client not to
+    /// follow redirects and not to decompress.
+    public init(client: HTTPClient, bufferLimit: Int = 1 << 20) {
+        self.client = client
+        self.ownsClient = false
+        self.bufferLimit = bufferLimit
+    }
+
+    deinit {
+        // A client must be shut down before it is released; without awaiting (deinit cannot) the
+        // event-loop work still finishes, and no request can be running once nobody holds `self`.
+        if ownsClient { client.shutdown { _ in } }
+    }
+
+    /// Closes every connection. Requests in flight fail.
+    public func shutdown() async throws {
+        if ownsClient { try await client.shutdown() }
+    }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method)
+        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
+        if !request.headers.contains("Accept-Encoding") { outgoing.headers.add(name: "Accept-Encoding", value: "identity") }
+        if !request.headers.contains("User-Agent") { outgoing.headers.add(name: "User-Agent", value: "StreamCache/1") }
+
+        let prepared = outgoing
+        let head = ResponseHeadSignal()
+        let deadline = NIODeadline.now() + request.timeout.timeAmount
+        // The producer holds the transport: a client shuts down when its owner is released, which
+        // would cancel a body still being read.
+        let body = HTTPBody.streaming(bufferLimit: bufferLimit) { [self] write in
+            let response: HTTPClientResponse
+            do {
+                response = try await self.client.execute(prepared, deadline: deadline)
+            } catch {
+                let translated = Self.translate(error)
+                head.fail(translated)
+                throw translated
+            }
+            var headers = HTTPHeaders()
+            for field in response.headers { headers.add(name: field.name, value: field.value) }
+            head.succeed(status: Int(response.status.code), headers: headers)
+            do {
+                for try await buffer in response.body {
+                    try await write(buffer.withUnsafeReadableBytes { Data($0) })
+                }
+            } catch {
+                throw Self.translate(error)
+            }
+        }
+        return try await withTaskCancellationHandler {
+            let (status, headers) = try await head.value()
+            return HTTPResponse(status: status, headers: headers, body: body)
+        } onCancel: {
+            body.discard()
+        }
+    }
+
+    static func translate(_ error: any Error) -> any Error {
+        if error is CancellationError || error is StreamCacheError { return error }
+        if let clientError = error as? HTTPClientError {
+            let reason: String
+            switch clientError {
+            case .cancelled: return CancellationError()
+            case .deadlineExceeded, .readTimeout, .connectTimeout: reason = "The origin did not answer in time."
+            case .remoteConnectionClosed: reason = "The connection to the origin was lost."
+            default: reason = "The request to the origin failed (\(clientError.shortDescription))."
+            }
+            return StreamCacheError(.originUnavailable, reason)
+        }
+        if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .eof {
+            return StreamCacheError(.originUnavailable, "The connection to the origin was lost.")
+        }
+        // Connection failures (NIOPosix's NIOConnectionError, IOError): refused, unreachable, reset.
+        return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).")
+    }
+}
+
+/// Hands the response head from the request's task to the caller of `send`, once.
+private final class ResponseHeadSignal: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<(Int, HTTPHeaders), any Error>?)
+        case done(Result<(Int, HTTPHeaders), any Error>)
+    }
+
+    private let state = Locked(State.waiting(nil))
+
+    func succeed(status: Int, headers: HTTPHeaders) { complete(.success((status, headers))) }
+
+    func fail(_ error: any Error) { complete(.failure(error)) }
+
+    private func complete(_ result: Result<(Int, HTTPHeaders), any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<(Int, HTTPHeaders), any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .done(result)
+            return continuation
+        }
+        continuation?.resume(with: result)
+    }
+
+    func value() async throws -> (Int, HTTPHeaders) {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<(Int, HTTPHeaders), any Error>? in
+                switch state {
+                case .done(let result): return result
+                case .waiting: state = .waiting(continuation); return nil
+                }
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}
+
+extension HTTPClientError {
+    fileprivate var shortDescription: String {
+        String(describing: self).replacingOccurrences(of: #"\?[^\s"]*"#, with: "", options: .regularExpression)
+    }
+}
+
+extension Duration {
+    var timeAmount: TimeAmount {
+        let parts = components
+        return .nanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
+    }
+}

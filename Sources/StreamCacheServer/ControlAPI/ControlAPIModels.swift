@@ -1,0 +1,96 @@
+import Foundation
+import StreamCache
+
+/// The JSON bodies of the control API (`/api/…`). Field names are the wire format; keep them
+/// stable.
+public enum ControlAPI {
+    /// `POST /api/resources`: a resource to register.
+    public struct RegisterRequest: Codable, Sendable {
+        /// The `http` or `https` URL of the resource.
+        public var url: String
+        /// Headers sent to the origin (for example `Authorization`); never echoed back.
+        public var headers: [String: String]?
+        /// A cache key; by default derived from the URL without user info or query.
+        public var key: String?
+        /// The file name at the end of the stream URL; by default the URL's last path segment.
+        public var name: String?
+
+        /// Creates a request.
+        public init(url: String, headers: [String: String]? = nil, key: String? = nil, name: String? = nil) {
+            self.url = url
+            self.headers = headers
+            self.key = key
+            self.name = name
+        }
+    }
+
+    /// `POST /api/resources/{id}/prefetch`: an optional byte range to fill (`end` exclusive).
+    public struct PrefetchRequest: Codable, Sendable {
+        /// The first byte; 0 by default.
+        public var start: Int64?
+        /// One past the last byte; the end of the resource by default.
+        public var end: Int64?
+
+        /// Creates a request.
+        public init(start: Int64? = nil, end: Int64? = nil) {
+            self.start = start
+            self.end = end
+        }
+    }
+
+    /// A cached byte range, `end` exclusive.
+    public struct Span: Codable, Sendable, Hashable {
+        /// The first byte.
+        public var start: Int64
+        /// One past the last byte.
+        public var end: Int64
+    }
+
+    /// What the API says about one registered resource.
+    public struct ResourceStatus: Codable, Sendable {
+        /// The resource's id (the token in its stream URL).
+        public var id: String
+        /// The URL players open.
+        public var streamURL: String
+        /// The cache key.
+        public var key: String
+        /// The source without user info or query.
+        public var source: String
+        /// `empty`, `partial` or `complete`.
+        public var state: String
+        /// Whether a download is in flight.
+        public var downloading: Bool
+        /// The length in bytes, once known.
+        public var size: Int64?
+        /// The MIME type, once known.
+        public var mimeType: String?
+        /// Bytes on disk.
+        public var cachedBytes: Int64
+        /// The cached ranges.
+        public var cachedRanges: [Span]
+        /// Bytes served to clients from the cache since the server started.
+        public var bytesFromCache: Int64
+        /// Bytes served to clients as they arrived from the origin since the server started.
+        public var bytesFromOrigin: Int64
+        /// Requests sent to the origin since the server started.
+        public var originRequests: Int
+        /// The last prefetch's error, if it failed.
+        public var prefetchError: String?
+    }
+
+    /// `GET /api/resources`.
+    public struct ResourceList: Codable, Sendable {
+        /// Every registered resource.
+        public var resources: [ResourceStatus]
+        /// Every served folder: its URL prefix on this server.
+        public var folders: [String]
+    }
+
+    /// The body of every error answer.
+    public struct ErrorBody: Codable, Sendable {
+        /// A stable machine-readable code (`unauthorized`, `notFound`, `invalidRequest`, …).
+        public var error: String
+        /// A sentence for people.
+        public var message: String
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import HTTPTypes
+import struct HTTPTypes.HTTPResponse
+import Hummingbird
+import NIOCore
+import StreamCache
+
+/// Serves `/api/…`: registers, lists, removes and prefetches resources.
+///
+/// Every request needs `Authorization: Bearer <control token>` (401 otherwise) and, unless the
+/// server allows remote control, a loopback peer (403 otherwise). Request bodies are JSON of at
+/// most 64 KiB; malformed JSON is a 400 with a reason, never a crash.
+struct ControlAPIResponder: Sendable {
+    let server: ServerCore
+
+    static let maximumBodySize = 64 * 1024
+
+    func respond(to request: Request, segments: ArraySlice<Substring>, peerIsLoopback: Bool) async -> Response {
+        guard peerIsLoopback || server.configuration.allowsRemoteControl else {
+            return Self.error(.forbidden, "forbidden", "The control API answers loopback clients only.")
+        }
+        guard Self.isAuthorized(request.headers[.authorization], token: server.controlToken) else {
+            var response = Self.error(.unauthorized, "unauthorized", "Send the control token as 'Authorization: Bearer <token>'.")
+            response.headers[.wwwAuthenticate] = "Bearer realm=\"streamcache\""
+            return response
+        }
+        var request = request
+        switch (request.method, Array(segments)) {
+        case (.get, ["resources"]):
+            return await list()
+        case (.post, ["resources"]):
+            return await register(&request)
+        case (.get, let path) where path.count == 2 && path[0] == "resources":
+            guard let stream = server.registry.stream(id: path[1]) else { return Self.notFound() }
+            return Self.json(.ok, await server.status(of: stream))
+        case (.delete, let path) where path.count == 2 && path[0] == "resources":
+            return await remove(id: path[1], purge: request.uri.queryParameters["purge"].map { $0 == "1" || $0 == "true" } ?? false)
+        case (.post, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
+            return await prefetch(id: path[1], request: &request)
+        case (_, let path) where path.first == "resources" && path.count <= 3:
+            return Self.error(.methodNotAllowed, "methodNotAllowed", "This method is not allowed here.")
+        default:
+            return Self.notFound()
+        }
+    }
+
+    static func isAuthorized(_ header: String?, token: String) -> Bool {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
+        return SecretToken.matches(header.dropFirst(7).trimmingCharacters(in: .whitespaces), token)
+    }
+
+    private func list() async -> Response {
+        var statuses: [ControlAPI.ResourceStatus] = []
+        for stream in server.registry.streams { statuses.append(await server.status(of: stream)) }
+        let folders = server.registry.folders.map { server.absoluteURL(path: "/\($0.token)/").absoluteString }
+        return Self.json(.ok, ControlAPI.ResourceList(resources: statuses, folders: folders.sorted()))
+    }
+
+    private func register(_ request: inout Request) async -> Response {
+        let body: ControlAPI.RegisterRequest
+        do {
+            body = try await Self.decode(ControlAPI.RegisterRequest.self, from: &request)
+        } catch {
+            return Self.error(.badRequest, "invalidRequest", "\(error)")
+        }
+        guard let url = URL(string: body.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            return Self.error(.badRequest, "invalidRequest", "'url' must be an absolute http or https URL.")
+        }
+        var headers = HTTPHeaders()
+        for (name, value) in (body.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+            guard HTTPField.Name(name) != nil, !value.contains("\r"), !value.contains("\n") else {
+                return Self.error(.badRequest, "invalidRequest", "A header name or value is malformed.")
+            }
+            headers.add(name: name, value: value)
+        }
+        let registration = server.register(url: url, headers: headers, key: body.key.map { CacheKey($0) }, fileName: body.name)
+        guard let stream = server.registry.stream(id: registration.id) else { return Self.notFound() }
+        return Self.json(.created, await server.status(of: stream))
+    }
+
+    private func remove(id: Substring, purge: Bool) async -> Response {
+        guard let registration = server.registry.unregister(id: String(id)) else { return Self.notFound() }
+        server.cancelPrefetch(id: registration.id)
+        if purge {
+            do {
+                try await server.cache.remove(registration.key)
+            } catch {
+                return Self.error(.conflict, "inUse", "Unregistered, but the cached bytes are in use and were kept: \(error)")
+            }
+        }
+        return Response(status: .noContent)
+    }
+
+    private func prefetch(id: Substring, request: inout Request) async -> Response {
+        guard let stream = server.registry.stream(id: id) else { return Self.notFound() }
+        var range: ByteRange?
+        if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
+            do {
+                let body = try await Self.decode(ControlAPI.PrefetchRequest.self, from: &request)
+                let start = body.start ?? 0
+                let end = body.end ?? Int64.max
+                guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
+                range = ByteRange(start, end)
+            } catch {
+                return Self.error(.badRequest, "invalidRequest", "\(error)")
+            }
+        }
+        let wait = request.uri.queryParameters["wait"].map { $0 == "1" || $0 == "true" } ?? false
+        let task = server.startPrefetch(stream, range: range)
+        if wait {
+            await task.value
+            return Self.json(.ok, await server.status(of: stream))
+        }
+        return Self.json(.accepted, await server.status(of: stream))
+    }
+
+    // MARK: JSON helpers
+
+    static func decode<T: Decodable>(_ type: T.Type, from request: inout Request) async throws -> T {
+        let buffer = try await request.collectBody(upTo: maximumBodySize)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let error as DecodingError {
+            throw StreamCacheError(.invalidArgument, "The body is not the expected JSON: \(Self.describe(error))")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .keyNotFound(let key, _): "missing field '\(key.stringValue)'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            "wrong type at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
+        case .dataCorrupted: "not valid JSON"
+        @unknown default: "not valid JSON"
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        var buffer = ByteBuffer(bytes: data)
+        buffer.writeString("\n")
+        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                        body: ResponseBody(byteBuffer: buffer))
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+        json(status, ControlAPI.ErrorBody(error: code, message: message))
+    }
+
+    static func notFound() -> Response { error(.notFound, "notFound", "No such resource.") }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import struct HTTPTypes.HTTPResponse
+import Logging
+import NIOCore
+import StreamCache
+
+/// The request context: Hummingbird's core storage plus the peer's address, which the control
+/// API checks.
+struct ProxyRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let peerIsLoopback: Bool
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        peerIsLoopback = Self.isLoopback(source.channel.remoteAddress)
+    }
+
+    static func isLoopback(_ address: SocketAddress?) -> Bool {
+        switch address {
+        case .v4(let v4)?: return (UInt32(bigEndian: v4.address.sin_addr.s_addr) >> 24) == 127
+        case .v6?: return address?.ipAddress == "::1" || (address?.ipAddress?.hasPrefix("::ffff:127.") ?? false)
+        case .unixDomainSocket?: return true
+        default: return false
+        }
+    }
+}
+
+/// Routes every request by its raw path; nothing else is served, and there is no route that
+/// fetches a URL named by the client (the proxy is never an open proxy):
+///
+/// - `/api/…` → ``ControlAPIResponder``
+/// - `/s/<id>/<file name>` → a registered resource
+/// - `/<token>/<relative path>` → a file below a served folder
+/// - anything else → 404
+struct ProxyResponder: HTTPResponder {
+    typealias Context = ProxyRequestContext
+
+    let server: ServerCore
+    let ranges: RangeResponder
+    let api: ControlAPIResponder
+
+    init(server: ServerCore) {
+        self.server = server
+        self.ranges = RangeResponder(logger: server.logger)
+        self.api = ControlAPIResponder(server: server)
+    }
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let path = request.uri.path
+        guard path.hasPrefix("/") else { return Self.notFound }
+        let segments = path.dropFirst().split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard let first = segments.first else { return Self.notFound }
+        switch first {
+        case "api":
+            let rest = path.dropFirst(5).split(separator: "/", omittingEmptySubsequences: true)
+            return await api.respond(to: request, segments: rest[...], peerIsLoopback: context.peerIsLoopback)
+        case "s":
+            guard segments.count == 3, let stream = server.registry.stream(id: segments[1]),
+                  segments[2].removingPercentEncoding == stream.registration.fileName else { return Self.notFound }
+            return await ranges.respond(to: request, resource: server.resource(for: stream), fileName: stream.registration.fileName)
+        default:
+            guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }
+            let encodedRest = path.dropFirst(first.count + 2)
+            guard let relative = RelativePath(encoded: encodedRest), let url = relative.url(below: folder.mount.baseURL) else {
+                return Self.notFound
+            }
+            let resource = server.cache.resource(for: CacheKey(url: url), origin: server.makeOrigin(url: url, headers: folder.headers))
+            return await ranges.respond(to: request, resource: resource, fileName: relative.fileName)
+        }
+    }
+
+    static var notFound: Response {
+        Response(status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: "Not found.\n")))
+    }
+}

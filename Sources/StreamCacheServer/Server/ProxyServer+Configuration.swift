@@ -1,0 +1,33 @@
+import Foundation
+import Logging
+
+extension ProxyServer {
+    /// How the server listens and who may use its control API.
+    public struct Configuration: Sendable {
+        /// The address to bind: `127.0.0.1` by default. Anything that is not loopback needs
+        /// ``allowsNonLoopbackHost``, since every stream URL then reaches the network.
+        public var host: String = "127.0.0.1"
+        /// The port; 0 picks a free one (read it from ``ProxyServer/port`` after starting).
+        public var port: Int = 0
+        /// Allows binding a non-loopback ``host``.
+        public var allowsNonLoopbackHost = false
+        /// The control API's bearer token; a fresh random one by default.
+        public var controlToken: String?
+        /// Lets non-loopback peers use the control API (with the token). Off by default.
+        public var allowsRemoteControl = false
+        /// The most bytes of request headers accepted; larger requests get 400.
+        public var maximumHeaderSize = 16 * 1024
+        /// How long an idle keep-alive connection stays open.
+        public var idleConnectionTimeout: Duration = .seconds(120)
+        /// Where the server logs; URLs are logged without queries and no header value is logged.
+        public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// Creates the default settings: 127.0.0.1, a free port, a random control token.
+        public init() {}
+
+        /// Whether `host` is a loopback address (`127.0.0.0/8`, `::1`) or `localhost`.
+        public static func isLoopbackHost(_ host: String) -> Bool {
+            host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        }
+    }
+}

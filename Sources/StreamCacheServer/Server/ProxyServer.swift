@@ -1,0 +1,222 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import StreamCache
+import StreamCacheHTTPClient
+
+/// A local HTTP/1.1 server that lets any player stream through the cache: mpv, ffmpeg, VLC,
+/// GStreamer, browsers, and AVPlayer.
+///
+/// ```swift
+/// let cache = try StreamCache(configuration: .init(directory: StreamCache.defaultDirectory()))
+/// let server = try ProxyServer(cache: cache)
+/// let song = server.register(url: songURL, headers: ["Authorization": "OAuth \(token)"])
+/// try await server.start()
+/// print(server.url(for: song))   // http://127.0.0.1:PORT/s/<random token>/song.mp3
+/// // … play it …
+/// await server.stop()
+/// await cache.shutdown()
+/// ```
+///
+/// Each registered resource gets an unguessable URL that keeps its file name; any other path is
+/// 404, and no route fetches a URL the client names. The control API under `/api/` needs
+/// ``controlToken``. The server binds 127.0.0.1 unless told otherwise.
+public final class ProxyServer: Sendable {
+    let core: ServerCore
+    private let run = Locked<RunState>(.idle)
+
+    private enum RunState {
+        case idle
+        case running(Task<Void, any Error>)
+        case stopped
+    }
+
+    /// Creates a server; call ``start()`` to listen.
+    ///
+    /// - Parameters:
+    ///   - cache: The cache the server reads and fills.
+    ///   - configuration: Address, port and control-API settings.
+    ///   - transport: The HTTP client for origins; AsyncHTTPClient by default.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a non-loopback host without
+    ///   ``Configuration/allowsNonLoopbackHost``, or a malformed control token.
+    public init(cache: StreamCache, configuration: Configuration = Configuration(),
+                transport: any HTTPTransport = AsyncHTTPClientTransport.shared) throws {
+        if !configuration.allowsNonLoopbackHost, !Configuration.isLoopbackHost(configuration.host) {
+            throw StreamCacheError(.invalidArgument, "Binding \(configuration.host) would expose the cache to the network; allow it explicitly.")
+        }
+        if let token = configuration.controlToken, token.count < 16 || !SecretToken.isValid(token) {
+            throw StreamCacheError(.invalidArgument, "The control token must be 16–128 URL-safe characters.")
+        }
+        self.core = ServerCore(cache: cache, configuration: configuration, transport: transport)
+    }
+
+    /// The cache the server reads and fills.
+    public var cache: StreamCache { core.cache }
+
+    /// The bearer token the control API requires.
+    public var controlToken: String { core.controlToken }
+
+    /// `http://HOST:PORT` once the server listens, else `nil`.
+    public var baseURL: URL? { core.baseURL }
+
+    /// The port the server listens on, once it does.
+    public var port: Int? { core.baseURL?.port }
+
+    // MARK: Resources
+
+    /// Registers an HTTP(S) resource and returns its stream registration. Registering a key again
+    /// keeps its URL and replaces its headers.
+    ///
+    /// - Parameters:
+    ///   - url: The resource's URL.
+    ///   - headers: Headers for the origin, such as `Authorization`; never shown to clients.
+    ///   - key: The cache key; by default derived from the URL (no user info, query digested).
+    ///   - fileName: The name at the end of the stream URL; by default the URL's last path segment.
+    @discardableResult
+    public func register(url: URL, headers: HTTPHeaders = [:], key: CacheKey? = nil, fileName: String? = nil) -> StreamRegistration {
+        core.register(url: url, headers: headers, key: key, fileName: fileName)
+    }
+
+    /// Registers a resource fetched from any ``Origin`` (a cloud source, for example).
+    @discardableResult
+    public func register(origin: any Origin, key: CacheKey, fileName: String) -> StreamRegistration {
+        core.registry.register(key: key, fileName: fileName, sourceDescription: origin.logDescription, origin: origin)
+    }
+
+    /// Stops serving a registered resource; its cached bytes stay.
+    @discardableResult
+    public func unregister(_ registration: StreamRegistration) -> Bool {
+        core.cancelPrefetch(id: registration.id)
+        return core.registry.unregister(id: registration.id) != nil
+    }
+
+    /// Serves every file below `baseURL` at `/<token>/<relative path>`, fetched with `headers`.
+    ///
+    /// Paths are decoded and normalized per segment, and any path that would leave the folder
+    /// (`..`, encoded slashes, empty segments) is 404. Each file is its own cached resource.
+    ///
+    /// - Parameter token: The first path segment; a fresh random token by default.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a malformed or reserved token.
+    @discardableResult
+    public func mountFolder(_ baseURL: URL, headers: HTTPHeaders = [:], token: String? = nil) throws -> FolderMount {
+        try core.registry.mount(baseURL, headers: headers, token: token ?? SecretToken.make())
+    }
+
+    /// Every registered resource.
+    public var registrations: [StreamRegistration] { core.registry.streams.map(\.registration) }
+
+    /// The URL a player opens for `registration` (valid once the server listens).
+    public func url(for registration: StreamRegistration) -> URL { core.absoluteURL(path: registration.path) }
+
+    /// The URL a player opens for `relativePath` below `folder`.
+    public func url(for relativePath: String, in folder: FolderMount) -> URL? {
+        RelativePath(encoded: relativePath.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? relativePath)
+            .map { core.absoluteURL(path: folder.path(of: $0)) }
+    }
+
+    /// The resource behind a registration, for reading, prefetching or statistics.
+    public func resource(for registration: StreamRegistration) -> Resource? {
+        core.registry.stream(id: registration.id).map(core.resource(for:))
+    }
+
+    // MARK: Running
+
+    /// Binds the address and starts serving; returns once the server listens.
+    ///
+    /// - Throws: The bind error (address in use, permission), or ``StreamCacheError``
+    ///   (`invalidArgument`) when the server was already started.
+    public func start() async throws {
+        let listening = ListeningSignal()
+        let core = self.core
+        let configuration = core.configuration
+        var serverLogger = configuration.logger
+        serverLogger.logLevel = max(serverLogger.logLevel, .notice)
+        let app = Application(
+            responder: ProxyResponder(server: core),
+            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
+                                                httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
+                                                                                maxHeaderListSize: configuration.maximumHeaderSize,
+                                                                                maxHeaderFieldCount: 100))),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in
+                listening.succeed(channel.localAddress?.port ?? configuration.port)
+            },
+            logger: serverLogger
+        )
+        try run.withLock { state in
+            guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
+            state = .running(Task {
+                do {
+                    try await app.run()
+                    listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))
+                } catch {
+                    listening.fail(error)
+                    throw error
+                }
+            })
+        }
+        let port = try await listening.value()
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        core.baseURL = URL(string: "http://\(host):\(port)")
+        configuration.logger.info("serving", metadata: ["address": "\(host):\(port)"])
+    }
+
+    /// Stops listening, closes every connection and cancels prefetches started through the
+    /// control API. Cached bytes are kept; call ``StreamCache/shutdown()`` afterwards to record the
+    /// last ones in the index.
+    public func stop() async {
+        let task = run.withLock { state -> Task<Void, any Error>? in
+            defer { state = .stopped }
+            if case .running(let task) = state { return task }
+            return nil
+        }
+        task?.cancel()
+        _ = await task?.result
+        await core.cancelAllPrefetches()
+    }
+
+    /// Runs until the task is cancelled, then stops.
+    public func run() async throws {
+        if baseURL == nil { try await start() }
+        let task = run.withLock { state -> Task<Void, any Error>? in
+            if case .running(let task) = state { return task }
+            return nil
+        }
+        await withTaskCancellationHandler {
+            _ = await task?.result
+        } onCancel: {
+            task?.cancel()
+        }
+        await stop()
+    }
+}
+
+/// Hands the bound port from the server's start callback to ``ProxyServer/start()``, once.
+private final class ListeningSignal: Sendable {
+    private let state = Locked<(Result<Int, any Error>?, CheckedContinuation<Int, any Error>?)>((nil, nil))
+
+    func succeed(_ port: Int) { complete(.success(port)) }
+    func fail(_ error: any Error) { complete(.failure(error)) }
+
+    private func complete(_ result: Result<Int, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<Int, any Error>? in
+            guard state.0 == nil else { return nil }
+            state.0 = result
+            defer { state.1 = nil }
+            return state.1
+        }
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> Int {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<Int, any Error>? in
+                if let result = state.0 { return result }
+                state.1 = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Logging
+import StreamCache
+
+/// The state every responder of one server shares: the cache, the registry, the background
+/// prefetches and the address the server listens on.
+final class ServerCore: Sendable {
+    let cache: StreamCache
+    let configuration: ProxyServer.Configuration
+    let registry = StreamRegistry()
+    let transport: any HTTPTransport
+    let controlToken: String
+    let logger: Logger
+    private let listeningURL = Locked<URL?>(nil)
+    private let prefetches = Locked([String: PrefetchState]())
+
+    private struct PrefetchState {
+        var task: Task<Void, Never>
+        var error: String?
+    }
+
+    init(cache: StreamCache, configuration: ProxyServer.Configuration, transport: any HTTPTransport) {
+        self.cache = cache
+        self.configuration = configuration
+        self.transport = transport
+        self.controlToken = configuration.controlToken ?? SecretToken.make(bytes: 24)
+        self.logger = configuration.logger
+    }
+
+    /// The server's base URL (`http://127.0.0.1:PORT`), once it listens.
+    var baseURL: URL? {
+        get { listeningURL.withLock { $0 } }
+        set { listeningURL.withLock { $0 = newValue } }
+    }
+
+    func absoluteURL(path: String) -> URL {
+        let base = baseURL?.absoluteString ?? "http://\(configuration.host):\(configuration.port)"
+        return URL(string: base + path)!
+    }
+
+    func makeOrigin(url: URL, headers: HTTPHeaders) -> any Origin {
+        HTTPOrigin(url: url, headers: headers, transport: transport, logger: logger)
+    }
+
+    func register(url: URL, headers: HTTPHeaders, key: CacheKey?, fileName: String?) -> StreamRegistration {
+        let name = fileName.flatMap { $0.isEmpty ? nil : $0 } ?? (url.lastPathComponent.isEmpty || url.lastPathComponent == "/" ? "stream" : url.lastPathComponent)
+        return registry.register(key: key ?? CacheKey(url: url), fileName: name, sourceDescription: url.redactedDescription,
+                                 origin: makeOrigin(url: url, headers: headers))
+    }
+
+    func resource(for stream: StreamRegistry.Stream) -> Resource {
+        cache.resource(for: stream.registration.key, origin: stream.origin)
+    }
+
+    // MARK: Prefetch
+
+    /// Starts filling a resource in the background, or returns the prefetch already running.
+    func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?) -> Task<Void, Never> {
+        let resource = resource(for: stream)
+        let id = stream.registration.id
+        return prefetches.withLock { prefetches in
+            if let running = prefetches[id], running.error == nil, range == nil { return running.task }
+            prefetches[id]?.task.cancel()
+            let task = Task { [weak self] in
+                do {
+                    try await resource.prefetch(range)
+                } catch {
+                    self?.prefetches.withLock { $0[id]?.error = "\(error)" }
+                }
+            }
+            prefetches[id] = PrefetchState(task: task)
+            return task
+        }
+    }
+
+    func prefetchError(id: String) -> String? { prefetches.withLock { $0[id]?.error } }
+
+    func cancelPrefetch(id: String) {
+        prefetches.withLock { $0.removeValue(forKey: id) }?.task.cancel()
+    }
+
+    func cancelAllPrefetches() async {
+        let tasks = prefetches.withLock { prefetches -> [Task<Void, Never>] in
+            defer { prefetches.removeAll() }
+            return prefetches.values.map(\.task)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    // MARK: Status
+
+    func status(of stream: StreamRegistry.Stream) async -> ControlAPI.ResourceStatus {
+        let resource = resource(for: stream)
+        let ranges = (try? await resource.cachedRanges) ?? RangeSet()
+        let info = await resource.info
+        let statistics = await resource.statistics
+        let downloading = await resource.isDownloading
+        let size = info?.totalLength
+        let cached = ranges.coveredByteCount
+        let state = cached == 0 ? "empty" : (size.map { ranges.contains(ByteRange(0, $0)) } == true ? "complete" : "partial")
+        return ControlAPI.ResourceStatus(
+            id: stream.registration.id, streamURL: absoluteURL(path: stream.registration.path).absoluteString,
+            key: stream.registration.key.rawValue, source: stream.registration.sourceDescription, state: state,
+            downloading: downloading, size: size, mimeType: info?.effectiveMIMEType, cachedBytes: cached,
+            cachedRanges: ranges.ranges.map { ControlAPI.Span(start: $0.lowerBound, end: $0.upperBound) },
+            bytesFromCache: statistics.bytesServedFromCache, bytesFromOrigin: statistics.bytesServedFromOrigin,
+            originRequests: statistics.originRequests, prefetchError: prefetchError(id: stream.registration.id))
+    }
+}

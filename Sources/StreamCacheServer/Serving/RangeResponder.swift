@@ -1,0 +1,152 @@
+import Foundation
+import HTTPTypes
+import struct HTTPTypes.HTTPResponse
+import Hummingbird
+import Logging
+import NIOCore
+import StreamCache
+
+/// Answers `GET` and `HEAD` for one cached resource with RFC 9110 range semantics, streaming the
+/// body from the engine as it arrives.
+///
+/// - No `Range` (or one that does not parse, or an `If-Range` that does not match): 200 with the
+///   whole representation.
+/// - One satisfiable range: 206 with `Content-Range: bytes a-b/TOTAL`.
+/// - Several ranges: merged where they overlap or touch; if more than one remains, 206
+///   `multipart/byteranges` (see ``MultipartByteRanges``).
+/// - No satisfiable range: 416 with `Content-Range: bytes */TOTAL`.
+///
+/// Every answer carries `Accept-Ranges: bytes`, an exact `Content-Length` and the real MIME type.
+/// The body is written chunk by chunk with the socket's back-pressure; when the client goes away
+/// the write fails, the read stream is dropped and the engine stops the read.
+struct RangeResponder: Sendable {
+    let logger: Logger
+
+    func respond(to request: Request, resource: Resource, fileName: String) async -> Response {
+        let isHead = request.method == .head
+        guard isHead || request.method == .get else {
+            return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
+        }
+        // RFC 9110 §14.2: Range is defined for GET only.
+        let range = isHead ? nil : request.headers[.range].flatMap { RangeHeader(parsing: $0) }
+
+        var info: ResourceInfo
+        do {
+            info = try await resource.loadInfo(near: range?.startWithoutLength ?? 0)
+        } catch {
+            return Self.errorResponse(for: error, logger: logger, key: resource.key)
+        }
+        if info.fileName == nil { info.fileName = fileName }
+
+        var headers = Self.representationHeaders(for: info)
+        guard let total = info.totalLength else {
+            // The origin sent no length: stream it whole (chunked). Players that need the length
+            // (AVPlayer) fail either way; ffmpeg and browsers cope.
+            headers[.acceptRanges] = "none"
+            if isHead { return Response(status: .ok, headers: headers) }
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                try await Self.write(resource.read(from: 0), to: &writer)
+                try await writer.finish(nil)
+            })
+        }
+
+        var ranges: [ByteRange]?
+        if let range, Self.ifRangeAllowsPartial(request.headers[.ifRange], validator: info.validator) {
+            guard let satisfiable = range.ranges(in: total) else {
+                headers[.contentRange] = "bytes */\(total)"
+                headers[.contentLength] = "0"
+                return Response(status: .rangeNotSatisfiable, headers: headers)
+            }
+            ranges = satisfiable
+        }
+
+        switch ranges {
+        case nil:
+            headers[.contentLength] = String(total)
+            if isHead { return Response(status: .ok, headers: headers) }
+            let whole = ByteRange(0, total)
+            return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: Int(total)) { writer in
+                try await Self.write(resource.read(whole), to: &writer)
+                try await writer.finish(nil)
+            })
+        case let ranges? where ranges.count == 1:
+            let range = ranges[0]
+            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
+            headers[.contentLength] = String(range.count)
+            return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(range.count)) { writer in
+                try await Self.write(resource.read(range), to: &writer)
+                try await writer.finish(nil)
+            })
+        case let ranges?:
+            let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
+            headers[.contentType] = multipart.contentType
+            headers[.contentLength] = String(multipart.contentLength)
+            return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
+                for (index, range) in ranges.enumerated() {
+                    try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
+                    try await Self.write(resource.read(range), to: &writer)
+                }
+                try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
+                try await writer.finish(nil)
+            })
+        }
+    }
+
+    /// Headers every answer about the representation carries.
+    static func representationHeaders(for info: ResourceInfo) -> HTTPFields {
+        var headers: HTTPFields = [.acceptRanges: "bytes", .contentType: info.effectiveMIMEType]
+        // A weak tag is passed on as weak: clients must not use it in If-Range, and VLC strips the
+        // W/ for If-Match, which this server ignores anyway.
+        if let tag = info.validator.entityTag { headers[.eTag] = tag }
+        if let modified = info.validator.lastModified { headers[.lastModified] = modified }
+        return headers
+    }
+
+    /// RFC 9110 §13.1.5: a range applies only when `If-Range` names the current version, by a
+    /// strong entity tag compared strongly or by the exact `Last-Modified` date.
+    static func ifRangeAllowsPartial(_ ifRange: String?, validator: Validator) -> Bool {
+        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
+            guard let tag = validator.entityTag, !validator.hasWeakEntityTag, !ifRange.hasPrefix("W/") else { return false }
+            return ifRange == tag
+        }
+        return validator.lastModified == ifRange
+    }
+
+    /// Copies a read stream into the response, one engine chunk per socket write.
+    static func write(_ stream: ReadStream, to writer: inout any ResponseBodyWriter) async throws {
+        for try await chunk in stream {
+            try await writer.write(ByteBuffer(bytes: chunk.data))
+        }
+    }
+
+    /// A plain-text error for a failure before any byte was sent. Origin credential failures are
+    /// 502 (the player cannot fix them with its own credentials); the text never holds secrets.
+    static func errorResponse(for error: any Error, logger: Logger, key: CacheKey) -> Response {
+        let status: HTTPResponse.Status
+        var message: String
+        if let error = error as? StreamCacheError {
+            message = error.message
+            switch error.code {
+            case .notFound: status = .notFound
+            case .rangeNotSatisfiable: status = .rangeNotSatisfiable
+            case .originUnavailable, .tooManyRedirects: status = .badGateway
+            case .authenticationFailed:
+                status = .badGateway
+                message = "The origin rejected the credentials this stream was registered with."
+            case .resourceChanged: status = .serviceUnavailable
+            default: status = .badGateway
+            }
+        } else if error is CancellationError {
+            status = .serviceUnavailable
+            message = "The request was cancelled."
+        } else {
+            status = .internalServerError
+            message = "Internal error."
+        }
+        logger.info("stream failed", metadata: ["key": "\(key)", "status": "\(status.code)", "error": "\(message)"])
+        let body = ByteBuffer(string: message + "\n")
+        return Response(status: status, headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
+                        body: ResponseBody(byteBuffer: body))
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs real programs (curl, ffmpeg, ffprobe, the built CLI) as child processes, bounded in time.
+public enum ExternalTool {
+    /// What a finished run printed.
+    public struct Result: Sendable {
+        /// The exit status.
+        public var status: Int32
+        /// Standard output.
+        public var stdout: Data
+        /// Standard error, as text.
+        public var stderr: String
+        /// Standard output, as text.
+        public var output: String { String(decoding: stdout, as: UTF8.self) }
+    }
+
+    /// The absolute path of `name` on `PATH`.
+    ///
+    /// - Throws: An error naming the Debian package to install, so a missing tool fails the
+    ///   test with an explanation instead of skipping it.
+    public static func require(_ name: String, package: String? = nil) throws -> URL {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        throw NSError(domain: "ExternalTool", code: 1, userInfo: [
+            NSLocalizedDescriptionKey: "\(name) is not installed: apt-get install -y \(package ?? name) (.ci/run does)",
+        ])
+    }
+
+    /// Runs `executable` to completion, killing it after `timeout` seconds.
+    public static func run(_ executable: URL, _ arguments: [String], timeout: Double = 120) async throws -> Result {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let outURL = directory.appendingPathComponent("out")
+        let errURL = directory.appendingPathComponent("err")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        return Result(status: process.terminationStatus, stdout: try Data(contentsOf: outURL),
+                      stderr: String(decoding: try Data(contentsOf: errURL), as: UTF8.self))
+    }
+
+    /// Runs the tool `name` found on `PATH`.
+    public static func run(_ name: String, _ arguments: [String], package: String? = nil, timeout: Double = 120) async throws -> Result {
+        try await run(require(name, package: package), arguments, timeout: timeout)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Sends arbitrary bytes to an HTTP server on 127.0.0.1 and reads what comes back: for requests
+/// no well-behaved client would send (malformed request lines, huge headers, hostile paths).
+public enum RawHTTP {
+    /// A response as raw text plus its parsed status.
+    public struct Response: Sendable {
+        /// The status code, or `nil` when the server closed without answering.
+        public var status: Int?
+        /// Everything received.
+        public var raw: Data
+        /// The header block, as text.
+        public var head: String {
+            let text = String(decoding: raw, as: UTF8.self)
+            return text.components(separatedBy: "\r\n\r\n").first ?? text
+        }
+    }
+
+    /// Connects, sends `request`, and reads until the server closes or `timeout` passes.
+    ///
+    /// The socket I/O blocks, so it runs on a dispatch thread, never on the cooperative pool that
+    /// the server under test needs.
+    public static func exchange(port: Int, request: Data, timeout: Double = 5) async throws -> Response {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try blockingExchange(port: port, request: request, timeout: timeout) })
+            }
+        }
+    }
+
+    private static func blockingExchange(port: Int, request: Data, timeout: Double) throws -> Response {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        defer { close(fd) }
+        var interval = timeval(tv_sec: Int(timeout), tv_usec: .init((timeout - Double(Int(timeout))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        var sent = 0
+        request.withUnsafeBytes { raw in
+            while sent < raw.count {
+                let count = send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+                if count <= 0 { break }
+                sent += count
+            }
+        }
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline, received.count < 64 << 20 {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+        }
+        var status: Int?
+        if let line = String(decoding: received.prefix(64), as: UTF8.self).split(separator: "\r\n").first {
+            let parts = line.split(separator: " ")
+            if parts.count >= 2, parts[0].hasPrefix("HTTP/") { status = Int(parts[1]) }
+        }
+        return Response(status: status, raw: received)
+    }
+
+    /// Sends a `GET` with the given extra header lines and `Connection: close`.
+    public static func get(port: Int, path: String, headers: [String] = [], timeout: Double = 5) async throws -> Response {
+        var text = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        for header in headers { text += header + "\r\n" }
+        text += "\r\n"
+        return try await exchange(port: port, request: Data(text.utf8), timeout: timeout)
+    }
+}

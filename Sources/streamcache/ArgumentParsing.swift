@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+
+/// Parsers for argument values several subcommands share.
+enum ArgumentParsing {
+    /// An absolute `http` or `https` URL.
+    static func httpURL(_ text: String) throws -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false else {
+            throw ValidationError("'\(text.prefix(200))' is not an http or https URL.")
+        }
+        return url
+    }
+
+    /// `-H 'Name: value'` options; the value is never echoed in errors, since it is often a secret.
+    static func headers(_ options: [String]) throws -> HTTPHeaders {
+        var result = HTTPHeaders()
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
+        for header in options {
+            guard let colon = header.firstIndex(of: ":") else { throw ValidationError("A header is not 'Name: value'.") }
+            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains), !value.contains("\r"), !value.contains("\n") else {
+                throw ValidationError("Header name '\(name.prefix(40))' is not a valid HTTP field name.")
+            }
+            result.add(name: name, value: value)
+        }
+        return result
+    }
+
+    /// A size such as `2GB`, `500MB`, `1.5GiB`, `64k` or `1048576` (decimal units are powers of
+    /// 1000, `i` units powers of 1024, a bare letter is a power of 1024 as in `du`).
+    static func byteCount(_ text: String) throws -> Int64 {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isNumber || $0 == "." }
+        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let multipliers: [String: Double] = [
+            "": 1, "b": 1,
+            "k": 0x400, "kb": 1e3, "kib": 0x400,
+            "m": 0x10_0000, "mb": 1e6, "mib": 0x10_0000,
+            "g": 0x4000_0000, "gb": 1e9, "gib": 0x4000_0000,
+            "t": 0x100_0000_0000, "tb": 1e12, "tib": 0x100_0000_0000,
+        ]
+        guard let number = Double(digits), number >= 0, let multiplier = multipliers[unit] else {
+            throw ValidationError("'\(text)' is not a size such as 2GB, 500MB or 1048576.")
+        }
+        let bytes = number * multiplier
+        guard bytes < 9e18 else { throw ValidationError("'\(text)' is too large.") }
+        return Int64(bytes)
+    }
+}

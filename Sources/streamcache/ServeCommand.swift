@@ -1,0 +1,203 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StreamCache
+import StreamCacheServer
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `streamcache serve`: a local streaming proxy in front of the cache.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve URLs (or a whole remote folder) to any player through the cache, on 127.0.0.1.",
+        discussion: """
+        Prints one line per resource: the stream URL, a tab, the source URL (JSON lines with --json). Players (mpv, ffmpeg, VLC, \
+        browsers, AVPlayer) open the stream URL; the proxy adds your headers, answers byte ranges from the cache where it can and \
+        fetches only the missing bytes. Stop it with Ctrl-C or SIGTERM: every written byte is recorded before it exits.
+
+        Examples:
+          streamcache serve https://example.com/music/a.mp3 -H 'Authorization: Bearer TOKEN'
+          streamcache serve --folder https://example.com/music/ -H 'Authorization: Bearer TOKEN' --url-token mymusic --port 8090
+          mpv "$(streamcache serve … | head -1 | cut -f1)"
+        """
+    )
+
+    @Argument(help: "http or https URLs to serve.")
+    var urls: [String] = []
+
+    @Option(name: .customShort("H"), help: ArgumentHelp("A header sent to the origin, 'Name: value'. Repeatable; applies to every URL and the folder.", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(help: ArgumentHelp("Serve every file below this URL at http://HOST:PORT/<token>/<relative path>.", valueName: "base-url"))
+    var folder: String?
+
+    @Option(name: .customLong("url-token"), help: ArgumentHelp("The folder's token in its URLs (default: a fresh random token each start).", valueName: "value"))
+    var urlToken: String?
+
+    @Option(help: ArgumentHelp("The address to bind. Anything but loopback also needs --allow-non-loopback.", valueName: "host"))
+    var host = "127.0.0.1"
+
+    @Flag(name: .customLong("allow-non-loopback"), help: "Allow --host to be a non-loopback address (every stream URL then reaches the network).")
+    var allowNonLoopback = false
+
+    @Option(help: ArgumentHelp("The port (0 picks a free one).", valueName: "n"))
+    var port = 0
+
+    @Option(name: .customLong("max-cache-size"), help: ArgumentHelp("Evict least recently used resources above this size, e.g. 2GB.", valueName: "size"))
+    var maxCacheSize: String?
+
+    @Option(name: .customLong("control-token-file"), help: ArgumentHelp("Where to write the control API's bearer token (mode 0600).", discussion: "Default: $XDG_STATE_HOME/streamcache/control-token, else ~/.local/state/streamcache/control-token.", valueName: "file"))
+    var controlTokenFile: String?
+
+    @Flag(help: "Print JSON lines instead of tab-separated ones.")
+    var json = false
+
+    @Flag(help: "Prefetch every URL given on the command line in the background, for offline playback.")
+    var prefetch = false
+
+    @Flag(name: .shortAndLong, help: "Log requests and downloads to stderr.")
+    var verbose = false
+
+    @OptionGroup var cache: CacheOptions
+
+    func validate() throws {
+        for url in urls { _ = try ArgumentParsing.httpURL(url) }
+        if let folder { _ = try ArgumentParsing.httpURL(folder) }
+        _ = try ArgumentParsing.headers(headers)
+        if let maxCacheSize { _ = try ArgumentParsing.byteCount(maxCacheSize) }
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535.") }
+        if urlToken != nil, folder == nil { throw ValidationError("--url-token needs --folder.") }
+        if !allowNonLoopback, !ProxyServer.Configuration.isLoopbackHost(host) {
+            throw ValidationError("--host \(host) is not a loopback address; add --allow-non-loopback to expose the cache to the network.")
+        }
+    }
+
+    func run() async throws {
+        let logger = Self.makeLogger(verbose: verbose)
+        let headers = try ArgumentParsing.headers(headers)
+        var cacheConfiguration = StreamCache.Configuration(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
+        cacheConfiguration.logger = logger
+        var serverConfiguration = ProxyServer.Configuration()
+        serverConfiguration.host = host
+        serverConfiguration.port = port
+        serverConfiguration.allowsNonLoopbackHost = allowNonLoopback
+        serverConfiguration.logger = logger
+        if !ProxyServer.Configuration.isLoopbackHost(host) {
+            Self.printError("warning: serving on \(host): anyone who can reach this address and knows a stream URL can read it.")
+        }
+
+        let cache: StreamCache
+        let server: ProxyServer
+        do {
+            cache = try StreamCache(configuration: cacheConfiguration)
+            server = try ProxyServer(cache: cache, configuration: serverConfiguration)
+        } catch {
+            throw Failure.exit(error)
+        }
+        var registrations: [(StreamRegistration, String)] = []
+        for text in urls {
+            let url = try ArgumentParsing.httpURL(text)
+            registrations.append((server.register(url: url, headers: headers), url.redactedDescription))
+        }
+        var mount: FolderMount?
+        do {
+            if let folder { mount = try server.mountFolder(try ArgumentParsing.httpURL(folder), headers: headers, token: urlToken) }
+            try await server.start()
+            try writeControlToken(server.controlToken)
+        } catch {
+            await server.stop()
+            throw Failure.exit(error)
+        }
+
+        for (registration, source) in registrations {
+            printLine(url: server.url(for: registration).absoluteString, source: source)
+        }
+        if let mount, let base = server.baseURL {
+            printLine(url: base.absoluteString + "/\(mount.token)/", source: mount.baseURL.redactedDescription)
+        }
+        Self.printError("streamcache: serving on \(server.baseURL?.absoluteString ?? host); control API at /api/ with 'Authorization: Bearer \(server.controlToken)' (also in \(tokenFile.path)); Ctrl-C stops")
+
+        if prefetch {
+            for (registration, _) in registrations {
+                guard let resource = server.resource(for: registration) else { continue }
+                Task { try? await resource.prefetch() }
+            }
+        }
+
+        await Self.waitForTerminationSignal()
+        Self.printError("streamcache: stopping")
+        await server.stop()
+        await cache.shutdown()
+    }
+
+    private func printLine(url: String, source: String) {
+        if json {
+            let object = ["streamURL": url, "source": source]
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let data = (try? encoder.encode(object)) ?? Data()
+            Self.printOut(String(decoding: data, as: UTF8.self))
+        } else {
+            Self.printOut("\(url)\t\(source)")
+        }
+    }
+
+    var tokenFile: URL {
+        if let controlTokenFile { return URL(fileURLWithPath: controlTokenFile) }
+        let environment = ProcessInfo.processInfo.environment
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/state", isDirectory: true)
+        return state.appendingPathComponent("streamcache/control-token")
+    }
+
+    /// Writes the token to a file only the user can read: created with mode 0600 before any byte
+    /// is written, so it is never readable by others, even briefly.
+    private func writeControlToken(_ token: String) throws {
+        let url = tokenFile
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        unlink(url.path)
+        let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StreamCacheError(.invalidArgument, "Cannot create the control token file \(url.path) (errno \(errno)).") }
+        defer { close(fd) }
+        let bytes = Array((token + "\n").utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count else {
+            throw StreamCacheError(.cacheIOFailed, "Cannot write the control token file \(url.path).")
+        }
+    }
+
+    /// Writes a line to stdout unbuffered, so a script reading the first line sees it at once.
+    static func printOut(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func printError(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    static func makeLogger(verbose: Bool) -> Logger {
+        guard verbose else { return Logger(label: "streamcache", factory: { _ in SwiftLogNoOpLogHandler() }) }
+        var logger = Logger(label: "streamcache", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .info
+        return logger
+    }
+
+    /// Returns on SIGINT or SIGTERM (which no longer kill the process).
+    static func waitForTerminationSignal() async {
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        var sources: [any DispatchSourceSignal] = []
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { continuation.yield(signalNumber) }
+            source.resume()
+            sources.append(source)
+        }
+        for await _ in stream { break }
+        for source in sources { source.cancel() }
+    }
+}

@@ -1,0 +1,378 @@
+import Foundation
+import Logging
+import NIOCore
+import StreamCache
+import StreamCacheHTTPClient
+@testable import StreamCacheServer
+import StreamCacheTestSupport
+import Testing
+
+/// The proxy against a scripted loopback origin, seen through real clients: curl for statuses and
+/// headers, AsyncHTTPClient for concurrent streams, raw sockets for hostile input.
+@Suite struct ProxyServerTests {
+    static let secret = "Bearer proxy-secret-9c1d4e"
+
+    /// A running proxy in a fresh cache, in front of an origin that requires ``secret``.
+    static func withProxy(
+        configure: (inout StreamCache.Configuration) -> Void = { _ in },
+        logs: InMemoryLogHandler.Store? = nil,
+        _ body: (ProxyServer, TestOrigin) async throws -> Void
+    ) async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.requiredHeaders = ["Authorization": secret]
+        try await withTemporaryCache(configure: { configuration in
+            if let logs { configuration.logger = Logger(label: "cache", factory: { InMemoryLogHandler(label: $0, store: logs) }) }
+            configure(&configuration)
+        }) { cache in
+            var configuration = ProxyServer.Configuration()
+            if let logs { configuration.logger = Logger(label: "server", factory: { InMemoryLogHandler(label: $0, store: logs) }) }
+            let server = try ProxyServer(cache: cache, configuration: configuration)
+            try await server.start()
+            do {
+                try await body(server, origin)
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+
+    /// `curl` with headers and body captured: status, lower-cased header map, body.
+    struct CurlResult {
+        var status: Int
+        var headers: [String: String]
+        var body: Data
+    }
+
+    static func curl(_ url: URL, _ arguments: [String] = []) async throws -> CurlResult {
+        try await withTemporaryDirectory { directory in
+            let headerFile = directory.appendingPathComponent("headers").path
+            let bodyFile = directory.appendingPathComponent("body").path
+            let result = try await ExternalTool.run("curl", ["-s", "-S", "--max-time", "30", "-D", headerFile, "-o", bodyFile] + arguments + [url.absoluteString])
+            #expect(result.status == 0, "curl failed: \(result.stderr)")
+            let head = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
+            var status = 0
+            var headers: [String: String] = [:]
+            for line in head.components(separatedBy: "\r\n") {
+                if line.hasPrefix("HTTP/") {
+                    status = Int(line.split(separator: " ")[1]) ?? 0
+                } else if let colon = line.firstIndex(of: ":") {
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+            }
+            let body = (try? Data(contentsOf: URL(fileURLWithPath: bodyFile))) ?? Data()
+            return CurlResult(status: status, headers: headers, body: body)
+        }
+    }
+
+    @Test func curlSeesRFC9110Ranges() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 1_000_000, seed: 301)
+            origin.setFile("/music/song.mp3", data: data, entityTag: "\"v1\"", contentType: "audio/mpeg")
+            let url = server.url(for: server.register(url: origin.url("/music/song.mp3"), headers: ["Authorization": Self.secret]))
+            #expect(url.path.hasSuffix("/song.mp3"), "the stream URL keeps the file name")
+
+            let probe = try await Self.curl(url, ["-r", "0-1"])
+            #expect(probe.status == 206)
+            #expect(probe.body == data.prefix(2), "AVPlayer's probe must get exactly 2 bytes")
+            #expect(probe.headers["content-range"] == "bytes 0-1/1000000")
+            #expect(probe.headers["content-length"] == "2")
+            #expect(probe.headers["accept-ranges"] == "bytes")
+            #expect(probe.headers["content-type"] == "audio/mpeg")
+            #expect(probe.headers["etag"] == "\"v1\"")
+
+            let whole = try await Self.curl(url)
+            #expect(whole.status == 200)
+            #expect(whole.headers["content-length"] == "1000000")
+            #expect(whole.headers["accept-ranges"] == "bytes")
+            #expect(TestData.sha256(whole.body) == TestData.sha256(data))
+
+            let tail = try await Self.curl(url, ["-r", "999990-"])
+            #expect(tail.status == 206)
+            #expect(tail.headers["content-range"] == "bytes 999990-999999/1000000")
+            #expect(tail.body == data.suffix(10))
+
+            let suffix = try await Self.curl(url, ["-r", "-100"])
+            #expect(suffix.status == 206)
+            #expect(suffix.headers["content-range"] == "bytes 999900-999999/1000000")
+            #expect(suffix.body == data.suffix(100))
+
+            let clamped = try await Self.curl(url, ["-r", "999000-5000000"])
+            #expect(clamped.headers["content-range"] == "bytes 999000-999999/1000000")
+
+            let beyond = try await Self.curl(url, ["-r", "1000000-"])
+            #expect(beyond.status == 416)
+            #expect(beyond.headers["content-range"] == "bytes */1000000")
+            #expect(beyond.body.isEmpty)
+
+            let head = try await Self.curl(url, ["-I"])
+            #expect(head.status == 200)
+            #expect(head.headers["content-length"] == "1000000")
+            #expect(head.headers["accept-ranges"] == "bytes")
+            let rawHead = try await RawHTTP.exchange(port: try #require(server.port),
+                                                     request: Data("HEAD \(url.path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            #expect(rawHead.status == 200)
+            #expect(rawHead.raw.count == rawHead.head.utf8.count + 4, "HEAD has no body")
+
+            let ifRangeMatches = try await Self.curl(url, ["-r", "10-19", "-H", "If-Range: \"v1\""])
+            #expect(ifRangeMatches.status == 206)
+            #expect(ifRangeMatches.body == data[10..<20])
+            let ifRangeDiffers = try await Self.curl(url, ["-r", "10-19", "-H", "If-Range: \"v0\""])
+            #expect(ifRangeDiffers.status == 200, "a stale If-Range gets the whole current representation")
+            #expect(ifRangeDiffers.body.count == data.count)
+
+            let malformed = try await Self.curl(url, ["-H", "Range: bytes=5-1"])
+            #expect(malformed.status == 200, "an invalid Range is ignored (RFC 9110 §14.2)")
+            #expect(malformed.body.count == data.count)
+
+            let multi = try await Self.curl(url, ["-r", "0-9,500000-500009"])
+            #expect(multi.status == 206)
+            let contentType = try #require(multi.headers["content-type"])
+            #expect(contentType.hasPrefix("multipart/byteranges; boundary="))
+            #expect(multi.headers["content-length"] == String(multi.body.count))
+            let boundary = String(contentType.split(separator: "=", maxSplits: 1)[1])
+            let expected = "\r\n--\(boundary)\r\nContent-Type: audio/mpeg\r\nContent-Range: bytes 0-9/1000000\r\n\r\n"
+            #expect(multi.body.prefix(expected.utf8.count) == Data(expected.utf8))
+            #expect(multi.body[expected.utf8.count..<(expected.utf8.count + 10)] == data.prefix(10))
+            #expect(multi.body.suffix(boundary.utf8.count + 8) == Data("\r\n--\(boundary)--\r\n".utf8))
+
+            let post = try await Self.curl(url, ["-X", "POST"])
+            #expect(post.status == 405)
+            #expect(post.headers["allow"] == "GET, HEAD")
+
+            // Everything above came from one file: the origin sent each byte at most once.
+            #expect(origin.bodyBytesSent(for: "/music/song.mp3") <= Int64(data.count))
+        }
+    }
+
+    @Test func onlyRegisteredTokensAndPathsAreServed() async throws {
+        try await Self.withProxy { server, origin in
+            origin.setFile("/music/a.mp3", data: TestData.random(count: 10_000, seed: 302))
+            let registration = server.register(url: origin.url("/music/a.mp3"), headers: ["Authorization": Self.secret])
+            let folder = try server.mountFolder(origin.url("/music/"), headers: ["Authorization": Self.secret], token: "library")
+            let port = try #require(server.port)
+            let registered = server.url(for: registration).path
+            #expect(try await RawHTTP.get(port: port, path: registered).status == 200)
+            #expect(try await RawHTTP.get(port: port, path: "/library/a.mp3").status == 200)
+            #expect(server.url(for: "a.mp3", in: folder)?.path == "/library/a.mp3")
+            origin.resetRecords()
+
+            let refused = [
+                "/", "/s/", "/s/\(registration.id)", "/s/\(registration.id)/other.mp3", "/s/AAAAAAAAAAAAAAAAAAAAAA/a.mp3",
+                "/s/\(registration.id.dropLast())/a.mp3", "/unknown/a.mp3", "/library", "/library/", "/library/../music/a.mp3",
+                "/library/%2e%2e/a.mp3", "/library/..%2fa.mp3", "/library//a.mp3", "/library/a.mp3%00", "/api",
+                "/?url=\(origin.url("/music/a.mp3").absoluteString)", "/s/x/y?url=http://127.0.0.1/",
+                "http://127.0.0.1:\(origin.port)/music/a.mp3",
+            ]
+            for path in refused {
+                let status = try await RawHTTP.get(port: port, path: path).status
+                #expect([400, 401, 404].contains(status ?? 0), "\(path) answered \(status.map(String.init) ?? "nothing")")
+            }
+            #expect(origin.requests.isEmpty, "no refused request may reach the origin: \(origin.requests.map(\.path))")
+        }
+    }
+
+    @Test func controlAPIRegistersListsPrefetchesAndRemoves() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 3_000_000, seed: 303)
+            origin.setFile("/music/b.flac", data: data, contentType: "audio/flac")
+            let api = try #require(server.baseURL?.appendingPathComponent("api/resources"))
+            let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
+
+            #expect(try await Self.curl(api).status == 401)
+            #expect(try await Self.curl(api, ["-H", "Authorization: Bearer not-the-token"]).status == 401)
+            #expect(try await Self.curl(api, ["-H", "Authorization: Basic \(server.controlToken)"]).status == 401)
+
+            let registerBody = #"{"url":"\#(origin.url("/music/b.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#
+            let created = try await Self.curl(api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", registerBody])
+            #expect(created.status == 201)
+            let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: created.body)
+            #expect(status.state == "empty")
+            #expect(status.streamURL.hasSuffix("/b.flac"))
+            #expect(!String(decoding: created.body, as: UTF8.self).contains("proxy-secret"), "headers are never echoed")
+
+            let prefetched = try await Self.curl(api.appendingPathComponent(status.id).appendingPathComponent("prefetch"),
+                                                 auth + ["-X", "POST", "-G", "-d", "wait=1"])
+            #expect(prefetched.status == 200)
+            let after = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: prefetched.body)
+            #expect(after.state == "complete")
+            #expect(after.cachedRanges == [ControlAPI.Span(start: 0, end: 3_000_000)])
+            #expect(after.size == 3_000_000)
+
+            let stream = try await Self.curl(try #require(URL(string: status.streamURL)))
+            #expect(TestData.sha256(stream.body) == TestData.sha256(data))
+            let list = try JSONDecoder().decode(ControlAPI.ResourceList.self, from: try await Self.curl(api, auth).body)
+            let listed = try #require(list.resources.first { $0.id == status.id })
+            #expect(listed.bytesFromCache == 3_000_000, "the stream after the prefetch came from the cache")
+            #expect(origin.bodyBytesSent(for: "/music/b.flac") == 3_000_000)
+
+            let bad = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", "{not json"])
+            #expect(bad.status == 400)
+            let badURL = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", #"{"url":"file:///etc/passwd"}"#])
+            #expect(badURL.status == 400)
+
+            #expect(try await Self.curl(api.appendingPathComponent(status.id), auth + ["-X", "DELETE"]).status == 204)
+            #expect(try await Self.curl(try #require(URL(string: status.streamURL))).status == 404)
+            #expect(try await Self.curl(api.appendingPathComponent(status.id), auth + ["-X", "DELETE"]).status == 404)
+        }
+    }
+
+    @Test func nonLoopbackNeedsExplicitPermission() async throws {
+        try await withTemporaryCache { cache in
+            var configuration = ProxyServer.Configuration()
+            configuration.host = "0.0.0.0"
+            #expect(throws: StreamCacheError.self) { _ = try ProxyServer(cache: cache, configuration: configuration) }
+            configuration.host = "127.0.0.1"
+            configuration.controlToken = "short"
+            #expect(throws: StreamCacheError.self) { _ = try ProxyServer(cache: cache, configuration: configuration) }
+        }
+        #expect(ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "127.0.0.1", port: 1)))
+        #expect(ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "::1", port: 1)))
+        #expect(!ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "192.168.1.20", port: 1)))
+        #expect(!ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "fe80::1", port: 1)))
+        #expect(!ProxyRequestContext.isLoopback(nil))
+    }
+
+    @Test func firstBytesGoOutWhileTheOriginIsStillSending() async throws {
+        try await Self.withProxy { server, origin in
+            origin.setFile("/slow.bin", data: TestData.random(count: 3_000_000, seed: 304))
+            origin.bytesPerSecond = 1_000_000
+            let url = server.url(for: server.register(url: origin.url("/slow.bin"), headers: ["Authorization": Self.secret]))
+            let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
+            #expect(response.status == 200)
+            var iterator = response.body.makeAsyncIterator()
+            let first = try await iterator.next()
+            #expect(first?.isEmpty == false)
+            // The origin records a request only once it has sent the whole body: it is still sending.
+            #expect(origin.requests.isEmpty)
+        }
+    }
+
+    @Test func aClientThatLeavesStopsTheDownloadAfterTheGracePeriod() async throws {
+        try await Self.withProxy(configure: { $0.idleDownloadGracePeriod = .milliseconds(200) }) { server, origin in
+            let size = 20_000_000
+            origin.setFile("/long.bin", data: TestData.random(count: size, seed: 305))
+            origin.bytesPerSecond = 2_000_000
+            let registration = server.register(url: origin.url("/long.bin"), headers: ["Authorization": Self.secret])
+            let url = server.url(for: registration)
+            let reader = Task {
+                let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
+                var received = 0
+                for try await chunk in response.body {
+                    received += chunk.count
+                    if received > 300_000 { break }
+                }
+            }
+            try await reader.value
+            reader.cancel()
+            let resource = try #require(server.resource(for: registration))
+            var downloading = true
+            for _ in 0..<100 where downloading {
+                try await Task.sleep(for: .milliseconds(100))
+                downloading = await resource.isDownloading
+            }
+            #expect(!downloading, "the download must stop once nobody reads")
+            for _ in 0..<50 where origin.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+            let sent = origin.bodyBytesSent(for: "/long.bin")
+            #expect(sent < Int64(size) / 2, "the origin kept sending after the client left: \(sent) bytes")
+        }
+    }
+
+    @Test func thirtyTwoConcurrentClientsShareOneDownload() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 8_000_000, seed: 306)
+            origin.setFile("/shared.bin", data: data)
+            origin.bytesPerSecond = 20_000_000
+            let url = server.url(for: server.register(url: origin.url("/shared.bin"), headers: ["Authorization": Self.secret]))
+            let expected = TestData.sha256(data)
+            let digests = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<32 {
+                    group.addTask {
+                        let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
+                        return TestData.sha256(try await response.body.collect(upTo: 1 << 30))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(digests.count == 32)
+            #expect(digests.allSatisfy { $0 == expected })
+            let ratio = Double(origin.bodyBytesSent(for: "/shared.bin")) / Double(data.count)
+            #expect(ratio <= 1.02, "32 clients: origin bytes / size = \(ratio)")
+        }
+    }
+
+    @Test func malformedRequestsNeverBreakTheServer() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 50_000, seed: 307)
+            origin.setFile("/m.bin", data: data)
+            let registration = server.register(url: origin.url("/m.bin"), headers: ["Authorization": Self.secret])
+            let port = try #require(server.port)
+            let path = server.url(for: registration).path
+            var generator = SeededGenerator(seed: 308)
+            let rangeAlphabet = Array("bytes=-,0123456789 ;\t=abcXYZ%\"'".utf8)
+            let pathAlphabet = Array("abc/.%2e0f~-_?#&=;:@!$'()*+[]\\".utf8)
+            var statuses: [Int: Int] = [:]
+            for index in 0..<1000 {
+                let request: Data
+                switch index % 5 {
+                case 0, 1:
+                    let bytes = (0..<Int.random(in: 0..<60, using: &generator)).map { _ in rangeAlphabet.randomElement(using: &generator)! }
+                    request = Data("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nRange: \(String(decoding: bytes, as: UTF8.self))\r\n\r\n".utf8)
+                case 2:
+                    let bytes = (0..<Int.random(in: 1..<80, using: &generator)).map { _ in pathAlphabet.randomElement(using: &generator)! }
+                    request = Data("GET /\(String(decoding: bytes, as: UTF8.self)) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+                case 3:
+                    let size = [20_000, 100_000, 1_000_000].randomElement(using: &generator)!
+                    request = Data("GET \(path) HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: size))\r\nConnection: close\r\n\r\n".utf8)
+                default:
+                    let garbage = (0..<Int.random(in: 1..<200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                    request = Data(garbage) + Data("\r\n\r\n".utf8)
+                }
+                let response = try await RawHTTP.exchange(port: port, request: request, timeout: 5)
+                if let status = response.status {
+                    statuses[status, default: 0] += 1
+                    #expect([200, 206, 400, 404, 405, 416, 431].contains(status), "request \(index) answered \(status)")
+                }
+            }
+            #expect((statuses[400] ?? 0) > 0 && (statuses[206] ?? 0) + (statuses[200] ?? 0) > 0, "\(statuses)")
+            // Still healthy: exact bytes for a normal request.
+            let healthy = try await Self.curl(server.url(for: registration), ["-r", "100-199"])
+            #expect(healthy.status == 206)
+            #expect(healthy.body == data[100..<200])
+        }
+    }
+
+    @Test func noSecretReachesLogsCacheFilesOrIndex() async throws {
+        let logs = InMemoryLogHandler.Store()
+        try await withTemporaryDirectory { _ in
+            var cacheDirectory: URL?
+            try await Self.withProxy(logs: logs) { server, origin in
+                cacheDirectory = server.cache.configuration.directory
+                origin.setFile("/secret-test.mp3", data: TestData.random(count: 2_000_000, seed: 309))
+                let url = server.url(for: server.register(url: origin.url("/secret-test.mp3?sig=signed-query-value"),
+                                                          headers: ["Authorization": Self.secret]))
+                _ = try await Self.curl(url, ["-r", "0-999"])
+                _ = try await Self.curl(url)
+                let api = try #require(server.baseURL?.appendingPathComponent("api/resources"))
+                _ = try await Self.curl(api, ["-H", "Authorization: Bearer \(server.controlToken)"])
+                await server.cache.flush()
+                let directory = try #require(cacheDirectory)
+                let secrets = ["proxy-secret-9c1d4e", "signed-query-value", server.controlToken]
+                for line in logs.lines {
+                    for secret in secrets { #expect(!line.contains(secret), "a log line holds a secret: \(line)") }
+                }
+                let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+                #expect(!files.isEmpty)
+                for file in files {
+                    guard let content = try? Data(contentsOf: file) else { continue }
+                    for secret in secrets {
+                        #expect(content.range(of: Data(secret.utf8)) == nil, "\(file.lastPathComponent) holds a secret")
+                    }
+                }
+            }
+        }
+        #expect(!logs.lines.isEmpty, "the test must have logged something to be meaningful")
+    }
+}
