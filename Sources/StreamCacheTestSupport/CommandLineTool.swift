@@ -15,7 +15,7 @@ public enum CommandLineTool {
     public typealias Result = ExternalTool.Result
 
     /// Starts `streamcache` with `arguments`; the caller waits or kills.
-    public static func start(_ arguments: [String], stdout: FileHandle? = nil) throws -> Process {
+    public static func start(_ arguments: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil) throws -> Process {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw NSError(domain: "CommandLineTool", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable.path) is missing: run `swift build` first"])
         }
@@ -23,7 +23,7 @@ public enum CommandLineTool {
         process.executableURL = executable
         process.arguments = arguments
         process.standardOutput = stdout ?? FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardError = stderr ?? FileHandle.nullDevice
         try process.run()
         return process
     }

@@ -1,0 +1,136 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `streamcache serve` and `streamcache demo`, run as a user runs them: the built binary as a
+/// child process, its output read, its stream URLs fetched with curl, SIGTERM to stop it.
+@Suite struct ServeCommandTests {
+    static let secret = "Bearer serve-cli-secret-55aa"
+
+    /// Waits (bounded) until `file` holds `count` lines, and returns them.
+    static func lines(of file: URL, count: Int, process: Process) async throws -> [String] {
+        for _ in 0..<300 {
+            let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+            let lines = text.split(separator: "\n").map(String.init)
+            if lines.count >= count { return lines }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw StreamCacheError(.originUnavailable, "serve printed no stream URLs: \((try? String(contentsOf: file, encoding: .utf8)) ?? "")")
+    }
+
+    static func terminate(_ process: Process, signal: Int32 = SIGTERM) async throws -> Int32 {
+        kill(process.processIdentifier, signal)
+        for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    @Test func servePrintsStreamURLsServesThemAndStopsCleanly() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.requiredHeaders = ["Authorization": Self.secret]
+        let data = TestData.random(count: 2_500_000, seed: 501)
+        origin.setFile("/music/one.mp3", data: data, contentType: "audio/mpeg")
+        origin.setFile("/music/sub/two.mp3", data: data.prefix(100_000), contentType: "audio/mpeg")
+        try await withTemporaryDirectory { work in
+            let out = work.appendingPathComponent("stdout")
+            let err = work.appendingPathComponent("stderr")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+            let cacheDir = work.appendingPathComponent("cache")
+            let tokenFile = work.appendingPathComponent("state/control-token")
+            let process = try CommandLineTool.start([
+                "serve", origin.url("/music/one.mp3").absoluteString, "-H", "Authorization: \(Self.secret)",
+                "--folder", origin.url("/music/").absoluteString, "--url-token", "lib",
+                "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path,
+            ], stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err))
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+            let lines = try await Self.lines(of: out, count: 2, process: process)
+            let first = lines[0].split(separator: "\t").map(String.init)
+            #expect(first.count == 2 && first[1] == origin.url("/music/one.mp3").absoluteString)
+            let streamURL = try #require(URL(string: first[0]))
+            #expect(streamURL.host == "127.0.0.1" && streamURL.path.hasPrefix("/s/") && streamURL.lastPathComponent == "one.mp3")
+            let folderLine = lines[1].split(separator: "\t").map(String.init)
+            #expect(folderLine.first?.hasSuffix("/lib/") == true)
+
+            let whole = try await ExternalTool.run("curl", ["-s", "-f", streamURL.absoluteString])
+            #expect(whole.status == 0)
+            #expect(TestData.sha256(whole.stdout) == TestData.sha256(data))
+            let nested = try await ExternalTool.run("curl", ["-s", "-f", "-r", "0-9", (folderLine.first ?? "") + "sub/two.mp3"])
+            #expect(nested.stdout == data.prefix(10))
+
+            // The control token: in a file only the user can read, and accepted by the API.
+            var info = stat()
+            #expect(stat(tokenFile.path, &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o600, "the token file's mode is \(String(info.st_mode & 0o777, radix: 8))")
+            let token = try String(contentsOf: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let api = URL(string: "/api/resources", relativeTo: streamURL)!.absoluteString
+            let list = try await ExternalTool.run("curl", ["-s", "-f", "-H", "Authorization: Bearer \(token)", api])
+            #expect(list.status == 0 && list.output.contains("\"state\":\"complete\""), "\(list.output)")
+            let refused = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", api])
+            #expect(refused.output == "401")
+
+            #expect(try await Self.terminate(process) == 0, "SIGTERM is a clean stop")
+            let stderr = try String(contentsOf: err, encoding: .utf8)
+            #expect(stderr.contains("stopping"))
+            #expect(!stderr.contains("serve-cli-secret"), "the origin's token is never printed")
+
+            // Everything written before the stop is in the index.
+            let store = try CacheStore(directory: cacheDir)
+            let entry = try #require(try await store.entry(for: CacheKey(url: origin.url("/music/one.mp3"))))
+            #expect(entry.spans.contains(ByteRange(0, Int64(data.count))))
+        }
+    }
+
+    @Test func serveJSONLines() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.setFile("/a.mp3", data: TestData.random(count: 1000, seed: 502))
+        try await withTemporaryDirectory { work in
+            let out = work.appendingPathComponent("stdout")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            let process = try CommandLineTool.start(["serve", origin.url("/a.mp3").absoluteString, "--json", "--cache-dir", work.path,
+                                                     "--control-token-file", work.appendingPathComponent("token").path],
+                                                    stdout: try FileHandle(forWritingTo: out))
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let line = try await Self.lines(of: out, count: 1, process: process)[0]
+            let object = try JSONDecoder().decode([String: String].self, from: Data(line.utf8))
+            #expect(object["source"] == origin.url("/a.mp3").absoluteString)
+            #expect(object["streamURL"]?.hasSuffix("/a.mp3") == true)
+            #expect(try await Self.terminate(process, signal: SIGINT) == 0, "Ctrl-C is a clean stop")
+        }
+    }
+
+    @Test(arguments: [
+        ["serve", "--host", "0.0.0.0"],
+        ["serve", "--url-token", "x"],
+        ["serve", "--folder", "ftp://x/"],
+        ["serve", "--max-cache-size", "lots"],
+        ["serve", "--port", "70000"],
+    ])
+    func serveRefusesBadArguments(arguments: [String]) async throws {
+        try await withTemporaryDirectory { work in
+            let result = try await CommandLineTool.run(arguments + ["--cache-dir", work.path])
+            #expect(result.status == 64)
+            #expect(result.stderr.hasPrefix("Error: "))
+        }
+    }
+
+    @Test func demoPlaysItsScriptedSession() async throws {
+        let result = try await CommandLineTool.run(["demo", "--seconds", "30"], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        let output = result.output
+        for expected in ["Stream URLs", "a440.wav", "ffplay", "Scripted session", "seek to the middle", "replay", "Cached: ["] {
+            #expect(output.contains(expected), "the demo's output lacks '\(expected)':\n\(output)")
+        }
+        #expect(output.contains("rejected 0 without the token"), "the proxy must always send the origin's token")
+        #expect(!output.contains("failed"), "\(output)")
+    }
+}
