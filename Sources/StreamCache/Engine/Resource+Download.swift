@@ -18,7 +18,10 @@ extension Resource {
         var segmentStartedAt: ContinuousClock.Instant = .now
         var segmentStartPosition: Int64
         var opened = false
+        /// When the download last became unneeded (no reader in its window), and how far it may
+        /// go from then on: ``StreamCache/Configuration/idleReadAhead`` past where it was.
         var idleSince: ContinuousClock.Instant?
+        var idleLimit: Int64?
         var received: Int64 = 0
         var task: Task<Void, Never>?
 
@@ -97,16 +100,17 @@ extension Resource {
         guard var download = downloads[id] else { return nil }
         if download.opened {
             guard download.position < download.limit, !available.contains(download.position) else { return nil }
-            if download.kind == .read, !configuration.completesResourcesInBackground, !isNeeded(download), let idleSince = download.idleSince,
-               ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod {
-                return nil
+            if download.kind == .read, !configuration.completesResourcesInBackground {
+                updateIdleState(&download)
+                if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { return nil }
+                if let idleLimit = download.idleLimit, download.position >= idleLimit { return nil }
             }
             let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
             let fetched = download.position - download.segmentStartPosition
             var next = download.segmentSize * 2
             if elapsed > 0.01, fetched > 0 { next = min(next, Int64(Double(fetched) / elapsed * 0.5)) }
             download.segmentSize = min(configuration.maximumSegmentSize, max(configuration.initialSegmentSize, next))
-            download.segmentEnd = min(download.limit, download.position + download.segmentSize)
+            download.segmentEnd = min(download.limit, download.idleLimit ?? Int64.max, download.position + download.segmentSize)
             download.segmentStartPosition = download.position
         }
         download.segmentStartedAt = .now
@@ -184,16 +188,23 @@ extension Resource {
             goOn = false
         }
         if goOn, download.kind == .read, !configuration.completesResourcesInBackground {
-            if isNeeded(download) {
-                download.idleSince = nil
-            } else if let idleSince = download.idleSince {
-                goOn = ContinuousClock.now - idleSince < configuration.idleDownloadGracePeriod
-            } else {
-                download.idleSince = .now
-            }
+            updateIdleState(&download)
+            if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { goOn = false }
         }
         downloads[id] = download
         return goOn
+    }
+
+    /// Starts or ends a download's idle spell: while no reader needs it, it may fetch at most
+    /// ``StreamCache/Configuration/idleReadAhead`` more bytes, for at most the grace period.
+    func updateIdleState(_ download: inout Download) {
+        if isNeeded(download) {
+            download.idleSince = nil
+            download.idleLimit = nil
+        } else if download.idleSince == nil {
+            download.idleSince = .now
+            download.idleLimit = download.position + configuration.idleReadAhead
+        }
     }
 
     /// Whether a reader (not a prefetch) will want bytes of the download's window.

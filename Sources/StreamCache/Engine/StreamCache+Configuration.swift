@@ -22,6 +22,10 @@ extension StreamCache {
         public var maximumSegmentSize: Int64 = 4 << 20
         /// How long a download that no reader needs goes on before it is stopped.
         public var idleDownloadGracePeriod: Duration = .seconds(5)
+        /// How many bytes a download that no reader needs may still fetch (within the grace
+        /// period): enough that a player reconnecting after a close or a short seek finds its
+        /// bytes ready, small enough that a 2-byte probe does not pull the whole file.
+        public var idleReadAhead: Int64 = 4 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
         /// Written bytes are synced and recorded in the index after this many bytes…

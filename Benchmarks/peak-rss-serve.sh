@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Peak RSS of `streamcache serve` while N clients stream one large file through it: first through
+# an empty cache (one shared download from nginx), then again from the warm cache. Release build.
+#   bash Benchmarks/peak-rss-serve.sh [SIZE_MB] [CLIENTS]      (default 200 MB, 16 clients)
+# Needs nginx, curl and python3. Everything runs on 127.0.0.1 and is cleaned up on exit.
+# Peak RSS is the proxy's VmHWM (high-water mark) from /proc, read after each round.
+set -euo pipefail
+size_mb=${1:-200}
+clients=${2:-16}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/streamcache-serve-rss.XXXXXX)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+proxy_port=$(free_port)
+proxy_pid=""
+cleanup() {
+  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+swift build -c release --product streamcache --package-path "$root" >/dev/null
+bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
+
+mkdir -p "$work/www" "$work/logs"
+head -c $((size_mb * 1000 * 1000)) /dev/urandom > "$work/www/big.bin"
+cat > "$work/nginx.conf" <<CONF
+$( [ "$(id -u)" = 0 ] && echo 'user root;' )
+pid $work/nginx.pid;
+error_log $work/logs/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log $work/logs/access.log;
+  sendfile on;
+  server {
+    listen 127.0.0.1:$port;
+    root $work/www;
+    location / { if (\$http_authorization != "Bearer bench") { return 401; } }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work"
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+
+"$bin" serve --port "$proxy_port" --cache-dir "$work/cache" --control-token-file "$work/token" \
+  --folder "http://127.0.0.1:$port/" -H 'Authorization: Bearer bench' --url-token rss >"$work/serve.out" 2>"$work/serve.err" &
+proxy_pid=$!
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" && break; sleep 0.05; done
+url="http://127.0.0.1:$proxy_port/rss/big.bin"
+expected=$(sha256sum < "$work/www/big.bin" | cut -d' ' -f1)
+
+round() {
+  local name=$1 start end failures=0
+  start=$(date +%s.%N)
+  for i in $(seq 1 "$clients"); do
+    (curl -s -f "$url" | sha256sum | cut -d' ' -f1 > "$work/sum.$i") &
+  done
+  wait
+  end=$(date +%s.%N)
+  for i in $(seq 1 "$clients"); do [ "$(cat "$work/sum.$i")" = "$expected" ] || failures=$((failures + 1)); done
+  local hwm
+  hwm=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$proxy_pid/status")
+  python3 -c "import sys; n,s,e,c,h,f=sys.argv[1:]; print(f'{n}: {c} clients x {int(s)} MB in {float(e):.2f} s ({int(c)*int(s)/float(e):.0f} MB/s aggregate), proxy peak RSS so far {h} MiB, wrong bodies {f}')" \
+    "$name" "$size_mb" "$(python3 -c "print($end - $start)")" "$clients" "$hwm" "$failures"
+  [ "$failures" = 0 ]
+}
+round cold
+origin_bytes=$(awk '{s += $10} END {print s}' "$work/logs/access.log")
+echo "origin bytes / file size after the cold round: $(python3 -c "print(round($origin_bytes / ($size_mb * 1e6), 4))")"
+round warm
