@@ -81,37 +81,31 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if !request.headers.contains("Accept-Encoding") { outgoing.headers.add(name: "Accept-Encoding", value: "identity") }
         if !request.headers.contains("User-Agent") { outgoing.headers.add(name: "User-Agent", value: "StreamCache/1") }
 
-        let prepared = outgoing
-        let head = ResponseHeadSignal()
-        let deadline = NIODeadline.now() + request.timeout.timeAmount
+        // The head is awaited in the caller's task (AsyncHTTPClient cancels the request when that
+        // task is cancelled); the body is read by a task of its own, so that abandoning the body
+        // can cancel it, which is what closes the connection.
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outgoing, deadline: NIODeadline.now() + request.timeout.timeAmount)
+        } catch {
+            throw Self.translate(error)
+        }
+        var headers = HTTPHeaders()
+        for field in response.headers { headers.add(name: field.name, value: field.value) }
+        let incoming = response.body
         // The producer holds the transport: a client shuts down when its owner is released, which
         // would cancel a body still being read.
         let body = HTTPBody.streaming(bufferLimit: bufferLimit) { [self] write in
-            let response: HTTPClientResponse
+            withExtendedLifetime(self) {}
             do {
-                response = try await self.client.execute(prepared, deadline: deadline)
-            } catch {
-                let translated = Self.translate(error)
-                head.fail(translated)
-                throw translated
-            }
-            var headers = HTTPHeaders()
-            for field in response.headers { headers.add(name: field.name, value: field.value) }
-            head.succeed(status: Int(response.status.code), headers: headers)
-            do {
-                for try await buffer in response.body {
+                for try await buffer in incoming {
                     try await write(buffer.withUnsafeReadableBytes { Data($0) })
                 }
             } catch {
                 throw Self.translate(error)
             }
         }
-        return try await withTaskCancellationHandler {
-            let (status, headers) = try await head.value()
-            return HTTPResponse(status: status, headers: headers, body: body)
-        } onCancel: {
-            body.discard()
-        }
+        return HTTPResponse(status: Int(response.status.code), headers: headers, body: body)
     }
 
     static func translate(_ error: any Error) -> any Error {
@@ -131,41 +125,6 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
         // Connection failures (NIOPosix's NIOConnectionError, IOError): refused, unreachable, reset.
         return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).")
-    }
-}
-
-/// Hands the response head from the request's task to the caller of `send`, once.
-private final class ResponseHeadSignal: Sendable {
-    private enum State {
-        case waiting(CheckedContinuation<(Int, HTTPHeaders), any Error>?)
-        case done(Result<(Int, HTTPHeaders), any Error>)
-    }
-
-    private let state = Locked(State.waiting(nil))
-
-    func succeed(status: Int, headers: HTTPHeaders) { complete(.success((status, headers))) }
-
-    func fail(_ error: any Error) { complete(.failure(error)) }
-
-    private func complete(_ result: Result<(Int, HTTPHeaders), any Error>) {
-        let continuation = state.withLock { state -> CheckedContinuation<(Int, HTTPHeaders), any Error>? in
-            guard case .waiting(let continuation) = state else { return nil }
-            state = .done(result)
-            return continuation
-        }
-        continuation?.resume(with: result)
-    }
-
-    func value() async throws -> (Int, HTTPHeaders) {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = state.withLock { state -> Result<(Int, HTTPHeaders), any Error>? in
-                switch state {
-                case .done(let result): return result
-                case .waiting: state = .waiting(continuation); return nil
-                }
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
     }
 }
 

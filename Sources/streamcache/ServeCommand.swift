@@ -118,6 +118,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let mount, let base = server.baseURL {
             printLine(url: base.absoluteString + "/\(mount.token)/", source: mount.baseURL.redactedDescription)
+            if let problem = await server.checkOrigin(of: mount) { Self.printError("warning: \(problem)") }
         }
         Self.printError("streamcache: serving on \(server.baseURL?.absoluteString ?? host); control API at /api/ with 'Authorization: Bearer \(server.controlToken)' (also in \(tokenFile.path)); Ctrl-C stops")
 

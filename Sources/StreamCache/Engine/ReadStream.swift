@@ -45,8 +45,10 @@ public struct ReadStream: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
 
-    /// Iterates a read; dropping it ends the read.
-    public struct Iterator: AsyncIteratorProtocol {
+    /// Iterates a read; dropping it ends the read. It may be handed to another task (a server
+    /// reads the first chunk before it answers, the rest while it streams), but only one task may
+    /// use it at a time.
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
         private let buffer: AsyncBuffer<ReadChunk>
         private let abandon: DeinitAction
 

@@ -24,6 +24,13 @@ extension Resource {
         read(ByteRange(offset, Int64.max))
     }
 
+    /// The info the cache holds (from the index or an earlier answer), or `nil` when it does not
+    /// know the resource yet; never asks the origin.
+    public func cachedInfo() async throws -> ResourceInfo? {
+        try await ensureLoaded()
+        return info
+    }
+
     /// The resource's info, asking the origin only when the cache does not know the length yet.
     ///
     /// When it must ask, it starts the download a reader at `offset` would need, so the bytes the
@@ -127,9 +134,14 @@ extension Resource {
         statistics.reads += 1
         reaper?.cancel()
         reaper = nil
-        let store = self.store
-        let key = self.key
-        enqueueStoreOperation { try? await store.touch(key) }
+        // Recency for eviction, at most once a second per resource; a resource without an index
+        // row yet gets its time when the row is created.
+        if entryID != nil, lastTouched.map({ ContinuousClock.now - $0 > .seconds(1) }) ?? true {
+            lastTouched = .now
+            let store = self.store
+            let key = self.key
+            enqueueStoreOperation { try? await store.touch(key) }
+        }
         return (id, available.intersection(range), generation)
     }
 

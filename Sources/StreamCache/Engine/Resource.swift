@@ -29,8 +29,11 @@ public actor Resource {
     nonisolated let originBox: Locked<any Origin>
     var origin: any Origin { originBox.withLock { $0 } }
 
-    // Loaded from the store on first use.
+    // Loaded from the store on first use. A new resource has no index row until the store chain
+    // creates it, off the path of the first read; store operations read `entryID` when they run.
+    var isLoaded = false
     var entryID: Int64?
+    var lastTouched: ContinuousClock.Instant?
     var file: DataFile?
     var loadTask: Task<Void, any Error>?
     /// The resource's info, once a request has told it.
@@ -133,7 +136,13 @@ public actor Resource {
 
     /// Loads the index entry and opens the data file, once.
     func ensureLoaded() async throws {
-        if entryID != nil { return }
+        if isLoaded { return }
+        if loadTask == nil, storeChain == nil, !store.knows(key) {
+            // A resource the index has never seen: nothing to read, so no task and no wait.
+            file = try DataFile(path: store.dataPath(for: key))
+            isLoaded = true
+            return
+        }
         if let loadTask { return try await loadTask.value }
         let task = Task { try await self.load() }
         loadTask = task
@@ -141,15 +150,34 @@ public actor Resource {
         try await task.value
     }
 
+    /// Reads the index entry (a read transaction, which never waits for writers). A resource the
+    /// index does not know yet gets its data file at once and its index row from the store chain,
+    /// before any commit, so the first request does not wait for a write transaction.
     private func load() async throws {
         await storeChain?.value
+        guard !isLoaded else { return }
+        if let entry = try await store.entry(for: key) {
+            file = try DataFile(path: entry.dataPath)
+            entryID = entry.id
+            info = entry.info
+            available = entry.spans
+            committed = entry.spans
+        } else {
+            // The row is created by the first commit (``performCommit()``), off the read path.
+            file = try DataFile(path: store.dataPath(for: key))
+        }
+        isLoaded = true
+    }
+
+    /// Creates the index row of a resource the index did not know, with the info known by now,
+    /// in one step before any span is recorded for it. Runs in the store chain.
+    private func createEntryIfNeeded() async throws -> Int64? {
+        if let entryID { return entryID }
         let entry = try await store.openEntry(for: key)
-        let file = try DataFile(path: entry.dataPath)
-        self.entryID = entry.id
-        self.file = file
-        self.info = entry.info
-        self.available = entry.spans
-        self.committed = entry.spans
+        guard isLoaded else { return nil }
+        if entryID == nil { entryID = entry.id }
+        if let info, info != entry.info { try await store.updateInfo(resourceID: entry.id, info: info) }
+        return entryID
     }
 
     /// Runs store operations one after another, in the order they were asked for, so a commit
@@ -172,6 +200,7 @@ public actor Resource {
     /// Called by eviction and removal.
     func removeIfIdle() async -> Bool {
         guard !isActive else { return false }
+        isLoaded = false
         entryID = nil
         file = nil
         info = nil
@@ -183,6 +212,8 @@ public actor Resource {
         let key = self.key
         enqueueStoreOperation {
             do { try await store.remove(key) } catch {}
+            // A resource whose first commit had not happened has a data file but no row.
+            unlink(store.dataPath(for: key))
         }
         await storeChain?.value
         return true
@@ -202,14 +233,13 @@ public actor Resource {
             unlink(path)
             file = try DataFile(path: path)
         }
-        if let id = entryID {
-            let store = self.store
-            enqueueStoreOperation {
-                do {
-                    try await store.reset(resourceID: id)
-                    try await store.updateInfo(resourceID: id, info: newInfo)
-                } catch {}
-            }
+        let store = self.store
+        enqueueStoreOperation { [weak self] in
+            guard let id = await self?.entryID else { return }
+            do {
+                try await store.reset(resourceID: id)
+                try await store.updateInfo(resourceID: id, info: newInfo)
+            } catch {}
         }
         let changed = StreamCacheError(.resourceChanged, "The resource changed on the origin; bytes of the old version were dropped.")
         for (id, waiter) in waiters {
@@ -222,9 +252,10 @@ public actor Resource {
     func storeInfo(_ newInfo: ResourceInfo) {
         let changed = info != newInfo
         info = newInfo
-        guard changed, let id = entryID else { return }
+        guard changed else { return }
         let store = self.store
-        enqueueStoreOperation {
+        enqueueStoreOperation { [weak self] in
+            guard let id = await self?.entryID else { return }
             do { try await store.updateInfo(resourceID: id, info: newInfo) } catch {}
         }
         emit(.infoKnown(newInfo))
@@ -248,7 +279,16 @@ public actor Resource {
 
     private func performCommit() async {
         commitScheduled = false
-        guard pendingBytes > 0, let id = entryID, let file else { return }
+        guard pendingBytes > 0, let file else { return }
+        let id: Int64
+        do {
+            guard let created = try await createEntryIfNeeded() else { return }
+            id = created
+        } catch {
+            logger.info("could not create the index entry", metadata: ["key": "\(key)", "error": "\(error)"])
+            return
+        }
+        guard pendingBytes > 0 else { return }
         let snapshot = available
         pendingBytes = 0
         firstPendingAt = nil

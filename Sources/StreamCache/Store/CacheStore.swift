@@ -40,6 +40,9 @@ public final class CacheStore: Sendable {
     let dataDirectory: URL
     private let database: DatabasePool
     private let logger: Logger
+    /// The keys the index holds, kept in memory so that a resource the cache has never seen is
+    /// recognised without a database round trip on a player's first request.
+    private let knownKeys = Locked(Set<String>())
 
     /// Opens (creating if needed) the cache in `directory` and reconciles its files and index.
     ///
@@ -68,6 +71,11 @@ public final class CacheStore: Sendable {
 
     func dataPath(forFileName name: String) -> String { dataDirectory.appendingPathComponent(name).path }
 
+    /// The data file of `key`, whether or not the index knows it yet.
+    public func dataPath(for key: CacheKey) -> String { dataPath(forFileName: Self.dataFileName(for: key)) }
+
+    static func dataFileName(for key: CacheKey) -> String { key.fileStem + ".data" }
+
     /// Cuts spans that claim bytes past their file's end, drops spans of missing files and
     /// deletes files the index does not know.
     private func reconcile() throws {
@@ -94,6 +102,7 @@ public final class CacheStore: Sendable {
                     try db.execute(sql: "UPDATE resource SET cachedBytes = ? WHERE id = ?", arguments: [spans.coveredByteCount, id])
                 }
             }
+            knownKeys.withLock { $0 = Set(records.map(\.key)) }
             for name in (try? fileManager.contentsOfDirectory(atPath: dataDirectory.path)) ?? [] where !known.contains(name) {
                 try? fileManager.removeItem(atPath: dataPath(forFileName: name))
             }
@@ -113,9 +122,32 @@ public final class CacheStore: Sendable {
                      lastAccessedAt: record.lastAccessedAt, dataPath: dataPath(forFileName: record.dataFileName))
     }
 
-    /// The entry for `key`, or `nil` when the cache has never seen it.
+    /// Runs the index's write path once and rolls it back, so the first real request does not pay
+    /// for the Swift runtime's one-time type and conformance lookups (milliseconds in a large
+    /// binary). Servers call it at start; nothing is written.
+    public func warmUp() async {
+        struct Rollback: Error {}
+        _ = try? await database.write { db in
+            var record = ResourceRecord(id: nil, key: "streamcache:warm-up", dataFileName: "warm-up", totalLength: 1, mimeType: nil,
+                                        originalFileName: nil, acceptsByteRanges: true, entityTag: nil, lastModified: nil, infoKnown: true,
+                                        cachedBytes: 0, pinned: false, createdAt: Date(), lastAccessedAt: Date())
+            try record.insert(db)
+            if let id = record.id {
+                try SpanRecord(resourceId: id, start: 0, end: 1).insert(db)
+                _ = try self.entry(record, db)
+                try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date().timeIntervalSince1970, record.key])
+            }
+            throw Rollback()
+        }
+    }
+
+    /// Whether the index holds `key` (answered from memory).
+    public func knows(_ key: CacheKey) -> Bool { knownKeys.withLock { $0.contains(key.rawValue) } }
+
+    /// The entry for `key`, or `nil` when the cache has never seen it (answered from memory).
     public func entry(for key: CacheKey) async throws -> Entry? {
-        try await database.read { db in
+        guard knownKeys.withLock({ $0.contains(key.rawValue) }) else { return nil }
+        return try await database.read { db in
             guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
             return try self.entry(record, db)
         }
@@ -130,10 +162,11 @@ public final class CacheStore: Sendable {
                 try record.update(db)
                 return try self.entry(record, db)
             }
-            var record = ResourceRecord(id: nil, key: key.rawValue, dataFileName: key.fileStem + ".data", totalLength: nil, mimeType: nil,
+            var record = ResourceRecord(id: nil, key: key.rawValue, dataFileName: Self.dataFileName(for: key), totalLength: nil, mimeType: nil,
                                         originalFileName: nil, acceptsByteRanges: false, entityTag: nil, lastModified: nil, infoKnown: false,
                                         cachedBytes: 0, pinned: false, createdAt: now, lastAccessedAt: now)
             try record.insert(db)
+            self.knownKeys.withLock { _ = $0.insert(key.rawValue) }
             return try self.entry(record, db)
         }
     }
@@ -168,7 +201,7 @@ public final class CacheStore: Sendable {
     /// Marks resource `key` as accessed now.
     public func touch(_ key: CacheKey) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date(), key.rawValue])
+            try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date().timeIntervalSince1970, key.rawValue])
         }
     }
 
@@ -203,6 +236,7 @@ public final class CacheStore: Sendable {
         let name: String? = try await database.write { db in
             guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
             try record.delete(db)
+            self.knownKeys.withLock { _ = $0.remove(key.rawValue) }
             return record.dataFileName
         }
         guard let name else { return false }

@@ -30,13 +30,39 @@ struct RangeResponder: Sendable {
         // RFC 9110 §14.2: Range is defined for GET only.
         let range = isHead ? nil : request.headers[.range].flatMap { RangeHeader(parsing: $0) }
 
+        // When the cache does not know the length yet, the read the request most likely needs
+        // starts at once and its first chunk brings the length: one origin round trip, not two.
+        var started: StartedRead?
         var info: ResourceInfo
         do {
-            info = try await resource.loadInfo(near: range?.startWithoutLength ?? 0)
+            if let known = try await resource.cachedInfo(), known.totalLength != nil {
+                info = known
+            } else if let early = Self.rangeReadableBeforeLength(range) {
+                var iterator = resource.read(early).makeAsyncIterator()
+                let first = try await iterator.next()
+                started = StartedRead(range: early, iterator: iterator, first: first)
+                info = try await resource.loadInfo(near: early.lowerBound)
+            } else {
+                info = try await resource.loadInfo(near: range?.startWithoutLength ?? 0)
+            }
         } catch {
             return Self.errorResponse(for: error, logger: logger, key: resource.key)
         }
         if info.fileName == nil { info.fileName = fileName }
+        /// The body of `range`: the read already started when it covers exactly that, else a new one.
+        func body(of range: ByteRange, total: Int64) -> ResponseBody {
+            let early = started.flatMap { $0.range.lowerBound == range.lowerBound && min($0.range.upperBound, total) == range.upperBound ? $0 : nil }
+            return ResponseBody(contentLength: Int(range.count)) { writer in
+                if let early {
+                    if let first = early.first { try await writer.write(ByteBuffer(bytes: first.data)) }
+                    var iterator = early.iterator
+                    while let chunk = try await iterator.next() { try await writer.write(ByteBuffer(bytes: chunk.data)) }
+                } else {
+                    try await Self.write(resource.read(range), to: &writer)
+                }
+                try await writer.finish(nil)
+            }
+        }
 
         var headers = Self.representationHeaders(for: info)
         guard let total = info.totalLength else {
@@ -64,19 +90,12 @@ struct RangeResponder: Sendable {
         case nil:
             headers[.contentLength] = String(total)
             if isHead { return Response(status: .ok, headers: headers) }
-            let whole = ByteRange(0, total)
-            return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: Int(total)) { writer in
-                try await Self.write(resource.read(whole), to: &writer)
-                try await writer.finish(nil)
-            })
+            return Response(status: .ok, headers: headers, body: body(of: ByteRange(0, total), total: total))
         case let ranges? where ranges.count == 1:
             let range = ranges[0]
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
             headers[.contentLength] = String(range.count)
-            return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(range.count)) { writer in
-                try await Self.write(resource.read(range), to: &writer)
-                try await writer.finish(nil)
-            })
+            return Response(status: .partialContent, headers: headers, body: body(of: range, total: total))
         case let ranges?:
             let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
             headers[.contentType] = multipart.contentType
@@ -89,6 +108,25 @@ struct RangeResponder: Sendable {
                 try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
                 try await writer.finish(nil)
             })
+        }
+    }
+
+    /// A read begun before the length was known, with its first chunk already taken.
+    struct StartedRead: Sendable {
+        let range: ByteRange
+        let iterator: ReadStream.Iterator
+        let first: ReadChunk?
+    }
+
+    /// The bytes a request will most likely be answered with, when that does not depend on the
+    /// length: the whole file, `a-b` or `a-`. Suffix and multi-range requests need the length first.
+    static func rangeReadableBeforeLength(_ header: RangeHeader?) -> ByteRange? {
+        guard let header else { return ByteRange(0, Int64.max) }
+        guard header.specifiers.count == 1 else { return nil }
+        switch header.specifiers[0] {
+        case .bounded(let first, let last): return ByteRange(first, last == Int64.max ? Int64.max : last + 1)
+        case .from(let first): return ByteRange(first, Int64.max)
+        case .suffix: return nil
         }
     }
 
