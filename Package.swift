@@ -77,6 +77,7 @@ let package = Package(
             name: "streamcache-bench",
             dependencies: [
                 "StreamCache",
+                "StreamCacheHTTPClient",
                 "StreamCacheTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheTestSupport
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +16,7 @@ struct StreamCacheBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streamcache-bench",
         abstract: "StreamCache micro-benchmarks (build with -c release).",
-        subcommands: [CacheHit.self, RangeSetOps.self]
+        subcommands: [CacheHit.self, RangeSetOps.self, TransportLatency.self]
     )
 }
 
@@ -119,4 +120,48 @@ extension Duration {
 func require<T>(_ value: T?) throws -> T {
     guard let value else { throw StreamCacheError(.cacheIOFailed, "The benchmark resource is not in the cache.") }
     return value
+}
+
+/// Time to the response head and to the last byte of small ranged GETs on a keep-alive
+/// connection, per transport: what an origin request costs the proxy before any byte moves.
+struct TransportLatency: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "transport-latency", abstract: "Latency of 2-byte ranged GETs per transport.")
+
+    @Option(help: "The URL to fetch (default: a built-in loopback origin).") var url: String?
+    @Option(name: .customShort("H"), help: "A header, 'Name: value'.") var header: [String] = []
+    @Option(help: "Requests per transport.") var count = 300
+
+    func run() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile("/small.bin", data: TestData.random(count: 1 << 20, seed: 7))
+        let target = url.flatMap(URL.init(string:)) ?? server.url("/small.bin")
+        var headers: HTTPHeaders = ["Range": "bytes=0-1"]
+        for field in header {
+            let parts = field.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { headers.add(name: String(parts[0]), value: parts[1].trimmingCharacters(in: .whitespaces)) }
+        }
+        let transports: [(String, any HTTPTransport)] = [("AsyncHTTPClient", AsyncHTTPClientTransport()), ("URLSession", URLSessionTransport())]
+        for (name, transport) in transports {
+            var heads: [Double] = []
+            var totals: [Double] = []
+            for _ in 0..<count {
+                let start = ContinuousClock.now
+                let response = try await transport.send(HTTPRequest(url: target, headers: headers))
+                heads.append((ContinuousClock.now - start).microseconds)
+                _ = try await response.body.collect(upTo: 1 << 20)
+                totals.append((ContinuousClock.now - start).microseconds)
+            }
+            heads.sort()
+            totals.sort()
+            print("\(name): head median \(Int(heads[heads.count / 2])) µs, body done median \(Int(totals[totals.count / 2])) µs (\(count) requests)")
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var microseconds: Double {
+        let parts = components
+        return Double(parts.seconds) * 1e6 + Double(parts.attoseconds) / 1e12
+    }
 }

@@ -67,3 +67,31 @@ public struct ReadStream: AsyncSequence, Sendable {
         return data
     }
 }
+
+/// Bytes of a resource that are entirely cached, for consumers that read them into their own
+/// buffers (a server writing straight from the cache file into socket buffers, without the
+/// extra copy of a ``ReadStream``).
+///
+/// The region stays readable even if the resource is evicted or changes version meanwhile: it
+/// reads the file as it was when the region was granted, so a response is never a mix of versions.
+public struct CachedRegion: Sendable {
+    /// The bytes the region covers.
+    public let range: ByteRange
+    let file: DataFile
+
+    /// Reads bytes at `offset` (inside ``range``) into `buffer`.
+    ///
+    /// - Returns: The number of bytes read: `buffer.count` unless the region ends first.
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the file cannot be read or is
+    ///   shorter than the index claims.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        precondition(range.contains(offset), "offset \(offset) is outside \(range)")
+        let wanted = min(buffer.count, Int(range.upperBound - offset))
+        let count = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<wanted]), at: offset)
+        guard count == wanted else {
+            throw StreamCacheError(.cacheIOFailed, "The cache file is shorter than its index claims; clear the cache entry.",
+                                   range: ByteRange(offset, range.upperBound))
+        }
+        return count
+    }
+}

@@ -24,6 +24,17 @@ extension Resource {
         read(ByteRange(offset, Int64.max))
     }
 
+    /// The cached bytes of `range`, when every one of them is cached; `nil` otherwise (read it
+    /// with ``read(_:)``). Counts as a read served from the cache.
+    public func cachedRegion(_ range: ByteRange) async throws -> CachedRegion? {
+        try await ensureLoaded()
+        guard !range.isEmpty, available.contains(range), let file else { return nil }
+        statistics.reads += 1
+        statistics.bytesServedFromCache += range.count
+        touchIfDue()
+        return CachedRegion(range: range, file: file)
+    }
+
     /// The info the cache holds (from the index or an earlier answer), or `nil` when it does not
     /// know the resource yet; never asks the origin.
     public func cachedInfo() async throws -> ResourceInfo? {
@@ -134,15 +145,18 @@ extension Resource {
         statistics.reads += 1
         reaper?.cancel()
         reaper = nil
-        // Recency for eviction, at most once a second per resource; a resource without an index
-        // row yet gets its time when the row is created.
-        if entryID != nil, lastTouched.map({ ContinuousClock.now - $0 > .seconds(1) }) ?? true {
-            lastTouched = .now
-            let store = self.store
-            let key = self.key
-            enqueueStoreOperation { try? await store.touch(key) }
-        }
+        touchIfDue()
         return (id, available.intersection(range), generation)
+    }
+
+    /// Records recency for eviction, at most once a second per resource; a resource without an
+    /// index row yet gets its time when the row is created.
+    func touchIfDue() {
+        guard entryID != nil, lastTouched.map({ ContinuousClock.now - $0 > .seconds(1) }) ?? true else { return }
+        lastTouched = .now
+        let store = self.store
+        let key = self.key
+        enqueueStoreOperation { try? await store.touch(key) }
     }
 
     func endRead(readerID: Int, servedCache: Int64, servedOrigin: Int64) {

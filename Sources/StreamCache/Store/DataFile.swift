@@ -68,6 +68,23 @@ final class DataFile: Sendable {
         return Data(bytesNoCopy: base, count: done, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
+    /// Reads up to `buffer.count` bytes at `offset` into caller-owned memory; fewer only at the
+    /// end of the file. Returns the number of bytes read.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        var done = 0
+        while done < buffer.count {
+            let read = pread(descriptor, base + done, buffer.count - done, off_t(offset + Int64(done)))
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw DataFile.error(errno, "read the cache file")
+            }
+            if read == 0 { break }
+            done += read
+        }
+        return done
+    }
+
     /// Makes every write so far durable (`fdatasync`, `F_FULLFSYNC` semantics aside).
     func sync() throws {
         #if canImport(Darwin)

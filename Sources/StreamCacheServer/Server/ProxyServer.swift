@@ -190,11 +190,23 @@ public final class ProxyServer: Sendable {
     /// player's first request does not pay for one-time runtime work (type metadata and
     /// conformance lookups, connection-pipeline set-up): about 10 ms on this project's 2-core
     /// test machine, against a target of 2 ms over the origin's own time to first byte.
+    ///
+    /// The request is a real 2-byte stream of a throwaway resource whose origin is in memory, so
+    /// it runs every layer a player's first request runs; the resource is deleted afterwards.
     private func warmUp() async {
         await core.cache.store.warmUp()
-        guard let url = core.baseURL.flatMap({ URL(string: $0.absoluteString + "/api/warm-up") }) else { return }
-        if let response = try? await core.transport.send(HTTPRequest(url: url, timeout: .seconds(2))) {
+        guard let base = core.baseURL else { return }
+        let key = CacheKey("streamcache:warm-up:\(SecretToken.make())")
+        let registration = core.registry.register(key: key, fileName: "warm-up.bin", sourceDescription: "warm-up", origin: WarmUpOrigin())
+        defer { core.registry.unregister(id: registration.id) }
+        if let url = URL(string: base.absoluteString + registration.path),
+           let response = try? await core.transport.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2))) {
             _ = try? await response.body.collect(upTo: 4096)
+        }
+        // Removal waits until the resource is idle: its download ends as soon as the in-memory body does.
+        for _ in 0..<100 {
+            if (try? await core.cache.remove(key)) != nil { break }
+            try? await Task.sleep(for: .milliseconds(5))
         }
     }
 
@@ -254,5 +266,19 @@ private final class ListeningSignal: Sendable {
             }
             if let ready { continuation.resume(with: ready) }
         }
+    }
+}
+
+/// The origin of the start-up warm-up request: a small resource in memory.
+private struct WarmUpOrigin: Origin {
+    static let length: Int64 = 64 * 1024
+
+    var logDescription: String { "warm-up" }
+
+    func open(_ request: OriginRequest) async throws -> OriginResponse {
+        let range = (request.range ?? ByteRange(0, Self.length)).clamped(toLength: Self.length)
+        let info = ResourceInfo(totalLength: Self.length, mimeType: "application/octet-stream", acceptsByteRanges: true,
+                                validator: Validator(entityTag: "\"warm-up\""))
+        return OriginResponse(info: info, offset: range.lowerBound, length: range.count, body: HTTPBody(chunks: [Data(count: Int(range.count))]))
     }
 }

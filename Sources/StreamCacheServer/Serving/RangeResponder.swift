@@ -53,7 +53,9 @@ struct RangeResponder: Sendable {
         func body(of range: ByteRange, total: Int64) -> ResponseBody {
             let early = started.flatMap { $0.range.lowerBound == range.lowerBound && min($0.range.upperBound, total) == range.upperBound ? $0 : nil }
             return ResponseBody(contentLength: Int(range.count)) { writer in
-                if let early {
+                if early == nil, let region = try await resource.cachedRegion(range) {
+                    try await Self.write(region, to: &writer)
+                } else if let early {
                     if let first = early.first { try await writer.write(ByteBuffer(bytes: first.data)) }
                     var iterator = early.iterator
                     while let chunk = try await iterator.next() { try await writer.write(ByteBuffer(bytes: chunk.data)) }
@@ -149,6 +151,26 @@ struct RangeResponder: Sendable {
             return ifRange == tag
         }
         return validator.lastModified == ifRange
+    }
+
+    /// The size of one socket write from the cache: large enough that per-write costs vanish,
+    /// small enough that a slow client holds little memory.
+    static let cacheWriteSize = 1024 * 1024
+
+    /// Reads cached bytes straight into socket buffers: one copy (the kernel's) fewer than a
+    /// ``ReadStream``, which matters at gigabytes per second.
+    static func write(_ region: CachedRegion, to writer: inout any ResponseBodyWriter) async throws {
+        var offset = region.range.lowerBound
+        let allocator = ByteBufferAllocator()
+        while offset < region.range.upperBound {
+            let count = Int(min(Int64(cacheWriteSize), region.range.upperBound - offset))
+            var buffer = allocator.buffer(capacity: count)
+            _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+                try region.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: offset)
+            }
+            offset += Int64(count)
+            try await writer.write(buffer)
+        }
     }
 
     /// Copies a read stream into the response, one engine chunk per socket write.
