@@ -53,10 +53,12 @@ expected=$(sha256sum < "$work/www/big.bin" | cut -d' ' -f1)
 round() {
   local name=$1 start end failures=0
   start=$(date +%s.%N)
+  local pids=()
   for i in $(seq 1 "$clients"); do
     (curl -s -f "$url" | sha256sum | cut -d' ' -f1 > "$work/sum.$i") &
+    pids+=($!)
   done
-  wait
+  wait "${pids[@]}"
   end=$(date +%s.%N)
   for i in $(seq 1 "$clients"); do [ "$(cat "$work/sum.$i")" = "$expected" ] || failures=$((failures + 1)); done
   local hwm

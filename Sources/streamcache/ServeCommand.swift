@@ -79,7 +79,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = Self.makeLogger(verbose: verbose)
         let headers = try ArgumentParsing.headers(headers)
-        var cacheConfiguration = StreamCache.Configuration(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
+        var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
         cacheConfiguration.logger = logger
         var serverConfiguration = ProxyServer.Configuration()
         serverConfiguration.host = host

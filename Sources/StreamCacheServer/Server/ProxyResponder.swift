@@ -11,10 +11,13 @@ import StreamCache
 struct ProxyRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let peerIsLoopback: Bool
+    /// The connection's event loop, which body writers wait on (see ``RangeResponder/OutboundPacer``).
+    let eventLoop: any EventLoop
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         peerIsLoopback = Self.isLoopback(source.channel.remoteAddress)
+        eventLoop = source.channel.eventLoop
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {
@@ -59,7 +62,8 @@ struct ProxyResponder: HTTPResponder {
         case "s":
             guard segments.count == 3, let stream = server.registry.stream(id: segments[1]),
                   segments[2].removingPercentEncoding == stream.registration.fileName else { return Self.notFound }
-            return await ranges.respond(to: request, resource: server.resource(for: stream), fileName: stream.registration.fileName)
+            return await ranges.respond(to: request, resource: server.resource(for: stream), fileName: stream.registration.fileName,
+                                        eventLoop: context.eventLoop)
         default:
             guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }
             let encodedRest = path.dropFirst(first.count + 2)
@@ -67,7 +71,7 @@ struct ProxyResponder: HTTPResponder {
                 return Self.notFound
             }
             let resource = server.cache.resource(for: CacheKey(url: url), origin: server.makeOrigin(url: url, headers: folder.headers))
-            return await ranges.respond(to: request, resource: resource, fileName: relative.fileName)
+            return await ranges.respond(to: request, resource: resource, fileName: relative.fileName, eventLoop: context.eventLoop)
         }
     }
 

@@ -118,8 +118,10 @@ public final class ProxyServer: Sendable {
             response.body.discard()
             switch response.status {
             case 200..<400: return nil
-            case 401, 403: return "The origin rejected the credentials (HTTP \(response.status)) for \(mounted.mount.baseURL.redactedDescription)."
-            default: return "The origin answered HTTP \(response.status) for \(mounted.mount.baseURL.redactedDescription)."
+            case 401: return "The origin rejected the credentials (HTTP 401) for \(mounted.mount.baseURL.redactedDescription)."
+            default:
+                return "The origin answered HTTP \(response.status) for the folder URL \(mounted.mount.baseURL.redactedDescription) itself; "
+                    + "files below it may still be served."
             }
         } catch {
             return "The origin could not be reached at \(mounted.mount.baseURL.redactedDescription): \(error)"

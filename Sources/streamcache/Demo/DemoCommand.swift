@@ -51,7 +51,7 @@ struct DemoCommand: AsyncParsableCommand {
         let folder: URL
         do {
             folder = try await origin.start()
-            cache = try StreamCache(configuration: .init(directory: directory))
+            cache = try StreamCache(configuration: .proxy(directory: directory))
             var configuration = ProxyServer.Configuration()
             configuration.port = port
             server = try ProxyServer(cache: cache, configuration: configuration)
