@@ -70,47 +70,23 @@ public struct HTTPOrigin: Origin {
 
     public var logDescription: String { url.redactedDescription }
 
+    fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
+        logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
+    }
+
     public func open(_ request: OriginRequest) async throws -> OriginResponse {
         let first = try await openOnce(range: request.range, validator: request.validator)
         guard let expectedEnd = first.length.map({ first.offset + $0 }) ?? first.info.totalLength, first.info.acceptsByteRanges else {
             return first
         }
-        // Wrap the body so that a connection dropped mid-body resumes where it broke off.
-        let info = first.info
-        let start = first.offset
-        let initialBody = first.body
-        let body = HTTPBody.streaming { [self] write in
-            var position = start
-            var body = initialBody
-            var failures = 0
-            while true {
-                do {
-                    for try await chunk in body {
-                        let usable = chunk.prefix(Int(clamping: expectedEnd - position))
-                        if !usable.isEmpty {
-                            try await write(usable)
-                            position += Int64(usable.count)
-                            failures = 0
-                        }
-                        if position >= expectedEnd { return }
-                    }
-                    if position >= expectedEnd { return }
-                    throw StreamCacheError(.badResponse, "The origin ended the body \(expectedEnd - position) bytes early.",
-                                           range: ByteRange(position, expectedEnd))
-                } catch let error where !(error is CancellationError) && !Task.isCancelled {
-                    failures += 1
-                    guard failures < configuration.retry.maxAttempts else { throw error }
-                    logger.info("resuming after a broken body", metadata: ["origin": "\(logDescription)", "offset": "\(position)", "error": "\(error)"])
-                    try await Task.sleep(for: configuration.retry.backoff(beforeAttempt: failures + 1))
-                    body = try await resume(at: position, end: expectedEnd, info: info)
-                }
-            }
-        }
-        return OriginResponse(info: info, offset: first.offset, length: first.length, body: body)
+        // Wrap the body so that a connection dropped mid-body resumes where it broke off. The
+        // wrapper runs in the consumer's task: a chunk costs no extra thread hop.
+        let body = HTTPBody(pulling: ResumingBody(origin: self, info: first.info, start: first.offset, end: expectedEnd, body: first.body))
+        return OriginResponse(info: first.info, offset: first.offset, length: first.length, body: body)
     }
 
     /// Re-opens `[position, end)` and proves it is the same version; otherwise throws `resourceChanged`.
-    private func resume(at position: Int64, end: Int64, info: ResourceInfo) async throws -> HTTPBody {
+    fileprivate func resume(at position: Int64, end: Int64, info: ResourceInfo) async throws -> HTTPBody {
         let ifRange = info.validator.ifRangeValue != nil ? info.validator : nil
         let response = try await openOnce(range: ByteRange(position, end), validator: ifRange)
         guard response.offset == position, response.info.acceptsByteRanges, info.isSameVersion(as: response.info) else {
@@ -269,5 +245,68 @@ extension URL {
     func hasSameOrigin(as other: URL) -> Bool {
         func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
         return scheme?.lowercased() == other.scheme?.lowercased() && host?.lowercased() == other.host?.lowercased() && port(self) == port(other)
+    }
+}
+
+/// A body that, when its connection breaks off, re-opens the rest with `Range` and `If-Range`
+/// (after the retry policy's back-off) and carries on from the same byte, or throws
+/// `resourceChanged` when the origin's version is no longer the same.
+private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
+    // @unchecked: `next()` runs in one task at a time (the body's consumer); `current` is also
+    // read by `cancel()` from any thread, so it is guarded by `lock`.
+    private let origin: HTTPOrigin
+    private let info: ResourceInfo
+    private let end: Int64
+    private var position: Int64
+    private var failures = 0
+    private var iterator: HTTPBody.Iterator
+    private let current: Locked<(body: HTTPBody, cancelled: Bool)>
+
+    init(origin: HTTPOrigin, info: ResourceInfo, start: Int64, end: Int64, body: HTTPBody) {
+        self.origin = origin
+        self.info = info
+        self.end = end
+        self.position = start
+        self.iterator = body.makeAsyncIterator()
+        self.current = Locked((body, false))
+    }
+
+    func next() async throws -> Data? {
+        while position < end {
+            do {
+                guard let chunk = try await iterator.next() else {
+                    throw StreamCacheError(.badResponse, "The origin ended the body \(end - position) bytes early.", range: ByteRange(position, end))
+                }
+                let usable = chunk.prefix(Int(clamping: end - position))
+                guard !usable.isEmpty else { continue }
+                position += Int64(usable.count)
+                failures = 0
+                return usable
+            } catch let error where !(error is CancellationError) && !Task.isCancelled && !current.withLock({ $0.cancelled }) {
+                failures += 1
+                guard failures < origin.configuration.retry.maxAttempts else { throw error }
+                origin.log("resuming after a broken body", metadata: ["offset": "\(position)", "error": "\(error)"])
+                try await Task.sleep(for: origin.configuration.retry.backoff(beforeAttempt: failures + 1))
+                let body = try await origin.resume(at: position, end: end, info: info)
+                let cancelled = current.withLock { state -> Bool in
+                    state.body = body
+                    return state.cancelled
+                }
+                if cancelled {
+                    body.discard()
+                    throw CancellationError()
+                }
+                iterator = body.makeAsyncIterator()
+            }
+        }
+        return nil
+    }
+
+    func cancel() {
+        let body = current.withLock { state -> HTTPBody in
+            state.cancelled = true
+            return state.body
+        }
+        body.discard()
     }
 }

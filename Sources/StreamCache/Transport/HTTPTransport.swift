@@ -65,9 +65,20 @@ public struct HTTPResponse: Sendable {
 public struct HTTPBody: AsyncSequence, Sendable {
     public typealias Element = Data
 
-    private let buffer: AsyncBuffer<Data>
+    fileprivate enum Source: Sendable {
+        /// Chunks pushed by a transport or a producer task.
+        case buffer(AsyncBuffer<Data>)
+        /// Chunks pulled on demand in the consumer's own task.
+        case pull(any HTTPBodySource)
+    }
 
-    init(buffer: AsyncBuffer<Data>) { self.buffer = buffer }
+    private let source: Source
+
+    init(buffer: AsyncBuffer<Data>) { self.source = .buffer(buffer) }
+
+    /// A body whose chunks `source` produces when the consumer asks, in the consumer's task: no
+    /// task and no buffer of its own, so each chunk costs no extra thread hop.
+    public init(pulling source: any HTTPBodySource) { self.source = .pull(source) }
 
     /// A body with the given chunks, already complete. Useful for tests and for transports that
     /// received the whole body at once.
@@ -75,7 +86,7 @@ public struct HTTPBody: AsyncSequence, Sendable {
         let buffer = AsyncBuffer<Data>(limit: Int.max)
         for chunk in chunks { buffer.offer(chunk, weight: chunk.count) }
         buffer.finish()
-        self.buffer = buffer
+        self.source = .buffer(buffer)
     }
 
     /// A body fed by `producer`, which is cancelled when the consumer stops listening.
@@ -114,22 +125,44 @@ public struct HTTPBody: AsyncSequence, Sendable {
 
     /// Aborts the request without reading the body: call it for a response whose body is not wanted
     /// (a redirect, an error status), so the transfer stops instead of filling memory.
-    public func discard() { buffer.cancel() }
+    public func discard() {
+        switch source {
+        case .buffer(let buffer): buffer.cancel()
+        case .pull(let source): source.cancel()
+        }
+    }
 
-    public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
+    public func makeAsyncIterator() -> Iterator { Iterator(source: source) }
 
     /// Iterates a body; dropping it aborts the request.
-    public struct Iterator: AsyncIteratorProtocol {
-        private let buffer: AsyncBuffer<Data>
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
+        private let source: Source
         private let abandon: DeinitAction
 
-        init(buffer: AsyncBuffer<Data>) {
-            self.buffer = buffer
-            self.abandon = DeinitAction { buffer.cancel() }
+        fileprivate init(source: Source) {
+            self.source = source
+            switch source {
+            case .buffer(let buffer): abandon = DeinitAction { buffer.cancel() }
+            case .pull(let pull): abandon = DeinitAction { pull.cancel() }
+            }
         }
 
         public mutating func next() async throws -> Data? {
-            try await buffer.next()
+            switch source {
+            case .buffer(let buffer): try await buffer.next()
+            case .pull(let pull): try await pull.next()
+            }
         }
     }
+}
+
+/// Produces a body's chunks on demand, for ``HTTPBody/init(pulling:)``.
+///
+/// Only one task calls ``next()`` at a time (the body's single consumer); ``cancel()`` may be
+/// called from any thread, at any time, and must abort the underlying request.
+public protocol HTTPBodySource: AnyObject, Sendable {
+    /// The next chunk, or `nil` at the end of the body.
+    func next() async throws -> Data?
+    /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
+    func cancel()
 }

@@ -156,7 +156,7 @@ struct RangeResponder: Sendable {
 
     /// The size of one socket write from the cache: large enough that per-write costs vanish,
     /// small enough that a slow client holds little memory.
-    static let cacheWriteSize = 512 * 1024
+    static let cacheWriteSize = 1024 * 1024
 
     /// Reads cached bytes straight into socket buffers: one copy (the kernel's) fewer than a
     /// ``ReadStream``, which matters at gigabytes per second.

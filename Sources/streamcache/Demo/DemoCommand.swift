@@ -107,7 +107,7 @@ struct DemoCommand: AsyncParsableCommand {
         let transport = AsyncHTTPClientTransport()
         defer { Task { try? await transport.shutdown() } }
         print("Scripted session on \(url.lastPathComponent) (\(ByteFormat.string(total))):")
-        print("  step                   bytes      first byte   from origin   origin requests")
+        print("  step                     bytes  first byte   origin sent   origin requests")
         for (name, range) in steps {
             let before = origin.snapshot
             let started = ContinuousClock.now
