@@ -66,14 +66,17 @@ extension Resource {
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
-        downloads[id]?.task = Task { await self.runDownload(id: id) }
+        // The first request is planned here, on the actor, so the download task can send it at once.
+        let first = Result { try nextSegment(id: id) }
+        downloads[id]?.task = Task { await self.runDownload(id: id, first: first) }
     }
 
     /// The download loop: request the next segment, write each chunk where it belongs, report it,
     /// until the download reaches its limit or is no longer needed. Runs off the actor.
-    nonisolated func runDownload(id: Int) async {
+    nonisolated func runDownload(id: Int, first: Result<(any Origin, OriginRequest)?, any Error>) async {
         do {
-            segments: while let (origin, request) = try await nextSegment(id: id) {
+            var planned: (any Origin, OriginRequest)? = try first.get()
+            segments: while let (origin, request) = planned {
                 let response = try await origin.open(request)
                 guard let (file, start, generation) = try await downloadOpened(id: id, response: response) else { break }
                 var offset = start
@@ -85,6 +88,7 @@ extension Resource {
                     offset = written.upperBound
                     guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
                 }
+                planned = try await nextSegment(id: id)
             }
             await downloadEnded(id: id, error: nil)
         } catch {

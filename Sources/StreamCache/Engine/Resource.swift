@@ -37,7 +37,14 @@ public actor Resource {
     var file: DataFile?
     var loadTask: Task<Void, any Error>?
     /// The resource's info, once a request has told it.
-    public internal(set) var info: ResourceInfo?
+    public internal(set) var info: ResourceInfo? {
+        didSet { infoSnapshot.withLock { $0 = info } }
+    }
+    private nonisolated let infoSnapshot = Locked<ResourceInfo?>(nil)
+
+    /// ``info`` as last set, readable without waiting for the actor: `nil` until the resource
+    /// is loaded or the origin has answered. A server uses it to answer a cached resource at once.
+    public nonisolated var knownInfo: ResourceInfo? { infoSnapshot.withLock { $0 } }
     /// Bytes in the data file (committed to the index or about to be).
     var available = RangeSet()
     var generation = 0

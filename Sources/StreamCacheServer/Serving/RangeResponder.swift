@@ -36,7 +36,7 @@ struct RangeResponder: Sendable {
         var started: StartedRead?
         var info: ResourceInfo
         do {
-            if let known = try await resource.cachedInfo(), known.totalLength != nil {
+            if let known = resource.knownInfo, known.totalLength != nil {
                 info = known
             } else if let early = Self.rangeReadableBeforeLength(range) {
                 var iterator = resource.read(early).makeAsyncIterator()
