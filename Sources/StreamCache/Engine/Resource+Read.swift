@@ -146,6 +146,13 @@ extension Resource {
         reaper?.cancel()
         reaper = nil
         touchIfDue()
+        // Start fetching a missing first byte now rather than on the next call: the origin round
+        // trip is the longest wait of a cold read. `nextStep` joins this download (or reports why
+        // there is none).
+        let end = info?.totalLength.map { min($0, range.upperBound) } ?? range.upperBound
+        if range.lowerBound < end, !available.contains(range.lowerBound) {
+            try? ensureDownload(covering: range.lowerBound, readerEnd: range.upperBound, prefetch: prefetch)
+        }
         return (id, available.intersection(range), generation)
     }
 

@@ -53,17 +53,12 @@ final class DataFile: Sendable {
     func read(count: Int, at offset: Int64) throws -> Data {
         guard count > 0 else { return Data() }
         let base = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 16)
-        var done = 0
-        while done < count {
-            let read = pread(descriptor, base + done, count - done, off_t(offset + Int64(done)))
-            if read < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                base.deallocate()
-                throw DataFile.error(code, "read the cache file")
-            }
-            if read == 0 { break }
-            done += read
+        let done: Int
+        do {
+            done = try read(into: UnsafeMutableRawBufferPointer(start: base, count: count), at: offset)
+        } catch {
+            base.deallocate()
+            throw error
         }
         return Data(bytesNoCopy: base, count: done, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }

@@ -42,7 +42,12 @@ struct RangeResponder: Sendable {
                 var iterator = resource.read(early).makeAsyncIterator()
                 let first = try await iterator.next()
                 started = StartedRead(range: early, iterator: iterator, first: first)
-                info = try await resource.loadInfo(near: early.lowerBound)
+                // The first chunk's download stored the info; the snapshot avoids an actor hop.
+                if let known = resource.knownInfo, known.totalLength != nil {
+                    info = known
+                } else {
+                    info = try await resource.loadInfo(near: early.lowerBound)
+                }
             } else {
                 info = try await resource.loadInfo(near: range?.startWithoutLength ?? 0)
             }
