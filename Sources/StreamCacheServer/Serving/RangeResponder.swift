@@ -56,8 +56,17 @@ struct RangeResponder: Sendable {
         }
         if info.fileName == nil { info.fileName = fileName }
         /// The body of `range`: the read already started when it covers exactly that, else a new one.
-        func body(of range: ByteRange, total: Int64) -> ResponseBody {
+        func body(of range: ByteRange, total: Int64) async -> ResponseBody {
             let early = started.flatMap { $0.range.lowerBound == range.lowerBound && min($0.range.upperBound, total) == range.upperBound ? $0 : nil }
+            // Small answers go out in one write with the head (Hummingbird's fast path): AVPlayer's
+            // 2-byte probe, and short cached ranges such as a seek's first read.
+            if let first = early?.first, first.range == range {
+                return ResponseBody(byteBuffer: ByteBuffer(bytes: first.data))
+            }
+            if early == nil, range.count <= Self.inlineLimit, let region = try? await resource.cachedRegion(range),
+               let buffer = try? Self.buffer(from: region) {
+                return ResponseBody(byteBuffer: buffer)
+            }
             return ResponseBody(contentLength: Int(range.count)) { writer in
                 if early == nil, let region = try await resource.cachedRegion(range) {
                     try await Self.write(region, to: &writer, pacer: pacer)
@@ -98,12 +107,12 @@ struct RangeResponder: Sendable {
         case nil:
             headers[.contentLength] = String(total)
             if isHead { return Response(status: .ok, headers: headers) }
-            return Response(status: .ok, headers: headers, body: body(of: ByteRange(0, total), total: total))
+            return Response(status: .ok, headers: headers, body: await body(of: ByteRange(0, total), total: total))
         case let ranges? where ranges.count == 1:
             let range = ranges[0]
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
             headers[.contentLength] = String(range.count)
-            return Response(status: .partialContent, headers: headers, body: body(of: range, total: total))
+            return Response(status: .partialContent, headers: headers, body: await body(of: range, total: total))
         case let ranges?:
             let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
             headers[.contentType] = multipart.contentType
@@ -162,6 +171,20 @@ struct RangeResponder: Sendable {
     /// The size of one socket write from the cache: large enough that per-write costs vanish,
     /// small enough that a slow client holds little memory.
     static let cacheWriteSize = 1024 * 1024
+
+    /// Answers up to this size that are wholly cached are read before the head is sent and go
+    /// out with it in one write.
+    static let inlineLimit: Int64 = 256 * 1024
+
+    /// All of `region` in one buffer.
+    static func buffer(from region: CachedRegion) throws -> ByteBuffer {
+        let count = Int(region.range.count)
+        var buffer = ByteBufferAllocator().buffer(capacity: count)
+        _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+            try region.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: region.range.lowerBound)
+        }
+        return buffer
+    }
 
     /// Reads cached bytes straight into socket buffers: one copy (the kernel's) fewer than a
     /// ``ReadStream``, which matters at gigabytes per second.
