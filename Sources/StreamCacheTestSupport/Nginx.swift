@@ -133,8 +133,22 @@ public final class Nginx: @unchecked Sendable {
 public enum FreePort {
     /// A port on 127.0.0.1 that was free a moment ago.
     public static func find() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (port, fd) = try bound()
+        close(fd)
+        return port
+    }
+
+    /// Runs `body` with a port that refuses connections for its whole duration: it is bound but
+    /// not listening, so no other test can take it meanwhile.
+    public static func withRefusingPort<T>(_ body: (Int) async throws -> T) async throws -> T {
+        let (port, fd) = try bound()
         defer { close(fd) }
+        return try await body(port)
+    }
+
+    private static func bound() throws -> (Int, Int32) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
@@ -143,8 +157,11 @@ public enum FreePort {
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
         }
-        guard ok else { throw POSIXError(.EADDRNOTAVAIL) }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard ok else {
+            close(fd)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        return (Int(UInt16(bigEndian: address.sin_port)), fd)
     }
 
     /// Polls until something accepts connections on `port` (bounded by `timeout` seconds).

@@ -120,12 +120,14 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
     @Test(arguments: TransportKind.allCases)
     func refusedConnectionIsOriginUnavailable(kind: TransportKind) async throws {
-        let port = try FreePort.find()
-        do {
-            _ = try await kind.make().send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/x")!, timeout: .seconds(5)))
-            Issue.record("a refused connection must throw")
-        } catch let error as StreamCacheError {
-            #expect(error.code == .originUnavailable)
+        // The port stays bound (not listening) during the request, so no parallel test can take it.
+        try await FreePort.withRefusingPort { port in
+            do {
+                _ = try await kind.make().send(HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/x")!, timeout: .seconds(5)))
+                Issue.record("a refused connection must throw")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .originUnavailable)
+            }
         }
     }
 

@@ -178,10 +178,14 @@ struct RangeResponder: Sendable {
 
     /// All of `region` in one buffer.
     static func buffer(from region: CachedRegion) throws -> ByteBuffer {
-        let count = Int(region.range.count)
+        try buffer(from: region, at: region.range.lowerBound, count: Int(region.range.count))
+    }
+
+    /// `count` bytes of `region` from `offset`, read straight into a new buffer.
+    static func buffer(from region: CachedRegion, at offset: Int64, count: Int) throws -> ByteBuffer {
         var buffer = ByteBufferAllocator().buffer(capacity: count)
         _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
-            try region.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: region.range.lowerBound)
+            try region.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: offset)
         }
         return buffer
     }
@@ -190,13 +194,9 @@ struct RangeResponder: Sendable {
     /// ``ReadStream``, which matters at gigabytes per second.
     static func write(_ region: CachedRegion, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
         var offset = region.range.lowerBound
-        let allocator = ByteBufferAllocator()
         while offset < region.range.upperBound {
             let count = Int(min(Int64(cacheWriteSize), region.range.upperBound - offset))
-            var buffer = allocator.buffer(capacity: count)
-            _ = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
-                try region.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: offset)
-            }
+            let buffer = try buffer(from: region, at: offset, count: count)
             offset += Int64(count)
             try await pacer.write(buffer, to: &writer)
         }
