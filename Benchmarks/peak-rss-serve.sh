@@ -9,39 +9,16 @@ size_mb=${1:-200}
 clients=${2:-16}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/streamcache-serve-rss.XXXXXX)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-proxy_port=$(free_port)
 proxy_pid=""
 cleanup() {
   [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  stop_origin
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-swift build -c release --product streamcache --package-path "$root" >/dev/null
-bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
-
-mkdir -p "$work/www" "$work/logs"
-head -c $((size_mb * 1000 * 1000)) /dev/urandom > "$work/www/big.bin"
-cat > "$work/nginx.conf" <<CONF
-$( [ "$(id -u)" = 0 ] && echo 'user root;' )
-pid $work/nginx.pid;
-error_log $work/logs/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log $work/logs/access.log;
-  sendfile on;
-  server {
-    listen 127.0.0.1:$port;
-    root $work/www;
-    location / { if (\$http_authorization != "Bearer bench") { return 401; } }
-  }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work"
-for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+. "$root/Benchmarks/nginx-origin.sh"
+proxy_port=$(free_port)
+start_origin $((size_mb * 1000 * 1000))
 
 "$bin" serve --port "$proxy_port" --cache-dir "$work/cache" --control-token-file "$work/token" \
   --folder "http://127.0.0.1:$port/" -H 'Authorization: Bearer bench' --url-token rss >"$work/serve.out" 2>"$work/serve.err" &

@@ -35,13 +35,6 @@ extension Resource {
         return CachedRegion(range: range, file: file)
     }
 
-    /// The info the cache holds (from the index or an earlier answer), or `nil` when it does not
-    /// know the resource yet; never asks the origin.
-    public func cachedInfo() async throws -> ResourceInfo? {
-        try await ensureLoaded()
-        return info
-    }
-
     /// The resource's info, asking the origin only when the cache does not know the length yet.
     ///
     /// When it must ask, it starts the download a reader at `offset` would need, so the bytes the

@@ -1,0 +1,34 @@
+# Sourced by the peak-RSS benchmarks: a loopback nginx origin that requires
+# `Authorization: Bearer bench` and serves $work/www, plus the release `streamcache` binary.
+# Needs: $root (the package) and $work (a scratch directory the caller removes).
+# Sets: $bin, $port; start_origin SIZE_BYTES writes $work/www/big.bin and starts nginx;
+# stop_origin stops it.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+swift build -c release --product streamcache --package-path "$root" >/dev/null
+bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
+port=$(free_port)
+
+start_origin() {
+  mkdir -p "$work/www" "$work/logs"
+  head -c "$1" /dev/urandom > "$work/www/big.bin"
+  cat > "$work/nginx.conf" <<CONF
+$( [ "$(id -u)" = 0 ] && echo 'user root;' )
+pid $work/nginx.pid;
+error_log $work/logs/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log $work/logs/access.log;
+  sendfile on;
+  server {
+    listen 127.0.0.1:$port;
+    root $work/www;
+    location / { if (\$http_authorization != "Bearer bench") { return 401; } }
+  }
+}
+CONF
+  nginx -c "$work/nginx.conf" -p "$work"
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+}
+
+stop_origin() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; }
