@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "StreamCache", targets: ["StreamCache"]),
         .library(name: "StreamCacheHTTPClient", targets: ["StreamCacheHTTPClient"]),
         .library(name: "StreamCacheServer", targets: ["StreamCacheServer"]),
+        .library(name: "StreamCacheAVFoundation", targets: ["StreamCacheAVFoundation"]),
         .executable(name: "streamcache", targets: ["streamcache"]),
     ],
     dependencies: [
@@ -57,6 +58,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StreamCacheAVFoundation",
+            dependencies: ["StreamCache"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -104,6 +110,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StreamCacheAVFoundationTests",
+            dependencies: [
+                "StreamCache",
+                "StreamCacheAVFoundation",
+                "StreamCacheTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -92,6 +92,28 @@ import Testing
         }
     }
 
+    /// A download whose reader left is not cut mid-request: every byte the origin sent ends up in
+    /// the cache, so none is fetched twice when the next reader comes.
+    @Test func aDownloadNobodyNeedsFinishesItsRequestInsteadOfWastingIt() async throws {
+        let (server, data) = try makeOrigin(size: 12_000_000)
+        // A first request (1 MiB) takes about 0.5 s, longer than the grace period.
+        server.bytesPerSecond = 2_000_000
+        try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .milliseconds(300) }) { cache in
+            let song = resource(cache, server)
+            for start in [0, 6_000_000] {
+                let part = try await song.read(ByteRange(Int64(start), Int64(start) + 100_000)).collect()
+                #expect(part == data[start..<start + 100_000])
+            }
+            for _ in 0..<100 where await song.isDownloading { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(await !song.isDownloading)
+            for _ in 0..<50 where server.requests.count < 2 { try await Task.sleep(for: .milliseconds(50)) }
+            let sent = server.bodyBytesSent(for: Self.path)
+            let cached = try await song.cachedRanges.coveredByteCount
+            #expect(sent == cached, "the origin sent \(sent) bytes, the cache kept \(cached)")
+            #expect(sent < 12_000_000 / 2)
+        }
+    }
+
     /// Acceptance 3 at unit scale: 8 concurrent readers share downloads.
     @Test func concurrentReadersShareOneDownload() async throws {
         let size = 6_000_000

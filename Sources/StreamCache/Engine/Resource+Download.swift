@@ -192,8 +192,13 @@ extension Resource {
             goOn = false
         }
         if goOn, download.kind == .read, !configuration.completesResourcesInBackground {
+            // An unneeded download is not cut mid-request: the bytes already on the wire would be
+            // sent by the origin and thrown away here, and fetched again by the next reader.
+            // ``nextSegment(id:)`` stops it at the end of the request in flight. Only a request
+            // longer than the idle read-ahead (an origin that ignores ranges, or a read-ahead set
+            // below the segment size) is cut where the read-ahead ends.
             updateIdleState(&download)
-            if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { goOn = false }
+            if let idleLimit = download.idleLimit, download.position >= idleLimit { goOn = false }
         }
         downloads[id] = download
         return goOn
@@ -240,23 +245,27 @@ extension Resource {
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
     }
 
-    /// After the last reader leaves, stops read downloads once the grace period is over.
+    /// After the last reader leaves, watches read downloads once per grace period and cancels
+    /// those that made no progress during it (a stalled origin). A download that makes progress
+    /// stops by itself at the end of its request in flight (see ``nextSegment(id:)``).
     func scheduleReaperIfIdle() {
         guard readers.isEmpty, downloads.values.contains(where: { $0.kind == .read }), reaper == nil,
               !configuration.completesResourcesInBackground else { return }
         let grace = configuration.idleDownloadGracePeriod
+        let positions = downloads.mapValues(\.position)
         reaper = Task {
             do { try await Task.sleep(for: grace) } catch { return }
-            self.reapIdleDownloads()
+            self.reapIdleDownloads(positionsBefore: positions)
         }
     }
 
-    func reapIdleDownloads() {
+    func reapIdleDownloads(positionsBefore: [Int: Int64]) {
         reaper = nil
         guard readers.isEmpty else { return }
-        for download in downloads.values where download.kind == .read {
+        for download in downloads.values where download.kind == .read && positionsBefore[download.id] == download.position {
             download.task?.cancel()
         }
+        scheduleReaperIfIdle()
     }
 
     /// With background completion on, fills the resource's gaps once readers are gone.

@@ -20,7 +20,9 @@ extension StreamCache {
         public var initialSegmentSize: Int64 = 1 << 20
         /// The most bytes one origin request asks for.
         public var maximumSegmentSize: Int64 = 4 << 20
-        /// How long a download that no reader needs goes on before it is stopped.
+        /// How long a download that no reader needs goes on: it then stops at the end of its
+        /// request in flight (bytes already on the wire are not thrown away). Once its last reader
+        /// has left, a download that makes no progress for this long (a stalled origin) is cancelled.
         public var idleDownloadGracePeriod: Duration = .seconds(5)
         /// How many bytes a download that no reader needs may still fetch (within the grace
         /// period): enough that a player reconnecting after a close or a short seek finds its

@@ -17,6 +17,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case originUnavailable, resourceChanged, rangeNotSatisfiable, authenticationFailed, notFound
             case badResponse, tooManyRedirects, diskFull, cacheIOFailed, invalidArgument, rangeNotSupported
+            case unsupportedMediaType
         }
 
         private let base: Base
@@ -43,6 +44,28 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(base: .invalidArgument)
         /// The origin cannot serve byte ranges and the request cannot be answered without them.
         public static let rangeNotSupported = Code(base: .rangeNotSupported)
+        /// The player cannot take the resource's media type (for example AVFoundation's
+        /// `allowedContentTypes` does not list it).
+        public static let unsupportedMediaType = Code(base: .unsupportedMediaType)
+
+        /// A stable number for the code, used as the `NSError` code (see ``StreamCacheError/errorCode``).
+        /// Numbers are never reused.
+        public var number: Int {
+            switch base {
+            case .originUnavailable: 1
+            case .resourceChanged: 2
+            case .rangeNotSatisfiable: 3
+            case .authenticationFailed: 4
+            case .notFound: 5
+            case .badResponse: 6
+            case .tooManyRedirects: 7
+            case .diskFull: 8
+            case .cacheIOFailed: 9
+            case .invalidArgument: 10
+            case .rangeNotSupported: 11
+            case .unsupportedMediaType: 12
+            }
+        }
 
         public var description: String { base.rawValue }
     }
