@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "StreamCacheHTTPClient", targets: ["StreamCacheHTTPClient"]),
         .library(name: "StreamCacheServer", targets: ["StreamCacheServer"]),
         .library(name: "StreamCacheAVFoundation", targets: ["StreamCacheAVFoundation"]),
+        .library(name: "StreamCacheSources", targets: ["StreamCacheSources"]),
         .executable(name: "streamcache", targets: ["streamcache"]),
     ],
     dependencies: [
@@ -61,6 +62,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StreamCacheSources",
+            dependencies: [
+                "StreamCache",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StreamCacheAVFoundation",
             dependencies: ["StreamCache"],
             swiftSettings: swiftSettings
@@ -69,6 +78,7 @@ let package = Package(
             name: "streamcache",
             dependencies: [
                 "StreamCache",
+                "StreamCacheSources",
                 "StreamCacheHTTPClient",
                 "StreamCacheServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -94,6 +104,8 @@ let package = Package(
             name: "StreamCacheTestSupport",
             dependencies: [
                 "StreamCache",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -110,6 +122,17 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StreamCacheSourcesTests",
+            dependencies: [
+                "StreamCache",
+                "StreamCacheSources",
+                "StreamCacheServer",
+                "StreamCacheHTTPClient",
+                "StreamCacheTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

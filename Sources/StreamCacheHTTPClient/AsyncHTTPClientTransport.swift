@@ -77,6 +77,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
         outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method)
+        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
         for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
         if !request.headers.contains("Accept-Encoding") { outgoing.headers.add(name: "Accept-Encoding", value: "identity") }
         if !request.headers.contains("User-Agent") { outgoing.headers.add(name: "User-Agent", value: "StreamCache/1") }

@@ -17,6 +17,9 @@ public final class Nginx: @unchecked Sendable {
         public var status: Int
         /// Body bytes sent.
         public var bodyBytes: Int64
+        /// nginx's serial number of the connection the request came on (equal numbers: a reused
+        /// keep-alive connection).
+        public var connection: Int
     }
 
     /// The port nginx listens on.
@@ -31,13 +34,34 @@ public final class Nginx: @unchecked Sendable {
         ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/opt/homebrew/bin/nginx", "/usr/local/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// A WebDAV account: nginx's DAV module and the dav-ext module (`PROPFIND`), behind Basic auth.
+    public struct WebDAVAccount: Sendable {
+        /// The user name.
+        public var user: String
+        /// The password.
+        public var password: String
+
+        /// Creates an account.
+        public init(user: String, password: String) {
+            self.user = user
+            self.password = password
+        }
+    }
+
+    /// The dav-ext module (Debian: `libnginx-mod-http-dav-ext`), or `nil` when not installed.
+    public static var webDAVModule: String? {
+        ["/usr/lib/nginx/modules/ngx_http_dav_ext_module.so", "/usr/local/lib/nginx/modules/ngx_http_dav_ext_module.so"]
+            .first { FileManager.default.fileExists(atPath: $0) }
+    }
+
     /// Starts nginx serving `root`.
     ///
     /// - Parameters:
     ///   - root: The directory to serve at `/`.
     ///   - authorization: The exact `Authorization` value required, or `nil` for none.
+    ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
     ///   - port: The port; a free one when `nil`.
-    public init(root: URL, authorization: String? = nil, port: Int? = nil) throws {
+    public init(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil) throws {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
@@ -45,17 +69,28 @@ public final class Nginx: @unchecked Sendable {
         self.port = try port ?? FreePort.find()
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
-        let auth = authorization.map { "if ($http_authorization != \"\($0)\") { return 401; }" } ?? ""
+        var auth = authorization.map { "if ($http_authorization != \"\($0)\") { return 401; }" } ?? ""
+        var loadModule = ""
+        if let webDAV {
+            guard let module = Nginx.webDAVModule else {
+                throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx's WebDAV module is not installed (apt-get install -y libnginx-mod-http-dav-ext)"])
+            }
+            loadModule = "load_module \(module);"
+            let passwords = prefix.appendingPathComponent("htpasswd")
+            try "\(webDAV.user):{PLAIN}\(webDAV.password)\n".write(to: passwords, atomically: true, encoding: .utf8)
+            auth = "dav_methods PUT DELETE MKCOL COPY MOVE; dav_ext_methods PROPFIND OPTIONS; auth_basic \"streamcache test\"; auth_basic_user_file \(passwords.path);"
+        }
         let user = getuid() == 0 ? "user root;" : ""
         let config = """
         \(user)
+        \(loadModule)
         daemon off;
         worker_processes 1;
         error_log \(prefix.path)/logs/error.log warn;
         pid \(prefix.path)/nginx.pid;
         events { worker_connections 1024; }
         http {
-            log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent';
+            log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent\\t$connection';
             access_log \(prefix.path)/logs/access.log streamcache;
             client_body_temp_path \(prefix.path)/body;
             proxy_temp_path \(prefix.path)/proxy;
@@ -111,8 +146,8 @@ public final class Nginx: @unchecked Sendable {
         let text = (try? String(contentsOf: prefix.appendingPathComponent("logs/access.log"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
-            guard fields.count == 4, let status = Int(fields[2]), let bytes = Int64(fields[3]) else { return nil }
-            return LogEntry(path: String(fields[0]), range: String(fields[1]), status: status, bodyBytes: bytes)
+            guard fields.count == 5, let status = Int(fields[2]), let bytes = Int64(fields[3]), let connection = Int(fields[4]) else { return nil }
+            return LogEntry(path: String(fields[0]), range: String(fields[1]), status: status, bodyBytes: bytes, connection: connection)
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StreamCache
+import StreamCacheSources
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -11,7 +12,7 @@ import Darwin
 struct GetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get",
-        abstract: "Stream a URL through the cache to stdout or a file.",
+        abstract: "Stream a URL or a cloud file through the cache to stdout or a file.",
         discussion: """
         Cached bytes come from disk; missing ones are fetched from the origin (with your headers), cached, and streamed on in order. \
         A progress bar is shown on stderr when it is a terminal.
@@ -19,10 +20,12 @@ struct GetCommand: AsyncParsableCommand {
         Examples:
           streamcache get https://example.com/a.mp3 -H 'Authorization: Bearer TOKEN' -o a.mp3
           streamcache get https://example.com/a.mp3 --range 0-1048575 | ffprobe -
+          streamcache get yandex:/Music/a.mp3 --token-env YANDEX_TOKEN -o a.mp3
+          streamcache get webdav://me@nas.local:8080/music/a.mp3 --password-env WEBDAV_PASSWORD -o a.mp3
         """
     )
 
-    @Argument(help: "An http or https URL.")
+    @Argument(help: "An http or https URL, or a source reference (webdav://…, yandex:/…, dropbox:/…, gdrive:…, onedrive:…, box:…).")
     var url: String
 
     @Option(name: .customShort("H"), help: ArgumentHelp("A request header, 'Name: value'. Repeatable.", valueName: "header"))
@@ -39,8 +42,10 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var sources: SourceOptions
+
     func validate() throws {
-        _ = try parsedURL()
+        if !SourceReference.isSourceReference(url) { _ = try parsedURL() }
         _ = try parsedHeaders()
         _ = try parsedRange()
     }
@@ -63,9 +68,15 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let url = try parsedURL()
         let range = try parsedRange()
-        let origin = HTTPOrigin(url: url, headers: try parsedHeaders())
+        var file: ResolvedSource?
+        if SourceReference.isSourceReference(url) {
+            do {
+                file = try await sources.source(url, transport: URLSessionTransport.shared).resolve()
+            } catch {
+                throw Failure.exit(error)
+            }
+        }
         let output: FileHandle
         do {
             if let path = self.output {
@@ -85,7 +96,18 @@ struct GetCommand: AsyncParsableCommand {
         } catch {
             throw Failure.exit(error)
         }
-        let resource = cache.resource(for: CacheKey(url: url), origin: origin)
+        let resource: Resource
+        do {
+            if let file {
+                resource = try await cache.resource(for: file)
+            } else {
+                let url = try parsedURL()
+                resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: try parsedHeaders()))
+            }
+        } catch {
+            await cache.shutdown()
+            throw Failure.exit(error)
+        }
         let progress = ProgressBar(enabled: !quiet && isatty(STDERR_FILENO) == 1)
         var written: Int64 = 0
         do {

@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import StreamCache
 import StreamCacheServer
+import StreamCacheSources
+import StreamCacheHTTPClient
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -23,10 +25,12 @@ struct ServeCommand: AsyncParsableCommand {
           streamcache serve https://example.com/music/a.mp3 -H 'Authorization: Bearer TOKEN'
           streamcache serve --folder https://example.com/music/ -H 'Authorization: Bearer TOKEN' --url-token mymusic --port 8090
           mpv "$(streamcache serve … | head -1 | cut -f1)"
+          streamcache serve webdav://me@127.0.0.1:8080/music/a.mp3 --password-env WEBDAV_PASSWORD
+          streamcache serve yandex:/Music/a.mp3 --token-env YANDEX_TOKEN
         """
     )
 
-    @Argument(help: "http or https URLs to serve.")
+    @Argument(help: "http or https URLs, or source references (webdav://…, yandex:/…, dropbox:/…, gdrive:…, onedrive:…, box:…), to serve.")
     var urls: [String] = []
 
     @Option(name: .customShort("H"), help: ArgumentHelp("A header sent to the origin, 'Name: value'. Repeatable; applies to every URL and the folder.", valueName: "header"))
@@ -64,8 +68,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var sources: SourceOptions
+
     func validate() throws {
-        for url in urls { _ = try ArgumentParsing.httpURL(url) }
+        for url in urls where !SourceReference.isSourceReference(url) { _ = try ArgumentParsing.httpURL(url) }
         if let folder { _ = try ArgumentParsing.httpURL(folder) }
         _ = try ArgumentParsing.headers(headers)
         if let maxCacheSize { _ = try ArgumentParsing.byteCount(maxCacheSize) }
@@ -100,12 +106,29 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var registrations: [(StreamRegistration, String)] = []
         for text in urls {
+            if SourceReference.isSourceReference(text) {
+                do {
+                    let source = try sources.source(text, transport: AsyncHTTPClientTransport.shared)
+                    let file = try await source.resolve()
+                    _ = try await cache.resource(for: file)
+                    registrations.append((server.register(origin: file.origin, key: file.key, fileName: file.fileName), source.reference))
+                } catch {
+                    throw Failure.exit(error)
+                }
+                continue
+            }
             let url = try ArgumentParsing.httpURL(text)
             registrations.append((server.register(url: url, headers: headers), url.redactedDescription))
         }
         var mount: FolderMount?
+        var originProblem: String?
         do {
             if let folder { mount = try server.mountFolder(try ArgumentParsing.httpURL(folder), headers: headers, token: urlToken) }
+            if let mount {
+                // Checked before the port opens, so the first player finds the origin's keep-alive
+                // connection ready (about 1.5 ms of its first byte); a slow origin delays the start by 2 s at most.
+                originProblem = await server.checkOrigin(of: mount, timeout: .seconds(2))
+            }
             try await server.start()
             try writeControlToken(server.controlToken)
         } catch {
@@ -118,7 +141,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let mount, let base = server.baseURL {
             printLine(url: base.absoluteString + "/\(mount.token)/", source: mount.baseURL.redactedDescription)
-            if let problem = await server.checkOrigin(of: mount) { Self.printError("warning: \(problem)") }
+            if let originProblem { Self.printError("warning: \(originProblem)") }
         }
         Self.printError("streamcache: serving on \(server.baseURL?.absoluteString ?? host); control API at /api/ with 'Authorization: Bearer \(server.controlToken)' (also in \(tokenFile.path)); Ctrl-C stops")
 

@@ -101,6 +101,35 @@ import Testing
 
     /// Part of acceptance 2: the engine issue's seek pattern and 16 concurrent whole-file clients,
     /// through the proxy, against nginx.
+    /// The origin check `serve` runs before it opens its port leaves a keep-alive connection in
+    /// the pool, and the first player's request goes out on it (no connection set-up in its
+    /// time to first byte).
+    @Test func theFirstStreamReusesTheConnectionOpenedByTheOriginCheck() async throws {
+        try await withTemporaryDirectory { root in
+            try TestData.random(count: 2_000_000, seed: 41).write(to: root.appendingPathComponent("a.bin"))
+            let nginx = try Nginx(root: root, authorization: Self.token)
+            defer { nginx.stop() }
+            try await withTemporaryCache { cache in
+                let server = try ProxyServer(cache: cache)
+                let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": Self.token], token: "media")
+                // nginx forbids listing the folder (403, a warning for the user); the connection stays open.
+                let problem = await server.checkOrigin(of: folder)
+                #expect(problem?.contains("403") == true, "\(problem ?? "no problem")")
+                try await server.start()
+                let url = try #require(server.url(for: "a.bin", in: folder))
+                let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"]))
+                #expect(response.status == 206)
+                _ = try await response.body.collect(upTo: 16)
+                let log = nginx.accessLog()
+                let check = try #require(log.first { $0.path == "/" }, "\(log)")
+                let first = try #require(log.first { $0.path == "/a.bin" }, "\(log)")
+                #expect(check.status == 206 || check.status == 200 || check.status == 403)
+                #expect(first.connection == check.connection, "the first stream opened a new connection: \(log)")
+                await server.stop()
+            }
+        }
+    }
+
     @Test func seekPatternAndSixteenClientsFetchEachByteOnce() async throws {
         try await withTemporaryDirectory { root in
             let size = 30_000_000

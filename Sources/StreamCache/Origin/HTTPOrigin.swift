@@ -34,10 +34,8 @@ public struct HTTPOrigin: Origin {
         public init() {}
     }
 
-    /// The resource's URL.
-    public let url: URL
-    /// Headers sent with every request to the URL's own host.
-    public let headers: HTTPHeaders
+    /// Where the bytes are downloaded from: a fixed URL, or a cloud service's expiring links.
+    public let locator: any DownloadLocator
     /// Supplies and refreshes authorization headers, if any.
     public let credentials: (any CredentialProvider)?
     /// The HTTP client.
@@ -60,15 +58,34 @@ public struct HTTPOrigin: Origin {
         transport: any HTTPTransport = URLSessionTransport.shared, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "streamcache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
-        self.url = url
-        self.headers = headers
+        self.init(locator: FixedDownloadLocator(url: url, headers: headers), credentials: credentials, transport: transport,
+                  configuration: configuration, logger: logger)
+    }
+
+    /// Creates an origin whose download target comes from `locator` (a cloud service's links).
+    ///
+    /// A target that answers 403, 404 or 410 and may expire is resolved again once per request,
+    /// and the download carries on from the same byte; credentials go only to targets that want them.
+    ///
+    /// - Parameters:
+    ///   - locator: Resolves where to download from.
+    ///   - credentials: Authorization headers for targets that take them, refreshed after a 401.
+    ///   - transport: The HTTP client.
+    ///   - configuration: Redirect, retry and timeout settings.
+    ///   - logger: Where to log.
+    public init(
+        locator: any DownloadLocator, credentials: (any CredentialProvider)? = nil, transport: any HTTPTransport = URLSessionTransport.shared,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "streamcache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.locator = locator
         self.credentials = credentials
         self.transport = transport
         self.configuration = configuration
         self.logger = logger
     }
 
-    public var logDescription: String { url.redactedDescription }
+    public var logDescription: String { locator.logDescription }
 
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
@@ -100,13 +117,23 @@ public struct HTTPOrigin: Origin {
     private func openOnce(range: ByteRange?, validator: Validator?) async throws -> OriginResponse {
         var attempt = 1
         var refreshed = false
+        var relocated = false
         while true {
-            let (response, sentCredentials) = try await sendFollowingRedirects(range: range, validator: validator)
+            let target = try await locator.target()
+            let (response, sentCredentials) = try await sendFollowingRedirects(target: target, range: range, validator: validator)
             if response.status != 200, response.status != 206 { response.body.discard() }
+            if target.expires, !relocated, [403, 404, 410].contains(response.status) {
+                // An expired link: resolve a new one and ask again for the same bytes.
+                relocated = true
+                if await locator.targetFailed(target, status: response.status) {
+                    logger.info("download link resolved again after \(response.status)", metadata: ["origin": "\(logDescription)"])
+                    continue
+                }
+            }
             switch response.status {
             case 200, 206:
                 do {
-                    return try interpret(response, requested: range)
+                    return try interpret(response, requested: range, target: target)
                 } catch {
                     response.body.discard()
                     throw error
@@ -116,8 +143,10 @@ public struct HTTPOrigin: Origin {
                 guard let total, let range, range.lowerBound >= total else {
                     throw StreamCacheError(.rangeNotSatisfiable, "The origin refused the byte range \(range.map(\.description) ?? "").", httpStatus: 416, range: range)
                 }
-                let info = ResourceInfo(totalLength: total, mimeType: response.headers["Content-Type"], fileName: fileName(from: response.headers),
-                                        acceptsByteRanges: true, validator: validatorOf(response.headers))
+                let info = Self.applying(target, to: ResourceInfo(totalLength: total, mimeType: response.headers["Content-Type"],
+                                                                   fileName: fileName(from: response.headers, target: target),
+                                                                   acceptsByteRanges: true, validator: validatorOf(response.headers)),
+                                         headers: response.headers)
                 return OriginResponse(info: info, offset: range.lowerBound, length: 0, body: HTTPBody(chunks: []))
             case 401, 403:
                 if !refreshed, sentCredentials, let credentials {
@@ -150,13 +179,28 @@ public struct HTTPOrigin: Origin {
         }
     }
 
+    /// What the service's API said about the resource overrides what the download's headers say,
+    /// except the version the response itself reports (``DownloadTarget/versionHeader``).
+    private static func applying(_ target: DownloadTarget, to info: ResourceInfo, headers: HTTPHeaders) -> ResourceInfo {
+        var info = info
+        if let version = target.version { info.validator = version }
+        if let header = target.versionHeader, let value = headers[header.name],
+           let object = try? JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any], let tag = object[header.jsonKey] as? String {
+            info.validator = Validator(entityTag: "\"\(tag)\"")
+        }
+        if let mimeType = target.mimeType { info.mimeType = MediaType.essence(of: mimeType) }
+        if let fileName = target.fileName { info.fileName = fileName }
+        if info.totalLength == nil, info.acceptsByteRanges { info.totalLength = target.totalLength }
+        return info
+    }
+
     /// Builds the info and the body's position from a 200 or 206.
-    private func interpret(_ response: HTTPResponse, requested range: ByteRange?) throws -> OriginResponse {
+    private func interpret(_ response: HTTPResponse, requested range: ByteRange?, target: DownloadTarget) throws -> OriginResponse {
         let headers = response.headers
         let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
         let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingCharacters(in: .whitespaces))) }
         let mime = headers["Content-Type"]
-        let name = fileName(from: headers)
+        let name = fileName(from: headers, target: target)
         let validator = validatorOf(headers)
         if response.status == 206 {
             guard let contentRange = headers["Content-Range"].flatMap(ContentRange.init(headerValue:)), let delivered = contentRange.range else {
@@ -166,46 +210,56 @@ public struct HTTPOrigin: Origin {
                 throw StreamCacheError(.badResponse, "The origin sent bytes from \(delivered.lowerBound) when \(range.lowerBound) was asked.",
                                        httpStatus: 206, range: range)
             }
-            let info = ResourceInfo(totalLength: contentRange.completeLength, mimeType: mime, fileName: name, acceptsByteRanges: true, validator: validator)
+            let info = Self.applying(target, to: ResourceInfo(totalLength: contentRange.completeLength, mimeType: mime, fileName: name,
+                                                              acceptsByteRanges: true, validator: validator), headers: headers)
             return OriginResponse(info: info, offset: delivered.lowerBound, length: delivered.count, body: response.body)
         }
         // 200: the whole representation from byte 0. When a range was asked, the origin ignores ranges
         // (or the If-Range validator no longer matched: the caller compares validators).
         let acceptsRanges = range == nil && headers["Accept-Ranges"]?.lowercased().contains("bytes") == true
-        let info = ResourceInfo(totalLength: contentLength, mimeType: mime, fileName: name, acceptsByteRanges: acceptsRanges, validator: validator)
+        let info = Self.applying(target, to: ResourceInfo(totalLength: contentLength, mimeType: mime, fileName: name,
+                                                          acceptsByteRanges: acceptsRanges, validator: validator), headers: headers)
         return OriginResponse(info: info, offset: 0, length: contentLength, body: response.body)
     }
 
-    private func sendFollowingRedirects(range: ByteRange?, validator: Validator?) async throws -> (HTTPResponse, sentCredentials: Bool) {
+    private func sendFollowingRedirects(target download: DownloadTarget, range: ByteRange?,
+                                        validator: Validator?) async throws -> (HTTPResponse, sentCredentials: Bool) {
+        let url = download.url
         var target = url
         var mayCarryCredentials = true
         var visited: Set<URL> = []
         for _ in 0...configuration.maxRedirects {
             var requestHeaders = HTTPHeaders()
+            var sendsCredentials = false
             if mayCarryCredentials {
-                requestHeaders.merge(headers)
-                if let credentials { requestHeaders.merge(try await credentials.authorizationHeaders()) }
+                requestHeaders.merge(download.headers)
+                if download.sendsCredentials, let credentials {
+                    requestHeaders.merge(try await credentials.authorizationHeaders())
+                    sendsCredentials = true
+                }
             }
             if let range {
                 requestHeaders["Range"] = range.upperBound == Int64.max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.httpLast)"
-                if let ifRange = validator?.ifRangeValue { requestHeaders["If-Range"] = ifRange }
+                // A version from the service's API is not a tag the content host knows.
+                if download.version == nil, let ifRange = validator?.ifRangeValue { requestHeaders["If-Range"] = ifRange }
             }
             let response = try await transport.send(HTTPRequest(url: target, headers: requestHeaders, timeout: configuration.timeout))
             guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                   let next = URL(string: location, relativeTo: target)?.absoluteURL
             else {
-                return (response, mayCarryCredentials)
+                return (response, sendsCredentials)
             }
             response.body.discard()
             visited.insert(target)
             guard !visited.contains(next) else {
-                throw StreamCacheError(.tooManyRedirects, "The origin redirects in a loop (\(next.redactedDescription)).", httpStatus: response.status)
+                throw StreamCacheError(.tooManyRedirects, "The origin redirects in a loop (to \(next.host ?? "?") again).", httpStatus: response.status)
             }
             if !next.hasSameOrigin(as: url), !configuration.forwardsHeadersToHosts.contains(next.host?.lowercased() ?? "") {
                 mayCarryCredentials = false
             }
             if url.scheme?.lowercased() == "https", next.scheme?.lowercased() != "https" { mayCarryCredentials = false }
-            logger.debug("following a redirect", metadata: ["to": "\(next.redactedDescription)", "credentials": "\(mayCarryCredentials)"])
+            // Only the host: pre-signed download URLs carry their signature in the path as well.
+            logger.debug("following a redirect", metadata: ["to host": "\(next.host ?? "?")", "credentials": "\(mayCarryCredentials)"])
             target = next
         }
         throw StreamCacheError(.tooManyRedirects, "The origin redirected more than \(configuration.maxRedirects) times.")
@@ -215,13 +269,13 @@ public struct HTTPOrigin: Origin {
         Validator(entityTag: headers["ETag"], lastModified: headers["Last-Modified"])
     }
 
-    private func fileName(from headers: HTTPHeaders) -> String? {
+    private func fileName(from headers: HTTPHeaders, target: DownloadTarget) -> String? {
         if let disposition = headers["Content-Disposition"], let range = disposition.range(of: "filename=") {
             let name = disposition[range.upperBound...].split(separator: ";").first.map(String.init)?
                 .trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
             if let name, !name.isEmpty { return name }
         }
-        let last = url.lastPathComponent
+        let last = target.url.lastPathComponent
         return last.isEmpty || last == "/" ? nil : last
     }
 }

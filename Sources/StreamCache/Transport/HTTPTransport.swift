@@ -23,7 +23,7 @@ public protocol HTTPTransport: Sendable {
 
 /// An HTTP request as the engine builds it.
 public struct HTTPRequest: Sendable {
-    /// The method, `GET` or `HEAD` in practice.
+    /// The method: `GET` or `HEAD` for downloads; `POST` and `PROPFIND` for cloud and WebDAV APIs.
     public var method: String
     /// The absolute URL.
     public var url: URL
@@ -31,12 +31,15 @@ public struct HTTPRequest: Sendable {
     public var headers: HTTPHeaders
     /// How long to wait for the response head, and between two body chunks.
     public var timeout: Duration
+    /// The request body (a JSON or XML document, a form), sent with its length; `nil` for none.
+    public var body: Data?
 
     /// Creates a request.
-    public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], timeout: Duration = .seconds(30)) {
+    public init(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: Data? = nil, timeout: Duration = .seconds(30)) {
         self.method = method
         self.url = url
         self.headers = headers
+        self.body = body
         self.timeout = timeout
     }
 }

@@ -45,6 +45,7 @@ public final class URLSessionTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
+        urlRequest.httpBody = request.body
         urlRequest.timeoutInterval = request.timeout.timeInterval
         urlRequest.cachePolicy = .reloadIgnoringLocalAndRemoteCacheData
         for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }

@@ -105,17 +105,27 @@ public final class ProxyServer: Sendable {
         try core.registry.mount(baseURL, headers: headers, token: token ?? SecretToken.make())
     }
 
-    /// Asks the folder's origin whether it answers with these headers (a `HEAD` of the folder
-    /// URL), so `serve` can warn at start instead of at the first play; it also opens the
-    /// keep-alive connection the first stream will use.
+    /// Asks the folder's origin whether it answers with these headers (a 1-byte `GET` of the
+    /// folder URL), so `serve` can warn at start instead of at the first play; it also leaves the
+    /// keep-alive connection the first stream will use in the client's pool (AsyncHTTPClient does
+    /// not pool a connection after a `HEAD`, hence the `GET`).
     ///
-    /// - Returns: `nil` when the origin answered 2xx, else a sentence for the user.
-    public func checkOrigin(of folder: FolderMount) async -> String? {
+    /// Call it before ``start()`` so the connection is ready when the first player comes.
+    ///
+    /// - Parameters:
+    ///   - folder: A mounted folder.
+    ///   - timeout: How long to wait for the origin's answer.
+    /// - Returns: `nil` when the origin answered 2xx or 3xx, else a sentence for the user.
+    public func checkOrigin(of folder: FolderMount, timeout: Duration = .seconds(10)) async -> String? {
         guard let mounted = core.registry.folder(token: folder.token) else { return "The folder is not mounted." }
+        var headers = mounted.headers
+        headers["Range"] = "bytes=0-0"
         do {
-            let response = try await core.transport.send(HTTPRequest(method: "HEAD", url: mounted.mount.baseURL, headers: mounted.headers,
-                                                                     timeout: .seconds(10)))
-            response.body.discard()
+            let response = try await core.transport.send(HTTPRequest(method: "GET", url: mounted.mount.baseURL, headers: headers,
+                                                                     timeout: timeout))
+            // Read the (short) body to its end: that returns the connection to the pool for the
+            // first stream, where discarding it would close it.
+            _ = try? await response.body.collect(upTo: 256 * 1024)
             switch response.status {
             case 200..<400: return nil
             case 401: return "The origin rejected the credentials (HTTP 401) for \(mounted.mount.baseURL.redactedDescription)."

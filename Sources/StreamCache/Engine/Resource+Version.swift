@@ -1,0 +1,24 @@
+import Foundation
+
+extension Resource {
+    /// Tells the resource which version its source holds now, as a cloud service's metadata
+    /// reports it (revision, content hash): cached bytes of any other version are dropped at
+    /// once, before a read can serve them.
+    ///
+    /// Without it a changed file is still caught, but only when a download meets the new version,
+    /// and a read that began on old cached bytes then ends with `resourceChanged`.
+    ///
+    /// - Parameters:
+    ///   - version: The version tag, as the source's origin reports it in ``ResourceInfo/validator``.
+    ///   - totalLength: The length the source reports, if any.
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the cache cannot be read or reset.
+    public func expectVersion(_ version: Validator, totalLength: Int64? = nil) async throws {
+        try await ensureLoaded()
+        guard let current = info else { return }
+        var expected = current
+        expected.validator = version
+        if let totalLength { expected.totalLength = totalLength }
+        guard !current.isSameVersion(as: expected) else { return }
+        try resetForNewVersion(expected)
+    }
+}

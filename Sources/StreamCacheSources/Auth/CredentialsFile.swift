@@ -1,0 +1,84 @@
+import Foundation
+import StreamCache
+
+/// Credentials kept in a JSON file that only its owner can read (mode 0600), so tokens need not
+/// be typed or put in the environment.
+///
+/// ```json
+/// {
+///   "yandex":   { "token": "y0_…" },
+///   "dropbox":  { "refresh_token": "…", "client_id": "…", "client_secret": "…" },
+///   "webdav":   { "me@cloud.example": { "password": "…" } }
+/// }
+/// ```
+///
+/// A service entry holds either a `token`, or a `refresh_token` with the app's `client_id` (and
+/// `client_secret` for confidential clients) for ``OAuthRefreshingToken``. WebDAV entries are
+/// keyed by `user@host`. The default location is `$XDG_CONFIG_HOME/streamcache/credentials.json`
+/// (`~/.config/streamcache/credentials.json`).
+public struct CredentialsFile: Sendable {
+    struct Entry: Decodable {
+        var token: String?
+        var refresh_token: String?
+        var client_id: String?
+        var client_secret: String?
+        var password: String?
+    }
+
+    private let services: [String: Entry]
+    private let webdav: [String: Entry]
+
+    /// The default path.
+    public static func defaultURL(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("streamcache/credentials.json")
+        }
+        let home = environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
+        return URL(fileURLWithPath: home).appendingPathComponent(".config/streamcache/credentials.json")
+    }
+
+    /// Reads the file at `url`, or returns `nil` when there is none.
+    ///
+    /// - Throws: ``StreamCache/StreamCacheError`` (`invalidArgument`) when others may read or write
+    ///   the file, or it is not valid JSON of the documented shape. The message never quotes it.
+    public static func load(from url: URL = defaultURL()) throws -> CredentialsFile? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+        let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0
+        guard mode & 0o077 == 0 else {
+            throw StreamCacheError(.invalidArgument, "\(url.path) may be read by other users (mode \(String(mode, radix: 8))); run chmod 600 on it.")
+        }
+        let data = try Data(contentsOf: url)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw StreamCacheError(.invalidArgument, "\(url.path) is not a JSON object.")
+        }
+        var services: [String: Entry] = [:]
+        var webdav: [String: Entry] = [:]
+        for (name, value) in object {
+            guard let entryData = try? JSONSerialization.data(withJSONObject: value) else { continue }
+            if name == "webdav", let hosts = try? JSONDecoder().decode([String: Entry].self, from: entryData) {
+                webdav = hosts
+            } else if let entry = try? JSONDecoder().decode(Entry.self, from: entryData) {
+                services[name] = entry
+            } else {
+                throw StreamCacheError(.invalidArgument, "The \"\(name)\" entry of \(url.path) has an unexpected shape.")
+            }
+        }
+        return CredentialsFile(services: services, webdav: webdav)
+    }
+
+    /// The token provider for `service` (`yandex`, `dropbox`, `gdrive`, `onedrive`, `box`), if the file has one.
+    public func tokenProvider(for service: String, configuration: SourceConfiguration) -> (any TokenProvider)? {
+        guard let entry = services[service] else { return nil }
+        if let refresh = entry.refresh_token, let clientID = entry.client_id, let url = configuration.endpoints.tokens[service] {
+            return OAuthRefreshingToken(endpoint: .init(url: url), clientID: clientID, clientSecret: entry.client_secret, refreshToken: refresh,
+                                        accessToken: entry.token, transport: configuration.transport)
+        }
+        return entry.token.map { StaticToken($0) }
+    }
+
+    /// The WebDAV password for `user` at `host`, if the file has one.
+    public func webDAVPassword(user: String, host: String) -> String? {
+        webdav["\(user)@\(host)"]?.password
+    }
+}

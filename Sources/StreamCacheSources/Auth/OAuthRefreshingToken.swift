@@ -1,0 +1,113 @@
+import Foundation
+import StreamCache
+
+/// An OAuth 2.0 access token renewed with the refresh-token grant (RFC 6749 §6) when the service
+/// rejects it.
+///
+/// Refreshes are single-flight: however many requests fail with the same token at once, one
+/// refresh runs and all of them retry with its result. Tokens are kept in memory only.
+public actor OAuthRefreshingToken: TokenProvider {
+    /// A service's token endpoint.
+    public struct Endpoint: Sendable, Hashable {
+        /// The token URL.
+        public var url: URL
+
+        /// Creates an endpoint.
+        public init(url: URL) { self.url = url }
+
+        /// Yandex OAuth.
+        public static let yandex = Endpoint(url: URL(string: "https://oauth.yandex.ru/token")!)
+        /// Dropbox.
+        public static let dropbox = Endpoint(url: URL(string: "https://api.dropboxapi.com/oauth2/token")!)
+        /// Google.
+        public static let google = Endpoint(url: URL(string: "https://oauth2.googleapis.com/token")!)
+        /// Microsoft identity platform (personal and work accounts).
+        public static let microsoft = Endpoint(url: URL(string: "https://login.microsoftonline.com/common/oauth2/v2.0/token")!)
+        /// Box.
+        public static let box = Endpoint(url: URL(string: "https://api.box.com/oauth2/token")!)
+    }
+
+    private let endpoint: Endpoint
+    private let clientID: String
+    private let clientSecret: String?
+    private var refreshToken: String
+    private var current: String?
+    private var refreshing: Task<String, any Error>?
+    private let transport: any HTTPTransport
+
+    /// Creates a provider.
+    ///
+    /// - Parameters:
+    ///   - endpoint: The service's token endpoint.
+    ///   - clientID: The app's client id.
+    ///   - clientSecret: The app's client secret, for confidential clients.
+    ///   - refreshToken: The user's refresh token.
+    ///   - accessToken: An access token already held, if any; otherwise the first use refreshes.
+    ///   - transport: The HTTP client.
+    public init(endpoint: Endpoint, clientID: String, clientSecret: String? = nil, refreshToken: String, accessToken: String? = nil,
+                transport: any HTTPTransport = URLSessionTransport.shared) {
+        self.endpoint = endpoint
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.refreshToken = refreshToken
+        self.current = accessToken
+        self.transport = transport
+    }
+
+    public func accessToken() async throws -> String {
+        if let current { return current }
+        return try await runRefresh()
+    }
+
+    public func refresh(rejected: String) async throws -> String? {
+        // Someone else already replaced the rejected token: use theirs.
+        if let current, current != rejected { return current }
+        return try await runRefresh()
+    }
+
+    private func runRefresh() async throws -> String {
+        let task: Task<String, any Error>
+        if let refreshing {
+            task = refreshing
+        } else {
+            task = Task { try await self.requestToken() }
+            refreshing = task
+        }
+        // Every waiter stores the result, so none of them can read the old token after the await.
+        defer { if refreshing == task { refreshing = nil } }
+        let token = try await task.value
+        current = token
+        return token
+    }
+
+    private struct TokenResponse: Decodable {
+        var access_token: String
+        var refresh_token: String?
+    }
+
+    private func requestToken() async throws -> String {
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
+        if let clientSecret { form.append(("client_secret", clientSecret)) }
+        let body = Data(form.map { "\($0.0)=\(FormEncoding.encode($0.1))" }.joined(separator: "&").utf8)
+        let response = try await transport.send(HTTPRequest(method: "POST", url: endpoint.url,
+                                                            headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                                                            body: body, timeout: .seconds(30)))
+        let data = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == 200, let decoded = try? JSONDecoder().decode(TokenResponse.self, from: data) else {
+            // The error body may echo the refresh token; it is not quoted.
+            throw StreamCacheError(.authenticationFailed, "The token endpoint \(endpoint.url.redactedDescription) refused to refresh the access token "
+                                   + "(HTTP \(response.status)); sign in again.", httpStatus: response.status)
+        }
+        if let rotated = decoded.refresh_token { refreshToken = rotated }
+        return decoded.access_token
+    }
+}
+
+/// `application/x-www-form-urlencoded` values.
+enum FormEncoding {
+    private static let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+
+    static func encode(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import StreamCache
+
+/// A file or folder in OneDrive, named `onedrive:/path` or `onedrive:id:<item id>`, read through
+/// Microsoft Graph with `Authorization: Bearer <token>`.
+///
+/// Metadata comes from `GET /me/drive/items/{id}` (or `/me/drive/root:/path`): size,
+/// `file.mimeType`, `cTag`/`eTag`. Bytes come from `GET /me/drive/items/{id}/content`, which answers
+/// 302 with a short-lived pre-authenticated URL on another host: the redirect is followed
+/// **without** the bearer token, with `Range` kept. The version is the `cTag` (content tag, else
+/// `eTag`); the cache key is `onedrive:<drive id>:<item id>`.
+public struct OneDriveSource: Source {
+    public var service: String { "onedrive" }
+    /// `/path/to/file` or `id:<item id>`.
+    public let item: String
+    private let api: CloudAPI
+    private let configuration: SourceConfiguration
+
+    /// Creates a source for `item`: a path from the drive's root, or `id:` and an item id.
+    public init(item: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+        self.item = item.hasPrefix("id:") || item.hasPrefix("/") ? item : "/" + item
+        self.configuration = configuration
+        api = CloudAPI(service: "OneDrive", credentials: TokenCredentials(token), transport: configuration.transport)
+    }
+
+    public var reference: String { "onedrive:\(item)" }
+    private var base: URL { configuration.endpoints.microsoftGraph }
+
+    /// The Graph path of the item: `me/drive/items/{id}` or `me/drive/root:/path:`.
+    private var itemPath: String {
+        if item.hasPrefix("id:") { return "me/drive/items/\(item.dropFirst(3))" }
+        return item == "/" ? "me/drive/root" : "me/drive/root:\(item):"
+    }
+
+    struct Drive: Decodable { var id: String }
+
+    struct Item: Decodable {
+        struct File: Decodable { var mimeType: String? }
+        struct Folder: Decodable {}
+        var id: String
+        var name: String
+        var size: Int64?
+        var eTag: String?
+        var cTag: String?
+        var file: File?
+        var folder: Folder?
+    }
+
+    struct Children: Decodable { var value: [Item] }
+
+    public func resolve() async throws -> ResolvedSource {
+        async let drive = api.json(Drive.self, url: CloudAPI.url(base, "me/drive", query: [("$select", "id")]))
+        let file = try await api.json(Item.self, url: CloudAPI.url(base, itemPath))
+        guard file.folder == nil else { throw StreamCacheError(.invalidArgument, "\(reference) is a folder; list it with `streamcache ls`.") }
+        let driveID = try await drive.id
+        let version = (file.cTag ?? file.eTag).map { Validator(entityTag: "\"\($0)\"") }
+        // `/content` redirects to a pre-authenticated URL on another host: HTTPOrigin follows it
+        // without the token, and asks `/content` again for each request, so the URL never expires on us.
+        let target = DownloadTarget(url: CloudAPI.url(base, "me/drive/items/\(file.id)/content"), sendsCredentials: true, expires: false,
+                                    version: version, totalLength: file.size, mimeType: file.file?.mimeType, fileName: file.name)
+        return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size, mimeType: file.file?.mimeType,
+                              version: version, origin: configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials))
+    }
+
+    public func list() async throws -> [SourceEntry] {
+        let children = try await api.json(Children.self, url: CloudAPI.url(base, itemPath + "/children", query: [("$top", "1000")]))
+        return children.value.map {
+            SourceEntry(name: $0.name, isFolder: $0.folder != nil, size: $0.size, reference: "onedrive:id:\($0.id)")
+        }
+    }
+}

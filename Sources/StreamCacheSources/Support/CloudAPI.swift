@@ -1,0 +1,107 @@
+import Foundation
+import StreamCache
+
+/// JSON calls to a cloud service's REST API with its access token: one refresh and retry after a
+/// 401, HTTP statuses turned into ``StreamCache/StreamCacheError``s that name the service and
+/// never quote a token or a signed URL.
+struct CloudAPI: Sendable {
+    let service: String
+    let credentials: TokenCredentials
+    let transport: any HTTPTransport
+    let timeout: Duration
+
+    init(service: String, credentials: TokenCredentials, transport: any HTTPTransport, timeout: Duration = .seconds(30)) {
+        self.service = service
+        self.credentials = credentials
+        self.transport = transport
+        self.timeout = timeout
+    }
+
+    /// Sends a request with the token and decodes the JSON answer.
+    func json<Result: Decodable>(_ type: Result.Type, method: String = "GET", url: URL, headers: HTTPHeaders = [:],
+                                 body: Data? = nil) async throws -> Result {
+        let data = try await send(method: method, url: url, headers: headers, body: body)
+        do {
+            return try JSONDecoder().decode(Result.self, from: data)
+        } catch {
+            throw StreamCacheError(.badResponse, "\(service) answered \(url.redactedDescription) with JSON this client does not understand.")
+        }
+    }
+
+    /// Sends a request with the token and returns the body of a 2xx answer.
+    func send(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: Data? = nil) async throws -> Data {
+        var refreshed = false
+        while true {
+            let authorization = try await credentials.authorizationHeaders()
+            var requestHeaders = headers
+            requestHeaders.merge(authorization)
+            if requestHeaders["Accept"] == nil { requestHeaders["Accept"] = "application/json" }
+            let response = try await transport.send(HTTPRequest(method: method, url: url, headers: requestHeaders, body: body, timeout: timeout))
+            let data = try await response.body.collect(upTo: 8 << 20)
+            switch response.status {
+            case 200..<300:
+                return data
+            case 401 where !refreshed:
+                refreshed = true
+                if try await credentials.refresh(rejected: authorization, status: 401) { continue }
+                fallthrough
+            case 401, 403:
+                throw StreamCacheError(.authenticationFailed, "\(service) rejected the access token (HTTP \(response.status)); check or renew it.",
+                                       httpStatus: response.status)
+            case 404, 409, 410:
+                // Dropbox reports a missing path as 409 `path/not_found`.
+                throw StreamCacheError(.notFound, "\(service) has no such file or folder (\(url.redactedDescription)).", httpStatus: response.status)
+            case 429, 500...599:
+                throw StreamCacheError(.originUnavailable, "\(service) is unavailable (HTTP \(response.status)); try again later.",
+                                       httpStatus: response.status)
+            default:
+                throw StreamCacheError(.badResponse, "\(service) answered HTTP \(response.status) to \(url.redactedDescription).",
+                                       httpStatus: response.status)
+            }
+        }
+    }
+
+    /// `base` with `path` appended and `query` items added, percent-encoded.
+    static func url(_ base: URL, _ path: String, query: [(String, String)] = []) -> URL {
+        var components = URLComponents(url: base.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty {
+            components.percentEncodedQuery = query.map { "\(FormEncoding.encode($0.0))=\(FormEncoding.encode($0.1))" }.joined(separator: "&")
+        }
+        return components.url!
+    }
+}
+
+/// A download locator whose links come from a service's API and may expire: it resolves one
+/// lazily, keeps it until a download reports it dead, then resolves a new one.
+actor ResolvingLocator: DownloadLocator {
+    nonisolated let logDescription: String
+    private let resolve: @Sendable () async throws -> DownloadTarget
+    private var current: DownloadTarget?
+    private var resolving: Task<DownloadTarget, any Error>?
+    /// How many times a link was resolved; for tests and logs.
+    private(set) var resolutions = 0
+
+    init(logDescription: String, initial: DownloadTarget? = nil, resolve: @escaping @Sendable () async throws -> DownloadTarget) {
+        self.logDescription = logDescription
+        self.current = initial
+        self.resolve = resolve
+    }
+
+    func target() async throws -> DownloadTarget {
+        if let current { return current }
+        if let resolving { return try await resolving.value }
+        let task = Task { try await resolve() }
+        resolving = task
+        defer { resolving = nil }
+        let target = try await task.value
+        resolutions += 1
+        current = target
+        return target
+    }
+
+    func targetFailed(_ target: DownloadTarget, status: Int) async -> Bool {
+        // Several downloads may report the same dead link; one new resolution serves them all.
+        if current == target { current = nil }
+        return true
+    }
+}

@@ -1,0 +1,429 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HTTPTypes
+import Logging
+import StreamCache
+
+/// Local stand-ins for the cloud services' documented APIs (`shared/reference/cloud-apis.md`), the
+/// only way to test the sources offline: Yandex.Disk, Dropbox, Google Drive, OneDrive (Graph) and
+/// Box, plus an OAuth token endpoint, on one "API" listener, and a second listener on another port
+/// that plays the content hosts the APIs hand out links or redirects to.
+///
+/// Everything a test needs to prove is recorded: each request's server, path, `Authorization`
+/// value and `Range`, and the body bytes sent. Faults are switches: download links that expire
+/// after some bytes (cut mid-body, then 410), access tokens that expire after some bytes (then
+/// 401 until refreshed), files replaced by new versions.
+public final class CloudTestServer: @unchecked Sendable {
+    // @unchecked: all mutable state is in `state`, under its lock.
+
+    /// Which listener answered.
+    public enum Host: String, Sendable { case api, content }
+
+    /// One request as the server saw it.
+    public struct Record: Sendable {
+        public var host: Host
+        public var method: String
+        public var path: String
+        public var authorization: String?
+        public var range: String?
+        public var status: Int
+        public var bodyBytes: Int64
+        /// Whether the body was file bytes (a download), not an API answer.
+        public var isDownload: Bool
+    }
+
+    struct File {
+        var id: String
+        var path: String
+        var data: Data
+        var mimeType: String?
+        var revision: Int
+        var name: String { String(path.split(separator: "/").last ?? "") }
+        var hash: String { SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() }
+    }
+
+    struct Link {
+        var fileID: String
+        var remaining: Int64?
+    }
+
+    struct State {
+        var files: [String: File] = [:]
+        var nextID = 1
+        var accessTokens: [String: Int64?] = [:]
+        var refreshToken = "refresh-secret-5d1c"
+        var tokenGrants = 0
+        var linkBudget: Int64?
+        var links: [String: Link] = [:]
+        var linksIssued = 0
+        var records: [Record] = []
+    }
+
+    private let state = Locked(State())
+    private var tasks: [Task<Void, any Error>] = []
+    /// The API listener's port.
+    public private(set) var apiPort = 0
+    /// The content listener's port.
+    public private(set) var contentPort = 0
+    /// The client id the token endpoint accepts.
+    public let clientID = "test-client"
+
+    /// Starts both listeners with one valid access token, `initialToken`.
+    public init(initialToken: String) async throws {
+        state.withLock { $0.accessTokens[initialToken] = .some(nil) }
+        apiPort = try await listen(host: .api)
+        contentPort = try await listen(host: .content)
+    }
+
+    /// Stops both listeners.
+    public func stop() async {
+        for task in tasks { task.cancel() }
+        for task in tasks { _ = await task.result }
+    }
+
+    // MARK: Set-up and switches
+
+    /// Stores `data` at `path` (`/Music/a.mp3`); storing again makes a new version of the same file.
+    @discardableResult
+    public func setFile(_ path: String, data: Data, mimeType: String? = nil) -> String {
+        state.withLock { state in
+            if var file = state.files[path] {
+                file.data = data
+                file.revision += 1
+                file.mimeType = mimeType
+                state.files[path] = file
+                return file.id
+            }
+            let id = "id\(state.nextID)"
+            state.nextID += 1
+            state.files[path] = File(id: id, path: path, data: data, mimeType: mimeType, revision: 1)
+            return id
+        }
+    }
+
+    /// The id of the file at `path`.
+    public func fileID(_ path: String) -> String? { state.withLock { $0.files[path]?.id } }
+
+    /// Download links (Yandex) expire once they have sent this many bytes: the response in flight
+    /// is completed (links are checked when a request starts), and later requests get 410.
+    public func expireLinks(afterBytes bytes: Int64?) { state.withLock { $0.linkBudget = bytes } }
+
+    /// The access tokens valid now expire after this many more bytes of downloads, then get 401;
+    /// tokens the endpoint issues later do not expire.
+    public func expireTokens(afterBytes bytes: Int64) {
+        state.withLock { state in
+            for token in state.accessTokens.keys { state.accessTokens[token] = .some(bytes) }
+        }
+    }
+
+    /// The refresh token the token endpoint accepts.
+    public var refreshToken: String { state.withLock { $0.refreshToken } }
+    /// Access tokens issued by the token endpoint.
+    public var tokenGrants: Int { state.withLock { $0.tokenGrants } }
+    /// Download links handed out (Yandex `href`s, OneDrive and Box redirects).
+    public var linksIssued: Int { state.withLock { $0.linksIssued } }
+    /// Every request so far.
+    public var records: [Record] { state.withLock { $0.records } }
+
+    /// File bytes sent by every download so far.
+    public var downloadedBytes: Int64 { records.filter(\.isDownload).reduce(0) { $0 + $1.bodyBytes } }
+
+    /// The base URLs to give ``StreamCacheSources``' configuration (everything on 127.0.0.1).
+    public func url(_ host: Host, _ path: String) -> URL {
+        URL(string: "http://127.0.0.1:\(host == .api ? apiPort : contentPort)\(path)")!
+    }
+
+    // MARK: Serving
+
+    private func listen(host: Host) async throws -> Int {
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            responder: CallbackResponder<BasicRequestContext> { [self] request, _ in
+                var body = Data()
+                for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
+                return self.respond(host: host, request: request, body: body)
+            },
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        tasks.append(Task { try await app.run() })
+        for await port in stream { return port }
+        return 0
+    }
+
+    private func respond(host: Host, request: Request, body: Data) -> Response {
+        let path = request.uri.path
+        let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { first, _ in first })
+        let authorization = request.headers[.authorization]
+        let range = request.headers[.range]
+        let method = request.method.rawValue
+        let state = self.state
+        let record: @Sendable (Int, Int64, Bool) -> Void = { status, bytes, isDownload in
+            state.withLock { $0.records.append(Record(host: host, method: method, path: path, authorization: authorization, range: range,
+                                                      status: status, bodyBytes: bytes, isDownload: isDownload)) }
+        }
+        func json(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
+            let data = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+            record(Int(status.code), Int64(data.count), false)
+            return Response(status: status, headers: [.contentType: "application/json", .contentLength: String(data.count)],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        }
+        func empty(_ status: HTTPResponse.Status, _ headers: HTTPFields = [:]) -> Response {
+            record(Int(status.code), 0, false)
+            var fields = headers
+            fields[.contentLength] = "0"
+            return Response(status: status, headers: fields)
+        }
+
+        if host == .content {
+            // Pre-signed links: the token must not travel here, except to Yandex's, which wants it.
+            let parts = path.split(separator: "/")
+            guard parts.count == 2, let link = state.withLock({ $0.links[String(parts[1])] }) else { return empty(.notFound) }
+            if parts[0] == "yandex" {
+                guard validToken(authorization, scheme: "OAuth") else { return empty(.unauthorized) }
+            } else if authorization != nil {
+                return empty(.badRequest)
+            }
+            if (link.remaining ?? 1) <= 0 { return empty(.gone) }
+            return download(fileID: link.fileID, range: range, link: String(parts[1]), authorization: authorization, record: record)
+        }
+
+        if path == "/oauth/token" {
+            let form = Dictionary(String(decoding: body, as: UTF8.self).split(separator: "&").map { pair -> (String, String) in
+                let kv = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+                return (kv.first ?? "", kv.count > 1 ? kv[1] : "")
+            }, uniquingKeysWith: { first, _ in first })
+            let granted = state.withLock { state -> String? in
+                guard form["grant_type"] == "refresh_token", form["refresh_token"] == state.refreshToken, form["client_id"] == clientID else { return nil }
+                state.tokenGrants += 1
+                let token = "access-\(state.tokenGrants)-\(UUID().uuidString.prefix(8))"
+                state.accessTokens[token] = .some(nil)
+                return token
+            }
+            guard let granted else { return json(["error": "invalid_grant"], status: .badRequest) }
+            return json(["access_token": granted, "token_type": "bearer", "expires_in": 3600])
+        }
+
+        let scheme = path.hasPrefix("/yandex/") ? "OAuth" : "Bearer"
+        guard validToken(authorization, scheme: scheme) else { return empty(.unauthorized, [.wwwAuthenticate: scheme]) }
+
+        if path.hasPrefix("/yandex/v1/disk") {
+            let rest = String(path.dropFirst("/yandex/v1/disk".count))
+            let target = (query["path"] ?? "").replacingOccurrences(of: "disk:", with: "")
+            switch rest {
+            case "", "/": return json(["user": ["uid": "y-uid-7", "login": "tester"], "total_space": 1 << 40])
+            case "/resources":
+                if let file = file(path: target) {
+                    return json(["name": file.name, "type": "file", "size": file.data.count, "mime_type": file.mimeType ?? "application/octet-stream",
+                                 "md5": file.hash, "sha256": file.hash + file.hash, "revision": file.revision, "path": "disk:" + file.path])
+                }
+                let items = children(of: target)
+                guard !items.isEmpty || target == "/" else { return json(["error": "DiskNotFoundError"], status: .notFound) }
+                return json(["name": target, "type": "dir", "_embedded": ["items": items.map {
+                    ["name": $0.name, "type": $0.isFolder ? "dir" : "file", "size": $0.size] as [String: Any]
+                }]])
+            case "/resources/download":
+                guard let file = file(path: target) else { return json(["error": "DiskNotFoundError"], status: .notFound) }
+                return json(["href": url(.content, "/yandex/\(issueLink(for: file.id))").absoluteString + "?fsize=\(file.data.count)",
+                             "method": "GET", "templated": false])
+            default: return empty(.notFound)
+            }
+        }
+        if path.hasPrefix("/dropbox/2/") {
+            let argument = (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? nil
+            let target = argument?["path"] as? String ?? ""
+            switch path.dropFirst("/dropbox/2/".count) {
+            case "users/get_current_account": return json(["account_id": "dbid:AAB7", "name": ["display_name": "Tester"]])
+            case "files/get_metadata":
+                guard let file = file(reference: target) else { return json(["error_summary": "path/not_found/"], status: .conflict) }
+                return json([".tag": "file", "name": file.name, "id": "id:" + file.id, "size": file.data.count, "rev": "r\(file.revision)",
+                             "content_hash": file.hash, "path_display": file.path])
+            case "files/list_folder":
+                return json(["entries": children(of: target.isEmpty ? "/" : target).map {
+                    [".tag": $0.isFolder ? "folder" : "file", "name": $0.name, "size": $0.size, "path_display": $0.path] as [String: Any]
+                }, "has_more": false])
+            default: return empty(.notFound)
+            }
+        }
+        if path == "/dropbox-content/2/files/download" {
+            let argument = request.headers[HTTPField.Name("Dropbox-API-Arg")!].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            guard let reference = argument?["path"] as? String, let file = file(reference: reference) else {
+                return json(["error_summary": "path/not_found/"], status: .conflict)
+            }
+            var response = download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record)
+            let result = "{\"name\":\"\(file.name.unicodeScalars.map { $0.isASCII ? String($0) : String(format: "\\u%04x", $0.value) }.joined())\","
+                + "\"id\":\"id:\(file.id)\",\"rev\":\"r\(file.revision)\",\"content_hash\":\"\(file.hash)\",\"size\":\(file.data.count)}"
+            response.headers[HTTPField.Name("Dropbox-API-Result")!] = result
+            return response
+        }
+        if path.hasPrefix("/drive/v3/") {
+            let rest = path.dropFirst("/drive/v3/".count)
+            if rest == "about" { return json(["user": ["permissionId": "g-perm-3", "displayName": "Tester"]]) }
+            if rest == "files" {
+                let folder = (query["q"] ?? "").split(separator: "'").first.map(String.init) ?? ""
+                return json(["files": children(of: folder == "root" ? "/" : folderPath(id: folder)).map {
+                    ["id": $0.isFolder ? "folder:" + $0.path : $0.id, "name": $0.name, "size": String($0.size),
+                     "mimeType": $0.isFolder ? "application/vnd.google-apps.folder" : "audio/mpeg"] as [String: Any]
+                }])
+            }
+            guard rest.hasPrefix("files/"), let file = file(id: String(rest.dropFirst(6))) else { return json(["error": ["code": 404]], status: .notFound) }
+            if query["alt"] == "media" { return download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record) }
+            return json(["id": file.id, "name": file.name, "size": String(file.data.count), "mimeType": file.mimeType ?? "application/octet-stream",
+                         "md5Checksum": file.hash, "headRevisionId": "rev\(file.revision)"])
+        }
+        if path.hasPrefix("/graph/v1.0/me/drive") {
+            let rest = String(path.dropFirst("/graph/v1.0/me/drive".count))
+            if rest.isEmpty { return json(["id": "od-drive-9", "driveType": "personal"]) }
+            var item: File?
+            var suffix = ""
+            if rest.hasPrefix("/items/") {
+                let parts = rest.dropFirst("/items/".count).split(separator: "/", maxSplits: 1)
+                item = file(id: String(parts.first ?? ""))
+                suffix = parts.count > 1 ? String(parts[1]) : ""
+            } else if rest.hasPrefix("/root:") {
+                let inner = rest.dropFirst("/root:".count)
+                let pieces = inner.components(separatedBy: ":").map { $0.removingPercentEncoding ?? $0 }
+                item = file(path: pieces[0])
+                suffix = pieces.count > 1 ? String(pieces[1].drop { $0 == "/" }) : ""
+                if item == nil, suffix == "children" {
+                    return json(["value": children(of: pieces[0]).map { graphItem($0) }])
+                }
+            }
+            guard let item else { return json(["error": ["code": "itemNotFound"]], status: .notFound) }
+            if suffix == "content" {
+                return empty(.found, [.location: url(.content, "/onedrive/\(issueLink(for: item.id))").absoluteString + "?tempauth=signed"])
+            }
+            return json(["id": item.id, "name": item.name, "size": item.data.count, "eTag": "\"{\(item.id)},\(item.revision)\"",
+                         "cTag": "\"c:{\(item.id)},\(item.revision)\"", "file": ["mimeType": item.mimeType ?? "application/octet-stream"]])
+        }
+        if path.hasPrefix("/box/2.0/") {
+            let rest = path.dropFirst("/box/2.0/".count)
+            if rest == "users/me" { return json(["type": "user", "id": "box-user-11"]) }
+            if rest.hasPrefix("folders/"), rest.hasSuffix("/items") {
+                let id = String(rest.dropFirst("folders/".count).dropLast("/items".count))
+                return json(["entries": children(of: id == "0" ? "/" : folderPath(id: id)).map {
+                    ["type": $0.isFolder ? "folder" : "file", "id": $0.isFolder ? $0.path : $0.id, "name": $0.name, "size": $0.size] as [String: Any]
+                }])
+            }
+            let parts = rest.dropFirst("files/".count).split(separator: "/")
+            guard rest.hasPrefix("files/"), let file = file(id: String(parts.first ?? "")) else { return json(["type": "error", "status": 404], status: .notFound) }
+            if parts.count > 1, parts[1] == "content" {
+                return empty(.found, [.location: url(.content, "/box/\(issueLink(for: file.id))").absoluteString])
+            }
+            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.hash, "etag": String(file.revision)])
+        }
+        return empty(.notFound)
+    }
+
+    // MARK: Helpers
+
+    struct Child {
+        var name: String
+        var path: String
+        var id: String
+        var size: Int
+        var isFolder: Bool
+    }
+
+    private func graphItem(_ child: Child) -> [String: Any] {
+        child.isFolder ? ["id": child.path, "name": child.name, "folder": ["childCount": 1]] : ["id": child.id, "name": child.name, "size": child.size]
+    }
+
+    private func file(path: String) -> File? { state.withLock { $0.files[path] } }
+    private func file(id: String) -> File? { state.withLock { $0.files.values.first { $0.id == id } } }
+    private func file(reference: String) -> File? {
+        reference.hasPrefix("id:") ? file(id: String(reference.dropFirst(3))) : file(path: reference)
+    }
+
+    /// Folder ids of the Drive and Box stand-ins are their paths.
+    private func folderPath(id: String) -> String { id }
+
+    private func children(of folder: String) -> [Child] {
+        let prefix = folder.hasSuffix("/") ? folder : folder + "/"
+        var seen: [String: Child] = [:]
+        for file in state.withLock({ Array($0.files.values) }) where file.path.hasPrefix(prefix) {
+            let rest = file.path.dropFirst(prefix.count)
+            let parts = rest.split(separator: "/")
+            guard let first = parts.first else { continue }
+            if parts.count == 1 {
+                seen[String(first)] = Child(name: String(first), path: file.path, id: file.id, size: file.data.count, isFolder: false)
+            } else {
+                seen[String(first)] = Child(name: String(first), path: prefix + first, id: prefix + first, size: 0, isFolder: true)
+            }
+        }
+        return seen.values.sorted { $0.name < $1.name }
+    }
+
+    private func issueLink(for fileID: String) -> String {
+        let token = "L" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(20)
+        state.withLock { state in
+            state.links[token] = Link(fileID: fileID, remaining: state.linkBudget)
+            state.linksIssued += 1
+        }
+        return token
+    }
+
+    private func validToken(_ authorization: String?, scheme: String) -> Bool {
+        guard let authorization, authorization.hasPrefix(scheme + " ") else { return false }
+        let token = String(authorization.dropFirst(scheme.count + 1))
+        return state.withLock { state in
+            guard let budget = state.accessTokens[token] else { return false }
+            return budget.map { $0 > 0 } ?? true
+        }
+    }
+
+    /// Charges `bytes` to the token in `authorization`.
+    private func charge(_ authorization: String?, bytes: Int64) {
+        guard let authorization, let token = authorization.split(separator: " ").last.map(String.init) else { return }
+        state.withLock { state in
+            if case .some(.some(let budget)) = state.accessTokens[token] { state.accessTokens[token] = .some(budget - bytes) }
+        }
+    }
+
+    private func download(fileID: String, range: String?, link: String?, authorization: String?,
+                          record: @escaping @Sendable (Int, Int64, Bool) -> Void) -> Response {
+        guard let file = file(id: fileID) else { record(404, 0, false); return Response(status: .notFound, headers: [.contentLength: "0"]) }
+        let total = Int64(file.data.count)
+        var start: Int64 = 0
+        var end = total
+        var status = HTTPResponse.Status.ok
+        if let range, range.hasPrefix("bytes="), !range.contains(",") {
+            let bounds = range.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            if let first = Int64(bounds[0]) {
+                guard first < total else {
+                    record(416, 0, false)
+                    return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(total)", .contentLength: "0"])
+                }
+                start = first
+                if bounds.count > 1, let last = Int64(bounds[1]) { end = min(total, last + 1) }
+                status = .partialContent
+            }
+        }
+        var headers: HTTPFields = [.contentLength: String(end - start), .acceptRanges: "bytes", .contentType: file.mimeType ?? "application/octet-stream"]
+        if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(end - 1)/\(total)" }
+        charge(authorization, bytes: end - start)
+        let data = file.data
+        let state = self.state
+        let (first, last, answer) = (start, end, status)
+        return Response(status: answer, headers: headers, body: ResponseBody(contentLength: Int(last - first)) { writer in
+            let (start, end, status) = (first, last, answer)
+            var offset = start
+            var sent: Int64 = 0
+            defer { record(Int(status.code), sent, true) }
+            while offset < end {
+                let count = min(end - offset, 64 * 1024)
+                if let link {
+                    state.withLock { state in
+                        if let remaining = state.links[link]?.remaining { state.links[link]?.remaining = remaining - count }
+                    }
+                }
+                try await writer.write(ByteBuffer(bytes: data[Int(offset)..<Int(offset + count)]))
+                offset += count
+                sent += count
+            }
+            try await writer.finish(nil)
+        })
+    }
+}

@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+import StreamCacheSources
+
+/// `streamcache ls SOURCE`: list a WebDAV collection or a cloud folder.
+struct LsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List a WebDAV collection or a cloud folder.",
+        discussion: """
+        Prints one line per entry: the name (folders end with /), a tab, the size in bytes (empty for folders), a tab, and a \
+        reference that get and serve accept.
+
+        Examples:
+          WEBDAV_PASSWORD=… streamcache ls webdav://me@nas.local:8080/music/ --password-env WEBDAV_PASSWORD
+          streamcache ls yandex:/Music --token-env YANDEX_TOKEN
+        """
+    )
+
+    @Argument(help: "webdav://user@host/path, webdavs://…, yandex:/path, dropbox:/path, gdrive:<folder id>, onedrive:/path or box:folder:<id>.")
+    var source: String
+
+    @Flag(help: "Print JSON lines.")
+    var json = false
+
+    @OptionGroup var sources: SourceOptions
+
+    func validate() throws {
+        guard SourceReference.isSourceReference(source) else { throw ValidationError("'\(source.prefix(200))' is not a source reference.") }
+    }
+
+    func run() async throws {
+        do {
+            let entries = try await sources.source(source, transport: URLSessionTransport.shared).list()
+            for entry in entries {
+                if json {
+                    let object: [String: Any] = ["name": entry.name, "folder": entry.isFolder, "size": entry.size.map { $0 as Any } ?? NSNull(),
+                                                 "reference": entry.reference]
+                    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                    print(String(decoding: data, as: UTF8.self))
+                } else {
+                    print("\(entry.name)\(entry.isFolder ? "/" : "")\t\(entry.size.map(String.init) ?? "")\t\(entry.reference)")
+                }
+            }
+        } catch {
+            throw Failure.exit(error)
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+import StreamCacheSources
+
+/// Options for commands that take source references (`webdav://…`, `yandex:/…`, …): where the
+/// token or password comes from. Secrets are read from the environment or the credentials file,
+/// never from the command line, where other users could see them in the process list.
+struct SourceOptions: ParsableArguments {
+    @Option(name: .customLong("token-env"), help: ArgumentHelp("The environment variable holding the cloud service's access token.", valueName: "name"))
+    var tokenEnvironment: String?
+
+    @Option(name: .customLong("password-env"), help: ArgumentHelp("The environment variable holding the WebDAV password.", valueName: "name"))
+    var passwordEnvironment: String?
+
+    @Option(help: ArgumentHelp("The WebDAV user, when the reference does not name one (webdav://user@host/…).", valueName: "name"))
+    var user: String?
+
+    @Option(name: .customLong("credentials-file"), help: ArgumentHelp("A JSON credentials file (mode 0600).", discussion: "Default: $XDG_CONFIG_HOME/streamcache/credentials.json, else ~/.config/streamcache/credentials.json.", valueName: "file"))
+    var credentialsFile: String?
+
+    /// The source a reference names, with its credentials from the environment or the file.
+    func source(_ reference: String, transport: any HTTPTransport) throws -> any Source {
+        let environment = ProcessInfo.processInfo.environment
+        let configuration = SourceConfiguration(transport: transport, endpoints: .fromEnvironment(environment))
+        let file = try CredentialsFile.load(from: credentialsFile.map { URL(fileURLWithPath: $0) } ?? CredentialsFile.defaultURL(environment: environment))
+        var credentials = SourceCredentials(user: user)
+        let service = SourceReference.service(of: reference) ?? ""
+        if let name = tokenEnvironment {
+            guard let token = environment[name], !token.isEmpty else { throw ValidationError("The environment variable \(name) is not set.") }
+            credentials.token = StaticToken(token)
+        } else {
+            credentials.token = file?.tokenProvider(for: service, configuration: configuration)
+        }
+        if let name = passwordEnvironment {
+            guard let password = environment[name] else { throw ValidationError("The environment variable \(name) is not set.") }
+            credentials.password = password
+        } else if service == "webdav", let components = URLComponents(string: reference), let host = components.host {
+            credentials.password = file?.webDAVPassword(user: components.user ?? user ?? "", host: host)
+        }
+        return try SourceReference.parse(reference, credentials: credentials, configuration: configuration)
+    }
+}

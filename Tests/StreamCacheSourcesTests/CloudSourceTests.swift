@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import StreamCache
+import StreamCacheSources
+import StreamCacheTestSupport
+import Testing
+
+/// The five cloud services, each against a local server that follows its documented API.
+@Suite struct CloudSourceTests {
+    static let services = ["yandex", "dropbox", "gdrive", "onedrive", "box"]
+
+    /// Every service: the file resolves to a stable key without secrets, its bytes arrive exact
+    /// through the cache, each byte once, and a pre-signed content host never gets the token.
+    @Test(arguments: services)
+    func aFileStreamsThroughTheCache(service: String) async throws {
+        let data = TestData.random(count: 3_000_000, seed: 51)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/Ünïcode song.mp3", data: data, mimeType: "audio/mpeg")
+            let file = try await environment.source(service, path: "/Music/Ünïcode song.mp3").resolve()
+            #expect(file.key.rawValue.hasPrefix("\(service):"))
+            #expect(!file.key.rawValue.contains(CloudTestEnvironment.accessToken) && !file.key.rawValue.contains("http"))
+            #expect(file.fileName == "Ünïcode song.mp3")
+            #expect(file.size == Int64(data.count))
+            #expect(file.version != nil)
+            try await withTemporaryCache { cache in
+                let resource = cache.resource(for: file.key, origin: file.origin)
+                let bytes = try await resource.read(from: 0).collect()
+                #expect(TestData.sha256(bytes) == TestData.sha256(data))
+                let again = try await resource.read(ByteRange(1000, 2000)).collect()
+                #expect(again == data[1000..<2000])
+            }
+            let records = environment.server.records
+            #expect(environment.server.downloadedBytes == Int64(data.count), "each byte once")
+            for record in records where record.host == .content && service != "yandex" {
+                #expect(record.authorization == nil, "the token went to the content host: \(record.path)")
+            }
+            if service == "onedrive" || service == "box" {
+                #expect(records.contains { $0.host == .content && $0.isDownload }, "the download must follow the redirect")
+            }
+        }
+    }
+
+    /// Acceptance 2: a Yandex download link that expires after 1 MB is resolved again mid-stream
+    /// and the download carries on from the same byte; the origin sends each byte once and hands
+    /// out at most one new link per expiry.
+    @Test func anExpiringYandexLinkIsResolvedAgainMidStream() async throws {
+        let data = TestData.random(count: 5_500_000, seed: 52)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/long.mp3", data: data, mimeType: "audio/mpeg")
+            environment.server.expireLinks(afterBytes: 1_000_000)
+            let file = try await environment.source("yandex", path: "/Music/long.mp3").resolve()
+            try await withTemporaryCache { cache in
+                let bytes = try await cache.resource(for: file.key, origin: file.origin).read(from: 0).collect()
+                #expect(TestData.sha256(bytes) == TestData.sha256(data))
+            }
+            let expiries = (data.count + 999_999) / 1_000_000 - 1
+            #expect(environment.server.downloadedBytes == Int64(data.count), "each byte once")
+            #expect(environment.server.linksIssued <= expiries + 1, "\(environment.server.linksIssued) links for \(expiries) expiries")
+            #expect(environment.server.linksIssued >= 2, "the link never expired: the test proves nothing")
+        }
+    }
+
+    /// Acceptance 3: an access token that expires mid-stream is refreshed once (refresh-token
+    /// grant) and the stream goes on; cached bytes are kept.
+    @Test(arguments: ["gdrive", "yandex", "dropbox"])
+    func aTokenThatExpiresMidStreamIsRefreshedOnce(service: String) async throws {
+        let data = TestData.random(count: 6_000_000, seed: 53)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
+            let token = environment.refreshingToken()
+            let file = try await environment.source(service, path: "/Music/song.mp3", token: token).resolve()
+            environment.server.expireTokens(afterBytes: 1_500_000)
+            try await withTemporaryCache { cache in
+                let resource = cache.resource(for: file.key, origin: file.origin)
+                let bytes = try await resource.read(from: 0).collect()
+                #expect(TestData.sha256(bytes) == TestData.sha256(data))
+                #expect(try await resource.cachedRanges.coveredByteCount == Int64(data.count))
+            }
+            #expect(environment.server.tokenGrants == 1)
+            #expect(environment.server.records.contains { $0.status == 401 }, "the token never expired: the test proves nothing")
+            #expect(environment.server.downloadedBytes == Int64(data.count))
+            #expect(try await token.accessToken() != CloudTestEnvironment.accessToken)
+        }
+    }
+
+    /// A file replaced on the service (new revision) drops the cached bytes of the old version:
+    /// what is read afterwards is all new, never a mix.
+    @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
+    func aNewVersionDropsTheOldCachedBytes(service: String) async throws {
+        let old = TestData.random(count: 2_000_000, seed: 54)
+        let new = TestData.random(count: 2_100_000, seed: 55)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: old)
+            try await withTemporaryCache { cache in
+                let first = try await environment.source(service, path: "/Music/song.mp3").resolve()
+                let oldResource = try await cache.resource(for: first)
+                let head = try await oldResource.read(ByteRange(0, 500_000)).collect()
+                #expect(head == old[0..<500_000])
+                // The idle read-ahead fetches the rest of the old version; let it finish first.
+                for _ in 0..<100 where await oldResource.isDownloading { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(try await oldResource.cachedRanges.coveredByteCount == Int64(old.count))
+                environment.server.setFile("/Music/song.mp3", data: new)
+                let second = try await environment.source(service, path: "/Music/song.mp3").resolve()
+                #expect(second.key == first.key, "the key names the file, not its version")
+                #expect(second.version != first.version)
+                let resource = try await cache.resource(for: second)
+                #expect(try await resource.cachedRanges.isEmpty, "the old version's bytes must be dropped before any read")
+                let bytes = try await resource.read(from: 0).collect()
+                #expect(TestData.sha256(bytes) == TestData.sha256(new))
+            }
+        }
+    }
+
+    /// A rejected token that cannot be refreshed is `authenticationFailed`, with no token in the message.
+    @Test(arguments: services)
+    func aRejectedTokenIsAClearError(service: String) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: TestData.random(count: 1000))
+            let source = try SourceReference.parse(environment.reference(service, path: "/Music/song.mp3"),
+                                                   credentials: SourceCredentials(token: "wrong-token-31337"), configuration: environment.configuration)
+            do {
+                _ = try await source.resolve()
+                Issue.record("a wrong token was accepted")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .authenticationFailed)
+                #expect(!error.description.contains("wrong-token-31337"))
+            }
+        }
+    }
+
+    /// Folder listings give names, sizes and references that resolve.
+    @Test(arguments: services)
+    func foldersList(service: String) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100))
+            environment.server.setFile("/Music/b.flac", data: TestData.random(count: 200))
+            environment.server.setFile("/Music/Live/c.mp3", data: TestData.random(count: 300))
+            let folder: String = switch service {
+            case "gdrive": "gdrive:/Music"
+            case "box": "box:folder:/Music"
+            default: "\(service):/Music"
+            }
+            let source = try SourceReference.parse(folder, credentials: SourceCredentials(token: CloudTestEnvironment.accessToken),
+                                                   configuration: environment.configuration)
+            let entries = try await source.list()
+            #expect(entries.map(\.name).sorted() == ["Live", "a.mp3", "b.flac"])
+            #expect(entries.first { $0.name == "b.flac" }?.size == 200)
+            #expect(entries.first { $0.name == "Live" }?.isFolder == true)
+            let b = try #require(entries.first { $0.name == "b.flac" })
+            let resolved = try await SourceReference.parse(b.reference, credentials: SourceCredentials(token: CloudTestEnvironment.accessToken),
+                                                           configuration: environment.configuration).resolve()
+            #expect(resolved.size == 200)
+        }
+    }
+
+    /// Acceptance 4 (sources part): after streams from every service, with token refreshes and
+    /// expiring links, no token, refresh token or signed link is in the cache directory, the
+    /// index or the logs.
+    @Test func noSecretReachesTheCacheTheIndexOrTheLogs() async throws {
+        let store = InMemoryLogHandler.Store()
+        let logger = Logger(label: "test") { InMemoryLogHandler(label: $0, store: store) }
+        let data = TestData.random(count: 2_500_000, seed: 56)
+        try await CloudTestEnvironment.with { base in
+            var configuration = base.configuration
+            configuration.logger = logger
+            let environment = CloudTestEnvironment(server: base.server, configuration: configuration)
+            environment.server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
+            environment.server.expireLinks(afterBytes: 700_000)
+            try await withTemporaryDirectory { directory in
+                var cacheConfiguration = StreamCache.Configuration(directory: directory)
+                cacheConfiguration.logger = logger
+                let cache = try StreamCache(configuration: cacheConfiguration)
+                for service in Self.services {
+                    let token = environment.refreshingToken()
+                    let file = try await environment.source(service, path: "/Music/song.mp3", token: token).resolve()
+                    environment.server.expireTokens(afterBytes: 900_000)
+                    let bytes = try await cache.resource(for: file.key, origin: file.origin).read(from: 0).collect()
+                    #expect(bytes.count == data.count)
+                }
+                await cache.shutdown()
+                var secrets = [CloudTestEnvironment.accessToken, environment.server.refreshToken, "tempauth", "fsize="]
+                secrets += environment.server.records.compactMap { $0.authorization?.split(separator: " ").last.map(String.init) }
+                // The signatures of the links the services handed out.
+                secrets += environment.server.records.filter { $0.host == .content }.compactMap { $0.path.split(separator: "/").last.map(String.init) }
+                #expect(secrets.count > 10)
+                let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+                #expect(!files.isEmpty)
+                for file in files {
+                    guard let content = try? Data(contentsOf: file) else { continue }
+                    for secret in secrets where content.range(of: Data(secret.utf8)) != nil {
+                        Issue.record("\(file.lastPathComponent) holds a secret (\(secret.prefix(8))…)")
+                    }
+                }
+                let logs = store.lines.joined(separator: "\n")
+                #expect(logs.contains("resolved again"), "the log should show the link resolutions")
+                for secret in Set(secrets) where logs.contains(secret) {
+                    Issue.record("the logs hold a secret (\(secret.prefix(8))…): \(store.lines.first { $0.contains(secret) } ?? "")")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import StreamCache
+import StreamCacheHTTPClient
+import StreamCacheSources
+import StreamCacheTestSupport
+
+/// A ``CloudTestServer`` and the source configuration that points every service at it; only
+/// the base URLs differ from production.
+struct CloudTestEnvironment {
+    static let accessToken = "access-initial-9f2e7c"
+
+    let server: CloudTestServer
+    let configuration: SourceConfiguration
+
+    static func with<T>(_ body: (CloudTestEnvironment) async throws -> T) async throws -> T {
+        let server = try await CloudTestServer(initialToken: accessToken)
+        var endpoints = SourceConfiguration.Endpoints()
+        endpoints.yandex = server.url(.api, "/yandex/v1/disk")
+        endpoints.dropboxAPI = server.url(.api, "/dropbox/2")
+        endpoints.dropboxContent = server.url(.api, "/dropbox-content/2")
+        endpoints.googleDrive = server.url(.api, "/drive/v3")
+        endpoints.microsoftGraph = server.url(.api, "/graph/v1.0")
+        endpoints.box = server.url(.api, "/box/2.0")
+        for service in endpoints.tokens.keys { endpoints.tokens[service] = server.url(.api, "/oauth/token") }
+        let environment = CloudTestEnvironment(server: server,
+                                               configuration: SourceConfiguration(transport: AsyncHTTPClientTransport.shared, endpoints: endpoints))
+        do {
+            let result = try await body(environment)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// The reference of the file at `path` in `service`'s own syntax.
+    func reference(_ service: String, path: String) -> String {
+        let id = server.fileID(path) ?? "missing"
+        switch service {
+        case "gdrive": return "gdrive:\(id)"
+        case "box": return "box:\(id)"
+        default: return "\(service):\(path)"
+        }
+    }
+
+    /// A token that the server's token endpoint can refresh.
+    func refreshingToken() -> OAuthRefreshingToken {
+        OAuthRefreshingToken(endpoint: .init(url: server.url(.api, "/oauth/token")), clientID: server.clientID, refreshToken: server.refreshToken,
+                             accessToken: Self.accessToken, transport: AsyncHTTPClientTransport.shared)
+    }
+
+    func source(_ service: String, path: String, token: (any TokenProvider)? = nil) throws -> any Source {
+        try SourceReference.parse(reference(service, path: path), credentials: SourceCredentials(token: token ?? StaticToken(Self.accessToken)),
+                                  configuration: configuration)
+    }
+}
