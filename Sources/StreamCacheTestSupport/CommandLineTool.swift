@@ -14,14 +14,17 @@ public enum CommandLineTool {
     /// What a finished run printed.
     public typealias Result = ExternalTool.Result
 
-    /// Starts `streamcache` with `arguments`; the caller waits or kills.
-    public static func start(_ arguments: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil) throws -> Process {
+    /// Starts `streamcache` with `arguments` (and `environment` added to this process's); the
+    /// caller waits or kills.
+    public static func start(_ arguments: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil,
+                             environment: [String: String] = [:]) throws -> Process {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw NSError(domain: "CommandLineTool", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable.path) is missing: run `swift build` first"])
         }
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardOutput = stdout ?? FileHandle.nullDevice
         process.standardError = stderr ?? FileHandle.nullDevice
         try process.run()
@@ -29,7 +32,7 @@ public enum CommandLineTool {
     }
 
     /// Runs `streamcache` to completion (bounded by `timeout` seconds, then killed).
-    public static func run(_ arguments: [String], timeout: Double = 120) async throws -> Result {
-        try await ExternalTool.run(executable, arguments, timeout: timeout)
+    public static func run(_ arguments: [String], timeout: Double = 120, environment: [String: String] = [:]) async throws -> Result {
+        try await ExternalTool.run(executable, arguments, timeout: timeout, environment: environment)
     }
 }

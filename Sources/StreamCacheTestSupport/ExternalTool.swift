@@ -35,7 +35,7 @@ public enum ExternalTool {
     }
 
     /// Runs `executable` to completion, killing it after `timeout` seconds.
-    public static func run(_ executable: URL, _ arguments: [String], timeout: Double = 120) async throws -> Result {
+    public static func run(_ executable: URL, _ arguments: [String], timeout: Double = 120, environment: [String: String] = [:]) async throws -> Result {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -46,6 +46,7 @@ public enum ExternalTool {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: outURL)
         process.standardError = try FileHandle(forWritingTo: errURL)

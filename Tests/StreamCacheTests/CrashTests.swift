@@ -39,9 +39,12 @@ import Testing
             let cacheDir = work.appendingPathComponent("cache")
             var claimedAfterKills: [Int64] = []
             for round in 0..<3 {
-                let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"])
+                let errors = work.appendingPathComponent("stderr-\(round)")
+                _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+                let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"],
+                                                        stderr: try FileHandle(forWritingTo: errors))
                 try await Task.sleep(for: .milliseconds(700 + 300 * round))
-                #expect(process.isRunning, "the download should still be running when killed")
+                #expect(process.isRunning, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal)

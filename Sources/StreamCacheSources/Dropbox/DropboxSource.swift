@@ -44,7 +44,7 @@ public struct DropboxSource: Source {
 
     /// The JSON argument of a Dropbox call, "HTTP header safe": every non-ASCII character and
     /// U+007F escaped as `\uXXXX`, since it may travel in the `Dropbox-API-Arg` header.
-    static func argument(path: String) -> String {
+    package static func argument(path: String) -> String {
         var escaped = ""
         for unit in path.utf16 {
             switch unit {

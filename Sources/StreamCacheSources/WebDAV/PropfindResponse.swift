@@ -36,7 +36,7 @@ public struct PropfindResponse: Sendable, Hashable {
         parser.shouldProcessNamespaces = true
         parser.shouldResolveExternalEntities = false
         parser.delegate = delegate
-        guard parser.parse(), delegate.sawMultistatus else {
+        guard parser.parse(), delegate.sawMultistatus, delegate.closedMultistatus else {
             throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not a multi-status XML document.")
         }
         resources = delegate.resources
@@ -45,6 +45,7 @@ public struct PropfindResponse: Sendable, Hashable {
     private final class Delegate: NSObject, XMLParserDelegate {
         var resources: [Resource] = []
         var sawMultistatus = false
+        var closedMultistatus = false
         private var current: Resource?
         private var text = ""
         private var inPropstatOK = true
@@ -70,6 +71,7 @@ public struct PropfindResponse: Sendable, Hashable {
         func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
 
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+            if namespaceURI == "DAV:", name == "multistatus" { closedMultistatus = true }
             guard namespaceURI == "DAV:", current != nil else { return }
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
             switch name {

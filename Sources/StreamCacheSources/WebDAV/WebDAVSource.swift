@@ -38,7 +38,8 @@ public struct WebDAVSource: Source {
     public var reference: String {
         let scheme = url.scheme == "https" ? "webdavs" : "webdav"
         let port = url.port.map { ":\($0)" } ?? ""
-        return "\(scheme)://\(user.map { "\($0)@" } ?? "")\(url.host ?? "")\(port)\(url.path)"
+        let slash = url.hasDirectoryPath && !url.path.hasSuffix("/") ? "/" : ""
+        return "\(scheme)://\(user.map { "\($0)@" } ?? "")\(url.host ?? "")\(port)\(url.path)\(slash)"
     }
 
     private var credentials: StaticCredentials? {
