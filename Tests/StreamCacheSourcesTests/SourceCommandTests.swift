@@ -12,8 +12,11 @@ import Glibc
     /// Starts `streamcache serve` with `arguments`, returns the first stream URL and the process.
     static func serve(_ arguments: [String], environment: [String: String], in work: URL) async throws -> (URL, Process) {
         let out = work.appendingPathComponent("stdout-\(UUID().uuidString)")
+        let err = work.appendingPathComponent("stderr-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        let process = try CommandLineTool.start(["serve"] + arguments, stdout: try FileHandle(forWritingTo: out), environment: environment)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        let process = try CommandLineTool.start(["serve", "--verbose"] + arguments, stdout: try FileHandle(forWritingTo: out),
+                                                stderr: try FileHandle(forWritingTo: err), environment: environment)
         for _ in 0..<300 {
             let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
             if let line = text.split(separator: "\n").first, let url = URL(string: String(line.split(separator: "\t")[0])) { return (url, process) }
@@ -64,6 +67,18 @@ import Glibc
             try await play()
             let secondRun = nginx.accessLog().filter { $0.path == "/music/track.mp3" }
             #expect(secondRun.count == firstRun.count, "the second run asked the WebDAV server \(secondRun.count - firstRun.count) times")
+
+            // Acceptance 4 for WebDAV: neither the password nor the Basic credentials are in the
+            // cache directory, the index or serve's verbose logs.
+            let basic = Data("listener:\(account.password)".utf8).base64EncodedString()
+            let files = FileManager.default.enumerator(at: work, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+            #expect(files.contains { $0.lastPathComponent.hasPrefix("stderr-") })
+            for file in files {
+                guard let content = try? Data(contentsOf: file) else { continue }
+                for secret in [account.password, basic] where content.range(of: Data(secret.utf8)) != nil {
+                    Issue.record("\(file.lastPathComponent) holds the WebDAV credentials")
+                }
+            }
         }
     }
 
