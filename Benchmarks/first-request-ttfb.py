@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Time to the first two bytes of a fresh `streamcache serve`, started two ways.
+
+  python3 Benchmarks/first-request-ttfb.py [--repeats 9]
+
+Needs the bench origin (../shared/bench: ./origin.sh start) and a release build
+(swift build -c release --product streamcache). Each repeat starts the proxy on an empty cache,
+waits until its port opens, times `GET /benchtok/rand200.bin` with `Range: bytes=0-1` from this
+(long-lived) process, then stops it. "orphan" starts the proxy as ../shared/bench does (a `bash &`
+job whose shell exits); "child" keeps it a child of a live shell; "exec" starts the binary
+directly from this process. "direct" times the same request
+to the origin. Prints medians and all values in ms.
+"""
+import argparse, http.client, os, socket, statistics, subprocess, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ap = argparse.ArgumentParser()
+ap.add_argument("--repeats", type=int, default=9)
+ap.add_argument("--origin", default="http://127.0.0.1:18080/media/")
+args = ap.parse_args()
+binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=os.path.dirname(HERE),
+                        capture_output=True, text=True, check=True).stdout.strip() + "/streamcache"
+state = "/tmp/streamcache-first-request"
+port = 18097
+
+
+def wait_port(limit=15.0):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("the proxy did not open its port")
+
+
+def timed_get(host_port, path, headers):
+    t0 = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", host_port, timeout=10)
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    assert response.status == 206, response.status
+    return (time.perf_counter() - t0) * 1000
+
+
+serve = (f"rm -rf {state}; mkdir -p {state}; '{binary}' serve --port {port} --cache-dir {state}/cache "
+         f"--control-token-file {state}/token --folder '{args.origin}' -H 'Authorization: Bearer testtoken' "
+         f"--url-token benchtok >/dev/null 2>&1")
+results = {"orphan": [], "child": [], "exec": [], "direct": []}
+for _ in range(args.repeats):
+    for mode in ("orphan", "child", "exec"):
+        if mode == "orphan":
+            subprocess.run(["bash", "-c", f"{serve} & echo $! > {state}.pid"], check=True)
+            shell = None
+        elif mode == "child":
+            shell = subprocess.Popen(["bash", "-c", serve])
+        else:
+            subprocess.run(["bash", "-c", f"rm -rf {state}; mkdir -p {state}"])
+            shell = subprocess.Popen([binary, "serve", "--port", str(port), "--cache-dir", f"{state}/cache", "--control-token-file",
+                                      f"{state}/token", "--folder", args.origin, "-H", "Authorization: Bearer testtoken",
+                                      "--url-token", "benchtok"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port()
+        results[mode].append(timed_get(port, "/benchtok/rand200.bin", {"Range": "bytes=0-1"}))
+        if shell is None:
+            subprocess.run(["bash", "-c", f"kill $(cat {state}.pid)"])
+        else:
+            shell.terminate()
+            shell.wait()
+        subprocess.run(["bash", "-c", f"pkill -f 'serve --port {port}' || true"])
+        time.sleep(0.3)
+    results["direct"].append(timed_get(18080, "/media/rand200.bin", {"Range": "bytes=0-1", "Authorization": "Bearer testtoken"}))
+for mode, values in results.items():
+    print(f"{mode:7s} median {statistics.median(values):.2f} ms  {[round(v, 1) for v in values]}")
