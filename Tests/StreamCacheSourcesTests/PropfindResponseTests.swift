@@ -38,4 +38,14 @@ import Testing
     func rejectsWhatIsNotAMultistatusDocument(xml: String) {
         #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: Data(xml.utf8)) }
     }
+
+    /// Found by `Fuzz/run propfind`: an element name that is not UTF-8, and a processing instruction
+    /// without data, crashed swift-corelibs-foundation's XMLParser (a WebDAV server could crash the
+    /// process). Both are now refused before parsing.
+    @Test(arguments: ["PM49AAAAAADf39/f39/fCg==", "PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+/w==", "DTw/Ojo/Pj4=",
+                      "PD94bWwgdmVyc2lvbj0iMS4wIj8+PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+PD9hPz48L2Q6bXVsdGlzdGF0dXM+"])
+    func bytesThatCrashedXMLParserAreABadResponse(base64: String) throws {
+        let data = try #require(Data(base64Encoded: base64))
+        #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: data) }
+    }
 }

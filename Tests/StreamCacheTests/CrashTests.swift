@@ -32,7 +32,7 @@ import Testing
         let size = 24_000_000
         let data = TestData.random(count: size, seed: 60)
         server.setFile("/a.mp3", data: data)
-        server.bytesPerSecond = 4_000_000
+        server.bytesPerSecond = TestTiming.rate(4_000_000)
         let url = server.url("/a.mp3")
         let key = CacheKey(url: url)
         try await withTemporaryDirectory { work in
@@ -43,7 +43,7 @@ import Testing
                 _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"],
                                                         stderr: try FileHandle(forWritingTo: errors))
-                try await Task.sleep(for: .milliseconds(700 + 300 * round))
+                try await Task.sleep(for: TestTiming.time(.milliseconds(700 + 300 * round)))
                 #expect(process.isRunning, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()

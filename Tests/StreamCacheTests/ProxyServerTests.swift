@@ -238,7 +238,7 @@ import Testing
     @Test func firstBytesGoOutWhileTheOriginIsStillSending() async throws {
         try await Self.withProxy { server, origin in
             origin.setFile("/slow.bin", data: TestData.random(count: 3_000_000, seed: 304))
-            origin.bytesPerSecond = 1_000_000
+            origin.bytesPerSecond = TestTiming.rate(1_000_000)
             let url = server.url(for: server.register(url: origin.url("/slow.bin"), headers: ["Authorization": Self.secret]))
             let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
             #expect(response.status == 200)
@@ -290,7 +290,7 @@ import Testing
             let digests = try await withThrowingTaskGroup(of: String.self) { group in
                 for _ in 0..<32 {
                     group.addTask {
-                        let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
+                        let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, timeout: TestTiming.time(.seconds(30))))
                         return TestData.sha256(try await response.body.collect(upTo: 1 << 30))
                     }
                 }

@@ -68,7 +68,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         // Five seconds of body: the first chunk must arrive long before the end.
         server.setFile("/slow", data: TestData.random(count: 5_000_000, seed: 32))
-        server.bytesPerSecond = 1_000_000
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
         let response = try await kind.make().send(HTTPRequest(url: server.url("/slow")))
         var iterator = response.body.makeAsyncIterator()
         let first = try await iterator.next()
@@ -82,7 +82,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 33))
-        server.bytesPerSecond = 5_000_000  // half the file takes 4 s: room for a loaded CI machine
+        server.bytesPerSecond = TestTiming.rate(5_000_000)  // half the file takes 4 s: room for a loaded CI machine
         let transport = kind.make()
         let (started, signal) = AsyncStream<Void>.makeStream()
         let task = Task {

@@ -31,6 +31,14 @@ public struct PropfindResponse: Sendable, Hashable {
     /// - Throws: ``StreamCache/StreamCacheError`` (`badResponse`) for anything that is not a
     ///   well-formed multi-status document.
     public init(xml data: Data) throws {
+        // swift-corelibs-foundation's XMLParser crashes on element names that are not valid UTF-8 and
+        // on a processing instruction without data (`<?a?>`: strlen of NULL), both found by
+        // `Fuzz/run propfind`. A WebDAV server is not trusted input, so such documents are refused
+        // before they reach it: multi-status bodies are UTF-8 and hold no processing instruction
+        // besides the XML declaration.
+        guard !data.contains(0), String(data: data, encoding: .utf8) != nil, Self.hasNoProcessingInstructions(data) else {
+            throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not a plain UTF-8 XML document.")
+        }
         let delegate = Delegate()
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true
@@ -40,6 +48,17 @@ public struct PropfindResponse: Sendable, Hashable {
             throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not a multi-status XML document.")
         }
         resources = delegate.resources
+    }
+
+    /// Whether `<?` appears nowhere but in a leading XML declaration.
+    private static func hasNoProcessingInstructions(_ data: Data) -> Bool {
+        let bytes = [UInt8](data)
+        let start = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } ?? bytes.count
+        for index in bytes.indices.dropLast() where bytes[index] == UInt8(ascii: "<") && bytes[index + 1] == UInt8(ascii: "?") {
+            let isDeclaration = index == start && bytes[index...].starts(with: Array("<?xml ".utf8))
+            if !isDeclaration { return false }
+        }
+        return true
     }
 
     private final class Delegate: NSObject, XMLParserDelegate {

@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheServer/ControlAPI/ControlAPIModels.swift

@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheSources/WebDAV/PropfindResponse.swift

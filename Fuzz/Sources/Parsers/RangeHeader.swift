@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheServer/Ranges/RangeHeader.swift
