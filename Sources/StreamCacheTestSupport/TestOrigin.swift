@@ -36,8 +36,12 @@ public final class TestOrigin: @unchecked Sendable {
         case wrongContentRange
         /// Answer 206 but send this many fewer bytes than `Content-Length` says, then close.
         case shortBody(missing: Int)
-        /// Redirect (302) to this location.
+        /// Redirect (302) to this location (the request's own path makes a loop).
         case redirect(String)
+        /// Send this response's body at this many bytes per second.
+        case drip(bytesPerSecond: Int)
+        /// Answer 206 without a `Content-Range` header.
+        case missingContentRange
     }
 
     /// One request as the server saw it.
@@ -239,7 +243,7 @@ public final class TestOrigin: @unchecked Sendable {
         }
         // The fault script runs first, so it may change the file this very request sees.
         var fault = faultProvider?(method, path, headers, index)
-        let (file, required, rate) = state.withLock { state in
+        let (file, required, serverRate) = state.withLock { state in
             (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond)
         }
         if case .stall(let seconds) = fault {
@@ -277,7 +281,8 @@ public final class TestOrigin: @unchecked Sendable {
         var contentRangeStart = range.lowerBound
         if case .wrongContentRange = fault, status == 206 { contentRangeStart = range.lowerBound == 0 ? 1 : range.lowerBound - 1 }
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(range.count)\r\n"
-        if status == 206 { head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n" }
+        let omitsContentRange: Bool = if case .missingContentRange = fault { true } else { false }
+        if status == 206, !omitsContentRange { head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n" }
         if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
         if let tag = file.entityTag { head += "ETag: \(tag)\r\n" }
         if let type = file.contentType { head += "Content-Type: \(type)\r\n" }
@@ -290,6 +295,8 @@ public final class TestOrigin: @unchecked Sendable {
         if case .dropAfter(let bytes) = fault { limit = min(limit, Int64(bytes)); closeAfter = true }
         if case .shortBody(let missing) = fault { limit = max(0, limit - Int64(missing)); closeAfter = true }
         var sent: Int64 = 0
+        var rate = serverRate
+        if case .drip(let bytesPerSecond) = fault { rate = bytesPerSecond }
         let started = Date()
         let chunk = 64 * 1024
         while sent < limit {

@@ -64,4 +64,41 @@ import Testing
             print("crash loop: origin bytes / file size = \(ratio), claimed after kills = \(claimedAfterKills)")
         }
     }
+
+    /// Issue 6, acceptance 2: fifty `kill -9`s at random moments of `streamcache get` (starting,
+    /// downloading, committing), each followed by a check of every byte the index claims; then a
+    /// last run completes the file. No span may claim a byte past the data file or a wrong byte.
+    @Test func fiftyKillsAtRandomMomentsNeverLeaveAWrongByte() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let size = 40_000_000
+        let data = TestData.random(count: size, seed: 62)
+        server.setFile("/long.mp3", data: data)
+        server.bytesPerSecond = TestTiming.rate(6_000_000)
+        let url = server.url("/long.mp3")
+        let key = CacheKey(url: url)
+        var generator = SeededGenerator(seed: 50)
+        try await withTemporaryDirectory { work in
+            let cacheDir = work.appendingPathComponent("cache")
+            var claimed: [Int64] = []
+            var killedRunning = 0
+            for _ in 0..<50 {
+                let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"])
+                try await Task.sleep(for: TestTiming.time(.milliseconds(Int.random(in: 20...600, using: &generator))))
+                if process.isRunning { killedRunning += 1 }
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                claimed.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
+            }
+            #expect(killedRunning >= 45, "only \(killedRunning) of 50 kills hit a running process")
+            server.bytesPerSecond = nil
+            let out = work.appendingPathComponent("out")
+            let result = try await CommandLineTool.run(["get", url.absoluteString, "-o", out.path, "--cache-dir", cacheDir.path])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: out)) == TestData.sha256(data))
+            #expect(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data) == Int64(size))
+            print("crash loop: 50 kills (\(killedRunning) while running), bytes claimed after each kill \(claimed.map { $0 / 1000 }) kB, "
+                  + "origin bytes / file size \(Double(server.bodyBytesSent(for: "/long.mp3")) / Double(size)), 0 wrong bytes")
+        }
+    }
 }

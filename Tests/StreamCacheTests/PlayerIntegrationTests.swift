@@ -137,7 +137,7 @@ import Testing
             try data.write(to: root.appendingPathComponent("seek.bin"))
             try data.write(to: root.appendingPathComponent("crowd.bin"))
             try await Self.withOriginAndProxy(root: root) { nginx, server, folder in
-                let client = AsyncHTTPClientTransport.shared
+                let client = TestClients.manyPlayers
                 let seekURL = try #require(server.url(for: "seek.bin", in: folder))
                 for percent in [0, 50, 10, 90, 30] {
                     let start = size * percent / 100
@@ -152,7 +152,7 @@ import Testing
                 let crowdURL = try #require(server.url(for: "crowd.bin", in: folder))
                 let digests = try await withThrowingTaskGroup(of: String.self) { group in
                     for _ in 0..<16 {
-                        group.addTask { TestData.sha256(try await client.send(HTTPRequest(url: crowdURL)).body.collect(upTo: 1 << 30)) }
+                        group.addTask { TestData.sha256(try await client.send(HTTPRequest(url: crowdURL, timeout: TestTiming.time(.seconds(30)))).body.collect(upTo: 1 << 30)) }
                     }
                     return try await group.reduce(into: []) { $0.append($1) }
                 }

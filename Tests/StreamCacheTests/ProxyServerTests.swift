@@ -290,7 +290,7 @@ import Testing
             let digests = try await withThrowingTaskGroup(of: String.self) { group in
                 for _ in 0..<32 {
                     group.addTask {
-                        let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, timeout: TestTiming.time(.seconds(30))))
+                        let response = try await TestClients.manyPlayers.send(HTTPRequest(url: url, timeout: TestTiming.time(.seconds(30))))
                         return TestData.sha256(try await response.body.collect(upTo: 1 << 30))
                     }
                 }

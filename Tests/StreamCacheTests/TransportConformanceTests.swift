@@ -108,7 +108,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 34))
-        server.bytesPerSecond = 5_000_000  // half the file takes 4 s: room for a loaded CI machine
+        server.bytesPerSecond = TestTiming.rate(5_000_000)  // half the file takes 4 s: room for a loaded CI machine
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
