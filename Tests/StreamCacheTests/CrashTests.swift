@@ -90,7 +90,9 @@ import Testing
                 process.waitUntilExit()
                 claimed.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
             }
-            #expect(killedRunning >= 45, "only \(killedRunning) of 50 kills hit a running process")
+            // Under a sanitizer the longer runs commit more each time and the file completes before the
+            // fiftieth run; the kills that hit a running process still must leave only correct bytes.
+            #expect(killedRunning >= (TestTiming.slowdown == 1 ? 45 : 10), "only \(killedRunning) of 50 kills hit a running process")
             server.bytesPerSecond = nil
             let out = work.appendingPathComponent("out")
             let result = try await CommandLineTool.run(["get", url.absoluteString, "-o", out.path, "--cache-dir", cacheDir.path])
