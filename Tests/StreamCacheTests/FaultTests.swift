@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StreamCache
 import StreamCacheTestSupport
 import Testing
@@ -294,6 +295,32 @@ import Testing
             }
         }
     }
-}
 
-import Logging
+    /// Issue 6: a full disk. The resource's data file is made `/dev/full` (every write fails with
+    /// `ENOSPC`, every read gives zeros): the read fails with `diskFull` and a message that says what
+    /// to do, and nothing is recorded, so no zero from the device is ever served as the file's bytes.
+    @Test func aFullDiskIsAClearErrorAndRecordsNothing() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 2_000_000, seed: 77)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let path = cache.store.dataPath(for: key)
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/dev/full")
+            let song = cache.resource(for: key, origin: origin(server))
+            do {
+                let bytes = try await song.read(from: 0).collect()
+                Issue.record("a read on a full disk returned \(bytes.count) bytes")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .diskFull, "\(error)")
+                #expect(error.message.contains("disk is full"))
+            }
+            await cache.flush()
+            #expect(try await song.cachedRanges.isEmpty)
+            let entries = try await cache.entries()
+            #expect(entries.allSatisfy { $0.spans.isEmpty }, "a span was recorded for bytes that were never written")
+        }
+    }
+}
