@@ -238,7 +238,11 @@ extension Resource {
                 try? resetForNewVersion(stale)
                 self.info = nil
             }
-            wakeWaiters(error: streamError, in: ByteRange(download.position, max(download.position, download.limit)))
+            let window = ByteRange(download.position, max(download.position, download.limit))
+            failureCount += 1
+            recentFailures.append((failureCount, window, streamError))
+            if recentFailures.count > 8 { recentFailures.removeFirst() }
+            wakeWaiters(error: streamError, in: window)
         }
         wakeWaiters(all: true)
         scheduleReaperIfIdle()

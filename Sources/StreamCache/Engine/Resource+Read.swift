@@ -133,7 +133,7 @@ extension Resource {
     func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
         try await ensureLoaded()
         let id = makeID()
-        readers[id] = ReaderState(position: range.lowerBound, end: range.upperBound, isPrefetch: prefetch)
+        readers[id] = ReaderState(position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch)
         usage.begin(key)
         statistics.reads += 1
         reaper?.cancel()
@@ -204,6 +204,10 @@ extension Resource {
             if replans > 50 {
                 throw StreamCacheError(.originUnavailable, "The origin kept ending downloads without delivering byte \(position).", range: ByteRange(position, end))
             }
+            // A download for this byte failed since this reader last planned: that is its answer.
+            let seen = readers[readerID]?.failuresSeen ?? failureCount
+            if let failure = recentFailures.last(where: { $0.number > seen && $0.window.contains(position) }) { throw failure.error }
+            readers[readerID]?.failuresSeen = failureCount
             try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached)
             try await waitUntilAvailable(position)
         }

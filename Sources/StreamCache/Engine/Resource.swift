@@ -62,6 +62,10 @@ public actor Resource {
     var waiters: [Int: Waiter] = [:]
     var nextID = 0
     var reaper: Task<Void, Never>?
+    /// The last download failures (at most 8), numbered: a reader whose wait ended for a re-plan
+    /// just before the download failed would otherwise miss the error and start the download again.
+    var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []
+    var failureCount = 0
 
     var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
     /// Running totals for this resource in this process.
@@ -70,6 +74,9 @@ public actor Resource {
     struct ReaderState {
         var position: Int64
         var end: Int64
+        /// The number of download failures that happened before this reader last planned; later
+        /// ones covering its position end the read (see ``Resource/recentFailures``).
+        var failuresSeen: Int = 0
         /// Prefetches keep their downloads going, but only readers that deliver bytes make a
         /// download "needed" for the idle grace period.
         var isPrefetch: Bool
