@@ -82,7 +82,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 33))
-        server.bytesPerSecond = TestTiming.rate(5_000_000)  // half the file takes 4 s: room for a loaded CI machine
+        server.bytesPerSecond = TestTiming.rate(2_000_000)  // half the file takes 10 s: room for a loaded CI machine (URLSession on Linux can take seconds to drop a connection there)
         let transport = kind.make()
         let (started, signal) = AsyncStream<Void>.makeStream()
         let task = Task {
@@ -98,7 +98,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         for await _ in started { break }
         task.cancel()
         await #expect(throws: CancellationError.self) { _ = try await task.value }
-        for _ in 0..<80 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<(200 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the cancel: \(sent) bytes")
     }
@@ -108,12 +108,12 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 34))
-        server.bytesPerSecond = TestTiming.rate(5_000_000)  // half the file takes 4 s: room for a loaded CI machine
+        server.bytesPerSecond = TestTiming.rate(2_000_000)  // half the file takes 10 s: room for a loaded CI machine (URLSession on Linux can take seconds to drop a connection there)
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
         }
-        for _ in 0..<80 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<(200 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
