@@ -78,8 +78,6 @@ actor ResolvingLocator: DownloadLocator {
     private let resolve: @Sendable () async throws -> DownloadTarget
     private var current: DownloadTarget?
     private var resolving: Task<DownloadTarget, any Error>?
-    /// How many times a link was resolved; for tests and logs.
-    private(set) var resolutions = 0
 
     init(logDescription: String, initial: DownloadTarget? = nil, resolve: @escaping @Sendable () async throws -> DownloadTarget) {
         self.logDescription = logDescription
@@ -94,7 +92,6 @@ actor ResolvingLocator: DownloadLocator {
         resolving = task
         defer { resolving = nil }
         let target = try await task.value
-        resolutions += 1
         current = target
         return target
     }
