@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "StreamCache", targets: ["StreamCache"]),
         .library(name: "StreamCacheHTTPClient", targets: ["StreamCacheHTTPClient"]),
+        .library(name: "StreamCacheHLS", targets: ["StreamCacheHLS"]),
         .library(name: "StreamCacheServer", targets: ["StreamCacheServer"]),
         .library(name: "StreamCacheAVFoundation", targets: ["StreamCacheAVFoundation"]),
         .library(name: "StreamCacheSources", targets: ["StreamCacheSources"]),
@@ -49,9 +50,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StreamCacheHLS",
+            dependencies: ["StreamCache"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StreamCacheServer",
             dependencies: [
                 "StreamCache",
+                "StreamCacheHLS",
                 "StreamCacheHTTPClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -80,6 +87,7 @@ let package = Package(
                 "StreamCache",
                 "StreamCacheSources",
                 "StreamCacheHTTPClient",
+                "StreamCacheHLS",
                 "StreamCacheServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -122,6 +130,17 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StreamCacheHLSTests",
+            dependencies: [
+                "StreamCache",
+                "StreamCacheHLS",
+                "StreamCacheServer",
+                "StreamCacheHTTPClient",
+                "StreamCacheTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -99,7 +99,7 @@ public final class Nginx: @unchecked Sendable {
             scgi_temp_path \(prefix.path)/scgi;
             sendfile on;
             keepalive_requests 100000;
-            types { audio/mpeg mp3; audio/mp4 m4a; }
+            types { audio/mpeg mp3; audio/mp4 m4a; application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/iso.segment m4s; video/mp4 mp4; }
             default_type application/octet-stream;
             server {
                 listen 127.0.0.1:\(self.port);

@@ -47,7 +47,8 @@ import Testing
                 #expect(process.isRunning, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
-                #expect(process.terminationReason == .uncaughtSignal)
+                #expect(process.terminationReason == .uncaughtSignal,
+                        "exit status \(process.terminationStatus): \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 claimedAfterKills.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
             }
             // Something was recorded along the way (commits are batched, not withheld).

@@ -40,31 +40,8 @@ import Testing
     }
 
     /// `curl` with headers and body captured: status, lower-cased header map, body.
-    struct CurlResult {
-        var status: Int
-        var headers: [String: String]
-        var body: Data
-    }
-
-    static func curl(_ url: URL, _ arguments: [String] = []) async throws -> CurlResult {
-        try await withTemporaryDirectory { directory in
-            let headerFile = directory.appendingPathComponent("headers").path
-            let bodyFile = directory.appendingPathComponent("body").path
-            let result = try await ExternalTool.run("curl", ["-s", "-S", "--max-time", "30", "-D", headerFile, "-o", bodyFile] + arguments + [url.absoluteString])
-            #expect(result.status == 0, "curl failed: \(result.stderr)")
-            let head = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
-            var status = 0
-            var headers: [String: String] = [:]
-            for line in head.components(separatedBy: "\r\n") {
-                if line.hasPrefix("HTTP/") {
-                    status = Int(line.split(separator: " ")[1]) ?? 0
-                } else if let colon = line.firstIndex(of: ":") {
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                }
-            }
-            let body = (try? Data(contentsOf: URL(fileURLWithPath: bodyFile))) ?? Data()
-            return CurlResult(status: status, headers: headers, body: body)
-        }
+    static func curl(_ url: URL, _ arguments: [String] = []) async throws -> Curl.Result {
+        try await Curl.fetch(url, arguments)
     }
 
     @Test func curlSeesRFC9110Ranges() async throws {

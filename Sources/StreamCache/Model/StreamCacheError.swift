@@ -17,7 +17,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case originUnavailable, resourceChanged, rangeNotSatisfiable, authenticationFailed, notFound
             case badResponse, tooManyRedirects, diskFull, cacheIOFailed, invalidArgument, rangeNotSupported
-            case unsupportedMediaType
+            case unsupportedMediaType, invalidPlaylist
         }
 
         private let base: Base
@@ -47,6 +47,8 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         /// The player cannot take the resource's media type (for example AVFoundation's
         /// `allowedContentTypes` does not list it).
         public static let unsupportedMediaType = Code(base: .unsupportedMediaType)
+        /// A playlist (HLS `.m3u8`) does not follow RFC 8216, or is too large to be one.
+        public static let invalidPlaylist = Code(base: .invalidPlaylist)
 
         /// A stable number for the code, used as the `NSError` code (see ``StreamCacheError/errorCode``).
         /// Numbers are never reused.
@@ -64,6 +66,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
             case .invalidArgument: 10
             case .rangeNotSupported: 11
             case .unsupportedMediaType: 12
+            case .invalidPlaylist: 13
             }
         }
 

@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHLS
 
 /// The JSON bodies of the control API (`/api/…`). Field names are the wire format; keep them
 /// stable.
@@ -24,17 +25,24 @@ public enum ControlAPI {
         }
     }
 
-    /// `POST /api/resources/{id}/prefetch`: an optional byte range to fill (`end` exclusive).
+    /// `POST /api/resources/{id}/prefetch`: an optional byte range to fill (`end` exclusive), or
+    /// for an HLS playlist, which variants and how many segments to download.
     public struct PrefetchRequest: Codable, Sendable {
         /// The first byte; 0 by default.
         public var start: Int64?
         /// One past the last byte; the end of the resource by default.
         public var end: Int64?
+        /// HLS: `all`, `highest` (the default), `lowest`, or a 0-based variant index.
+        public var variants: String?
+        /// HLS: download only the first this many segments of each media playlist.
+        public var segments: Int?
 
         /// Creates a request.
-        public init(start: Int64? = nil, end: Int64? = nil) {
+        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil) {
             self.start = start
             self.end = end
+            self.variants = variants
+            self.segments = segments
         }
     }
 
@@ -76,6 +84,8 @@ public enum ControlAPI {
         public var originRequests: Int
         /// The last prefetch's error, if it failed.
         public var prefetchError: String?
+        /// For an HLS playlist, how far its last prefetch got.
+        public var hlsPrefetch: HLSPrefetchProgress?
     }
 
     /// `GET /api/resources`.

@@ -4,6 +4,7 @@ import struct HTTPTypes.HTTPResponse
 import Hummingbird
 import NIOCore
 import StreamCache
+import StreamCacheHLS
 
 /// Serves `/api/…`: registers, lists, removes and prefetches resources.
 ///
@@ -93,25 +94,55 @@ struct ControlAPIResponder: Sendable {
 
     private func prefetch(id: Substring, request: inout Request) async -> Response {
         guard let stream = server.registry.stream(id: id) else { return Self.notFound() }
-        var range: ByteRange?
+        var body = ControlAPI.PrefetchRequest()
         if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
             do {
-                let body = try await Self.decode(ControlAPI.PrefetchRequest.self, from: &request)
-                let start = body.start ?? 0
-                let end = body.end ?? Int64.max
-                guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
-                range = ByteRange(start, end)
+                body = try await Self.decode(ControlAPI.PrefetchRequest.self, from: &request)
             } catch {
                 return Self.error(.badRequest, "invalidRequest", "\(error)")
             }
         }
         let wait = request.uri.queryParameters["wait"].map { $0 == "1" || $0 == "true" } ?? false
-        let task = server.startPrefetch(stream, range: range)
+        let task: Task<Void, Never>
+        if await isPlaylist(stream) {
+            guard body.start == nil, body.end == nil else {
+                return Self.error(.badRequest, "invalidRequest", "An HLS playlist is prefetched by 'variants' and 'segments', not by byte range.")
+            }
+            guard let selection = HLSVariantSelection(body.variants ?? "highest") else {
+                return Self.error(.badRequest, "invalidRequest", "'variants' must be all, highest, lowest or a variant index.")
+            }
+            guard body.segments.map({ $0 > 0 }) ?? true else { return Self.error(.badRequest, "invalidRequest", "'segments' must be above 0.") }
+            guard let location = stream.location else {
+                return Self.error(.notImplemented, "unsupported", "This playlist was registered without a URL, so the files it names cannot be located.")
+            }
+            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments)
+        } else {
+            guard body.variants == nil, body.segments == nil else {
+                return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")
+            }
+            var range: ByteRange?
+            if body.start != nil || body.end != nil {
+                let start = body.start ?? 0
+                let end = body.end ?? Int64.max
+                guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
+                range = ByteRange(start, end)
+            }
+            task = server.startPrefetch(stream, range: range)
+        }
         if wait {
             await task.value
             return Self.json(.ok, await server.status(of: stream))
         }
         return Self.json(.accepted, await server.status(of: stream))
+    }
+
+    /// Whether the stream is a playlist; asks the origin for the type when neither the name nor
+    /// the cache tells.
+    private func isPlaylist(_ stream: StreamRegistry.Stream) async -> Bool {
+        let resource = server.resource(for: stream)
+        if server.isPlaylist(stream, resource: resource) { return true }
+        guard stream.isPlaylist == nil, resource.knownInfo?.mimeType == nil, let info = try? await resource.loadInfo() else { return false }
+        return HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType)
     }
 
     // MARK: JSON helpers

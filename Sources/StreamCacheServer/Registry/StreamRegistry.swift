@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHLS
 
 /// A resource the proxy serves at `/s/<id>/<file name>`.
 ///
@@ -38,6 +39,13 @@ final class StreamRegistry: Sendable {
     struct Stream: Sendable {
         var registration: StreamRegistration
         var origin: any Origin
+        /// The URL and headers, when the stream has them: a playlist resolves its URIs against them.
+        var location: HLSLocation?
+        /// Whether the stream is an HLS playlist; `nil` when it is decided by name and type.
+        var isPlaylist: Bool?
+        /// Whether a playlist named it (rather than a user registering it); such streams are
+        /// not listed and are forgotten first.
+        var isDerived = false
     }
 
     struct Folder: Sendable {
@@ -49,7 +57,14 @@ final class StreamRegistry: Sendable {
         var streams: [String: Stream] = [:]
         var idsByKey: [CacheKey: String] = [:]
         var folders: [String: Folder] = [:]
+        /// Ids of derived streams, oldest first.
+        var derivedOrder: [String] = []
+        var derivedOrderStart = 0
     }
+
+    /// Streams named by playlists kept at most; a live stream names new segments forever, and the
+    /// oldest are long gone from its playlist when they are forgotten.
+    static let maximumDerivedStreams = 100_000
 
     /// Path segments that can never be a folder token, since other routes own them.
     static let reservedTokens: Set<String> = ["s", "api"]
@@ -58,16 +73,46 @@ final class StreamRegistry: Sendable {
 
     /// Registers a resource, or returns the existing registration of the same key with its origin
     /// replaced (so scripts can register again with fresh headers and keep the URL).
-    func register(key: CacheKey, fileName: String, sourceDescription: String, origin: any Origin) -> StreamRegistration {
+    func register(key: CacheKey, fileName: String, sourceDescription: String, origin: any Origin, location: HLSLocation? = nil) -> StreamRegistration {
         state.withLock { state in
             if let id = state.idsByKey[key], var stream = state.streams[id] {
                 stream.origin = origin
+                stream.location = location
+                stream.isDerived = false
                 state.streams[id] = stream
                 return stream.registration
             }
             let registration = StreamRegistration(id: SecretToken.make(), fileName: fileName, key: key, sourceDescription: sourceDescription)
-            state.streams[registration.id] = Stream(registration: registration, origin: origin)
+            state.streams[registration.id] = Stream(registration: registration, origin: origin, location: location)
             state.idsByKey[key] = registration.id
+            return registration
+        }
+    }
+
+    /// Registers a file a playlist names, or returns the registration its URL already has.
+    ///
+    /// - Parameter makeOrigin: Called only when the file is new.
+    func registerDerived(_ location: HLSLocation, isPlaylist: Bool, makeOrigin: () -> any Origin) -> StreamRegistration {
+        let key = location.key
+        return state.withLock { state in
+            if let id = state.idsByKey[key], let stream = state.streams[id] { return stream.registration }
+            let name = location.fileName(fallback: isPlaylist ? "playlist.m3u8" : "file")
+            let registration = StreamRegistration(id: SecretToken.make(), fileName: name, key: key, sourceDescription: location.url.redactedDescription)
+            state.streams[registration.id] = Stream(registration: registration, origin: makeOrigin(), location: location, isPlaylist: isPlaylist, isDerived: true)
+            state.idsByKey[key] = registration.id
+            state.derivedOrder.append(registration.id)
+            if state.derivedOrder.count - state.derivedOrderStart > Self.maximumDerivedStreams {
+                let oldest = state.derivedOrder[state.derivedOrderStart]
+                state.derivedOrderStart += 1
+                if let stream = state.streams[oldest], stream.isDerived {
+                    state.streams[oldest] = nil
+                    state.idsByKey[stream.registration.key] = nil
+                }
+                if state.derivedOrderStart > Self.maximumDerivedStreams {
+                    state.derivedOrder.removeFirst(state.derivedOrderStart)
+                    state.derivedOrderStart = 0
+                }
+            }
             return registration
         }
     }
@@ -78,7 +123,10 @@ final class StreamRegistry: Sendable {
         state.withLock { $0.streams[String(id)] }
     }
 
-    var streams: [Stream] { state.withLock { Array($0.streams.values) }.sorted { $0.registration.fileName < $1.registration.fileName } }
+    /// The streams users registered (not those playlists named), by file name.
+    var streams: [Stream] {
+        state.withLock { $0.streams.values.filter { !$0.isDerived } }.sorted { $0.registration.fileName < $1.registration.fileName }
+    }
 
     @discardableResult
     func unregister(id: String) -> StreamRegistration? {

@@ -5,6 +5,7 @@ import struct HTTPTypes.HTTPResponse
 import Logging
 import NIOCore
 import StreamCache
+import StreamCacheHLS
 
 /// The request context: Hummingbird's core storage plus the peer's address, which the control
 /// API checks.
@@ -42,11 +43,13 @@ struct ProxyResponder: HTTPResponder {
 
     let server: ServerCore
     let ranges: RangeResponder
+    let playlists: PlaylistResponder
     let api: ControlAPIResponder
 
     init(server: ServerCore) {
         self.server = server
         self.ranges = RangeResponder(logger: server.logger)
+        self.playlists = PlaylistResponder(server: server)
         self.api = ControlAPIResponder(server: server)
     }
 
@@ -62,17 +65,36 @@ struct ProxyResponder: HTTPResponder {
         case "s":
             guard segments.count == 3, let stream = server.registry.stream(id: segments[1]),
                   segments[2].removingPercentEncoding == stream.registration.fileName else { return Self.notFound }
-            return await ranges.respond(to: request, resource: server.resource(for: stream), fileName: stream.registration.fileName,
-                                        eventLoop: context.eventLoop)
+            return await respond(to: request, stream: stream, context: context)
         default:
             guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }
             let encodedRest = path.dropFirst(first.count + 2)
             guard let relative = RelativePath(encoded: encodedRest), let url = relative.url(below: folder.mount.baseURL) else {
                 return Self.notFound
             }
-            let resource = server.cache.resource(for: CacheKey(url: url), origin: server.makeOrigin(url: url, headers: folder.headers))
-            return await ranges.respond(to: request, resource: resource, fileName: relative.fileName, eventLoop: context.eventLoop)
+            let registration = StreamRegistration(id: first.description, fileName: relative.fileName, key: CacheKey(url: url), sourceDescription: "")
+            let stream = StreamRegistry.Stream(registration: registration, origin: server.makeOrigin(url: url, headers: folder.headers),
+                                               location: HLSLocation(url: url, headers: folder.headers))
+            return await respond(to: request, stream: stream, context: context)
         }
+    }
+
+    /// A file: a playlist when its name or known type says so (or its stream was named as one);
+    /// otherwise a range answer, which hands over to the playlist responder if the origin's type
+    /// turns out to be a playlist's.
+    private func respond(to request: Request, stream: StreamRegistry.Stream, context: Context) async -> Response {
+        let resource = server.resource(for: stream)
+        if server.isPlaylist(stream, resource: resource) {
+            return await playlists.respond(method: request.method, resource: resource, origin: stream.origin, location: stream.location)
+        }
+        var playlistFallback: RangeResponder.PlaylistFallback?
+        if stream.isPlaylist == nil {
+            let method = request.method
+            let (playlists, origin, location) = (playlists, stream.origin, stream.location)
+            playlistFallback = { await playlists.respond(method: method, resource: resource, origin: origin, location: location) }
+        }
+        return await ranges.respond(to: request, resource: resource, fileName: stream.registration.fileName, eventLoop: context.eventLoop,
+                                    playlistFallback: playlistFallback)
     }
 
     static var notFound: Response {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StreamCache
+import StreamCacheHLS
 
 /// The state every responder of one server shares: the cache, the registry, the background
 /// prefetches and the address the server listens on.
@@ -11,12 +12,15 @@ final class ServerCore: Sendable {
     let transport: any HTTPTransport
     let controlToken: String
     let logger: Logger
+    /// Parsed playlists, shared by every player and prefetch.
+    let playlists = HLSPlaylistLoader()
     private let listeningURL = Locked<URL?>(nil)
     private let prefetches = Locked([String: PrefetchState]())
 
     private struct PrefetchState {
         var task: Task<Void, Never>
         var error: String?
+        var hls: HLSPrefetchProgress?
     }
 
     init(cache: StreamCache, configuration: ProxyServer.Configuration, transport: any HTTPTransport) {
@@ -45,7 +49,17 @@ final class ServerCore: Sendable {
     func register(url: URL, headers: HTTPHeaders, key: CacheKey?, fileName: String?) -> StreamRegistration {
         let name = fileName.flatMap { $0.isEmpty ? nil : $0 } ?? (url.lastPathComponent.isEmpty || url.lastPathComponent == "/" ? "stream" : url.lastPathComponent)
         return registry.register(key: key ?? CacheKey(url: url), fileName: name, sourceDescription: url.redactedDescription,
-                                 origin: makeOrigin(url: url, headers: headers))
+                                 origin: makeOrigin(url: url, headers: headers), location: HLSLocation(url: url, headers: headers))
+    }
+
+    /// The stream of a file a playlist names.
+    func registerDerived(_ location: HLSLocation, isPlaylist: Bool) -> StreamRegistration {
+        registry.registerDerived(location, isPlaylist: isPlaylist) { makeOrigin(url: location.url, headers: location.headers) }
+    }
+
+    /// Whether `stream` is served as an HLS playlist, as far as is known before its first byte.
+    func isPlaylist(_ stream: StreamRegistry.Stream, resource: Resource) -> Bool {
+        stream.isPlaylist ?? HLSPlaylist.isPlaylist(fileName: stream.registration.fileName, mimeType: resource.knownInfo?.mimeType)
     }
 
     func resource(for stream: StreamRegistry.Stream) -> Resource {
@@ -73,7 +87,33 @@ final class ServerCore: Sendable {
         }
     }
 
+    /// Starts downloading an HLS stream for offline play, or returns the prefetch already running.
+    func startPlaylistPrefetch(_ stream: StreamRegistry.Stream, location: HLSLocation, variants: HLSVariantSelection, segmentLimit: Int?) -> Task<Void, Never> {
+        let id = stream.registration.id
+        let key = stream.registration.key
+        let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger] location in
+            HTTPOrigin(url: location.url, headers: location.headers, transport: transport, logger: logger)
+        }
+        let states = prefetches
+        return prefetches.withLock { prefetches in
+            prefetches[id]?.task.cancel()
+            let task = Task {
+                do {
+                    try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit) { progress in
+                        states.withLock { $0[id]?.hls = progress }
+                    }
+                } catch {
+                    states.withLock { $0[id]?.error = "\(error)" }
+                }
+            }
+            prefetches[id] = PrefetchState(task: task)
+            return task
+        }
+    }
+
     func prefetchError(id: String) -> String? { prefetches.withLock { $0[id]?.error } }
+
+    func playlistPrefetchProgress(id: String) -> HLSPrefetchProgress? { prefetches.withLock { $0[id]?.hls } }
 
     func cancelPrefetch(id: String) {
         prefetches.withLock { $0.removeValue(forKey: id) }?.task.cancel()
@@ -105,6 +145,7 @@ final class ServerCore: Sendable {
             downloading: downloading, size: size, mimeType: info?.effectiveMIMEType, cachedBytes: cached,
             cachedRanges: ranges.ranges.map { ControlAPI.Span(start: $0.lowerBound, end: $0.upperBound) },
             bytesFromCache: statistics.bytesServedFromCache, bytesFromOrigin: statistics.bytesServedFromOrigin,
-            originRequests: statistics.originRequests, prefetchError: prefetchError(id: stream.registration.id))
+            originRequests: statistics.originRequests, prefetchError: prefetchError(id: stream.registration.id),
+            hlsPrefetch: playlistPrefetchProgress(id: stream.registration.id))
     }
 }

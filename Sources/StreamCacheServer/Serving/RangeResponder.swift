@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import StreamCache
+import StreamCacheHLS
 
 /// Answers `GET` and `HEAD` for one cached resource with RFC 9110 range semantics, streaming the
 /// body from the engine as it arrives.
@@ -22,7 +23,11 @@ import StreamCache
 struct RangeResponder: Sendable {
     let logger: Logger
 
-    func respond(to request: Request, resource: Resource, fileName: String, eventLoop: any EventLoop) async -> Response {
+    /// Answers instead when the origin's type shows the file is an HLS playlist.
+    typealias PlaylistFallback = @Sendable () async -> Response
+
+    func respond(to request: Request, resource: Resource, fileName: String, eventLoop: any EventLoop,
+                 playlistFallback: PlaylistFallback? = nil) async -> Response {
         let pacer = OutboundPacer(eventLoop: eventLoop)
         let isHead = request.method == .head
         guard isHead || request.method == .get else {
@@ -53,6 +58,9 @@ struct RangeResponder: Sendable {
             }
         } catch {
             return Self.errorResponse(for: error, logger: logger, key: resource.key)
+        }
+        if let playlistFallback, HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType) {
+            return await playlistFallback()
         }
         if info.fileName == nil { info.fileName = fileName }
         /// The body of `range`: the read already started when it covers exactly that, else a new one.

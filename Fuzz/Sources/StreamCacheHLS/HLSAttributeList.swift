@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheHLS/Playlist/HLSAttributeList.swift

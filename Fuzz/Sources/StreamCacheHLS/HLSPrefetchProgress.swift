@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheHLS/Prefetch/HLSPrefetchProgress.swift

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import StreamCache
+import StreamCacheHLS
+import StreamCacheHTTPClient
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `streamcache prefetch URL`: download a file, or an HLS stream, into the cache for offline play.
+struct PrefetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prefetch",
+        abstract: "Download a URL into the cache for offline play; for an HLS playlist, its variants' segments.",
+        discussion: """
+        Bytes already cached are not fetched again. An HLS playlist (.m3u8, or served as one) is downloaded with the \
+        files it names: for a master playlist, the variants chosen by --variants and the renditions they play with. \
+        Afterwards `streamcache serve` plays it with the origin gone.
+
+        Examples:
+          streamcache prefetch https://example.com/show/master.m3u8 -H 'Authorization: Bearer TOKEN' --variants all
+          streamcache prefetch https://example.com/show/master.m3u8 --variants lowest --segments 30
+          streamcache prefetch https://example.com/a.mp3 -H 'Authorization: Bearer TOKEN'
+        """
+    )
+
+    @Argument(help: "An http or https URL.")
+    var url: String
+
+    @Option(name: .customShort("H"), help: ArgumentHelp("A request header, 'Name: value'. Repeatable.", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(help: ArgumentHelp("HLS: all, highest (the default), lowest, or a 0-based variant index.", valueName: "which"))
+    var variants = "highest"
+
+    @Option(help: ArgumentHelp("HLS: only the first N segments of each media playlist.", valueName: "N"))
+    var segments: Int?
+
+    @Flag(help: "No progress lines on stderr.")
+    var quiet = false
+
+    @OptionGroup var cache: CacheOptions
+
+    func validate() throws {
+        _ = try ArgumentParsing.httpURL(url)
+        _ = try ArgumentParsing.headers(headers)
+        guard HLSVariantSelection(variants) != nil else { throw ValidationError("--variants must be all, highest, lowest or a variant index.") }
+        if let segments, segments < 1 { throw ValidationError("--segments must be at least 1.") }
+    }
+
+    func run() async throws {
+        let url = try ArgumentParsing.httpURL(url)
+        let headers = try ArgumentParsing.headers(headers)
+        let transport = AsyncHTTPClientTransport.shared
+        let cache: StreamCache
+        do { cache = try StreamCache(configuration: .init(directory: self.cache.directory)) } catch { throw Failure.exit(error) }
+        let origin = HTTPOrigin(url: url, headers: headers, transport: transport)
+        let resource = cache.resource(for: CacheKey(url: url), origin: origin)
+        let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
+        do {
+            var isPlaylist = HLSPlaylist.isPlaylist(fileName: url.lastPathComponent, mimeType: resource.knownInfo?.mimeType)
+            if !isPlaylist { isPlaylist = HLSPlaylist.isPlaylist(fileName: nil, mimeType: try await resource.loadInfo().mimeType) }
+            if isPlaylist {
+                let prefetcher = HLSPrefetcher(cache: cache, loader: HLSPlaylistLoader()) { location in
+                    HTTPOrigin(url: location.url, headers: location.headers, transport: transport)
+                }
+                let done = try await prefetcher.prefetch(HLSLocation(url: url, headers: headers), variants: HLSVariantSelection(variants)!,
+                                                         segmentLimit: segments) { progress in
+                    if showsProgress { Self.printToStandardError("\r\(progress.filesDone)/\(progress.files) files, \(ByteFormat.string(progress.bytes))") }
+                }
+                if showsProgress { Self.printToStandardError("\n") }
+                print("\(done.filesDone) files (\(done.segments) segments, \(ByteFormat.string(done.bytes))) cached for \(url.redactedDescription)")
+            } else {
+                try await resource.prefetch()
+                let size = resource.knownInfo?.totalLength ?? 0
+                print("\(ByteFormat.string(size)) cached for \(url.redactedDescription)")
+            }
+            await cache.shutdown()
+        } catch {
+            await cache.shutdown()
+            throw Failure.exit(error)
+        }
+    }
+
+    private static func printToStandardError(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import StreamCache
+import StreamCacheHLS
+import StreamCacheServer
+import StreamCacheTestSupport
+import Testing
+
+/// HLS through the proxy with real parts: streams made by ffmpeg, served by nginx, which requires
+/// a token ffmpeg never sends, and played by ffmpeg through the proxy.
+@Suite(.serialized) struct HLSProxyTests {
+    static let token = "Bearer hls-origin-token-5e0a"
+
+    /// A proxy on `cache` for the duration of `body`.
+    static func withProxy(cache: StreamCache, _ body: (ProxyServer) async throws -> Void) async throws {
+        let server = try ProxyServer(cache: cache)
+        try await server.start()
+        do {
+            try await body(server)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    static func play(_ url: URL, seconds: Int = 20) async throws -> ExternalTool.Result {
+        try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url.absoluteString, "-t", String(seconds), "-f", "null", "-"])
+    }
+
+    /// The origin's log once no download is left running.
+    static func settledLog(_ nginx: Nginx, _ cache: StreamCache) async -> [Nginx.LogEntry] {
+        await cache.flush()
+        return await nginx.settledAccessLog()
+    }
+
+    /// Acceptance 1 and 2: ffmpeg plays 20 s of each kind of stream through the proxy, twice; the
+    /// origin sends no byte of any file twice, and the second play sends no request at all.
+    @Test(arguments: HLSTestMedia.Kind.allCases)
+    func ffmpegPlaysTwiceAndTheOriginSendsEachByteOnce(kind: HLSTestMedia.Kind) async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(kind, in: root)
+            let nginx = try Nginx(root: root, authorization: Self.token)
+            defer { nginx.stop() }
+            try await withTemporaryCache { cache in
+                try await Self.withProxy(cache: cache) { server in
+                    let master = server.url(for: server.register(url: nginx.url("/\(kind)/master.m3u8"), headers: ["Authorization": Self.token]))
+                    let first = try await Self.play(master)
+                    #expect(first.status == 0, "ffmpeg, first play of \(kind): \(first.stderr)")
+                    let afterFirst = await Self.settledLog(nginx, cache)
+                    let second = try await Self.play(master)
+                    #expect(second.status == 0, "ffmpeg, second play of \(kind): \(second.stderr)")
+                    let log = await Self.settledLog(nginx, cache)
+
+                    #expect(log.allSatisfy { $0.status == 200 || $0.status == 206 }, "every origin request carried the token")
+                    #expect(log.count == afterFirst.count, "the second play sent \(log.count - afterFirst.count) origin requests")
+                    let sizes = try HLSTestMedia.files(of: kind, in: root)
+                    for (path, size) in sizes {
+                        let sent = log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }
+                        #expect(sent <= size, "\(path): the origin sent \(sent) bytes of a \(size)-byte file")
+                    }
+                    let mediaSent = log.filter { !$0.path.hasSuffix(".m3u8") }.reduce(0) { $0 + $1.bodyBytes }
+                    let mediaSize = sizes.filter { !$0.key.hasSuffix(".m3u8") }.values.reduce(0, +)
+                    #expect(mediaSent * 2 >= mediaSize, "ffmpeg fetched media through the proxy (\(mediaSent) of \(mediaSize) bytes)")
+                    let fullest = sizes.map { path, size in Double(log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }) / Double(max(size, 1)) }.max() ?? 0
+                    print("hls \(kind): first play \(afterFirst.count) origin requests, second play \(log.count - afterFirst.count); "
+                          + "largest origin bytes / file size over \(sizes.count) files: \(fullest)")
+
+                    // What the player saw: proxy paths only, no origin address, no token.
+                    let text = try await Curl.fetch(master).text
+                    #expect(text.hasPrefix("#EXTM3U"))
+                    #expect(!text.contains("127.0.0.1:\(nginx.port)") && !text.contains("hls-origin-token"))
+                    let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+                    #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("/s/") })
+                }
+            }
+        }
+    }
+
+    /// Acceptance 1, offline: after a full prefetch through the control API, a new proxy on the
+    /// same cache directory plays the stream with the origin stopped.
+    @Test(arguments: [HLSTestMedia.Kind.transportStream, .fragmentedMP4])
+    func aPrefetchedStreamPlaysWithTheOriginStopped(kind: HLSTestMedia.Kind) async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(kind, in: root)
+            let nginx = try Nginx(root: root, authorization: Self.token)
+            defer { nginx.stop() }
+            let cacheDirectory = root.appendingPathComponent("cache")
+            let masterURL = nginx.url("/\(kind)/master.m3u8")
+
+            let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
+            try await Self.withProxy(cache: cache) { server in
+                let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
+                let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch?wait=1", relativeTo: server.baseURL))
+                let answer = try await Curl.fetch(api, ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)",
+                                                        "-H", "Content-Type: application/json", "--data", #"{"variants":"all"}"#])
+                #expect(answer.status == 200, "prefetch: \(answer.text)")
+                let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
+                let progress = try #require(status.hlsPrefetch)
+                #expect(status.prefetchError == nil)
+                #expect(progress.isComplete && progress.segments >= 2 * (HLSTestMedia.duration / 2))
+                let mediaFiles = try HLSTestMedia.files(of: kind, in: root).filter { !$0.key.hasSuffix(".m3u8") }
+                #expect(progress.files == mediaFiles.count, "every segment, map and key once")
+                #expect(progress.bytes == mediaFiles.values.reduce(0, +))
+            }
+            await cache.shutdown()
+            nginx.stop()
+
+            let reopened = try StreamCache(configuration: .init(directory: cacheDirectory))
+            try await Self.withProxy(cache: reopened) { server in
+                let master = server.url(for: server.register(url: masterURL, headers: ["Authorization": Self.token]))
+                let offline = try await Self.play(master)
+                #expect(offline.status == 0, "ffmpeg with the origin stopped: \(offline.stderr)")
+            }
+            await reopened.shutdown()
+        }
+    }
+
+    /// The command line's way to the same: `streamcache prefetch --variants all`, then a proxy
+    /// plays the stream from that cache with the origin stopped.
+    @Test func theCommandLinePrefetchesAStreamForOfflinePlay() async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(.byteRange, in: root)
+            let nginx = try Nginx(root: root, authorization: Self.token)
+            defer { nginx.stop() }
+            let cacheDirectory = root.appendingPathComponent("cache")
+            let masterURL = nginx.url("/byterange/master.m3u8")
+            let prefetch = try await CommandLineTool.run(["prefetch", masterURL.absoluteString, "-H", "Authorization: \(Self.token)",
+                                                          "--variants", "all", "--cache-dir", cacheDirectory.path])
+            #expect(prefetch.status == 0, "streamcache prefetch: \(prefetch.stderr)")
+            #expect(prefetch.output.hasPrefix("2 files ("), "one file per variant: \(prefetch.output)")
+            nginx.stop()
+            let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
+            try await Self.withProxy(cache: cache) { server in
+                let master = server.url(for: server.register(url: masterURL, headers: ["Authorization": Self.token]))
+                let offline = try await Self.play(master)
+                #expect(offline.status == 0, "ffmpeg with the origin stopped: \(offline.stderr)")
+            }
+            await cache.shutdown()
+        }
+    }
+
+    /// A prefetch of one variant's first segments fetches exactly those (and the key), nothing of
+    /// the other variant.
+    @Test func aPrefetchOfTheFirstSegmentsOfOneVariantFetchesOnlyThose() async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(.transportStream, in: root)
+            let nginx = try Nginx(root: root, authorization: Self.token)
+            defer { nginx.stop() }
+            try await withTemporaryCache { cache in
+                try await Self.withProxy(cache: cache) { server in
+                    let registration = server.register(url: nginx.url("/ts/master.m3u8"), headers: ["Authorization": Self.token])
+                    let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch?wait=1", relativeTo: server.baseURL))
+                    let auth = ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)", "-H", "Content-Type: application/json"]
+                    let answer = try await Curl.fetch(api, auth + ["--data", #"{"variants":"lowest","segments":3}"#])
+                    #expect(answer.status == 200, "prefetch: \(answer.text)")
+                    let log = await Self.settledLog(nginx, cache)
+                    #expect(Set(log.map(\.path)) == ["/ts/master.m3u8", "/ts/v1.m3u8", "/ts/key.bin", "/ts/v1_000.ts", "/ts/v1_001.ts", "/ts/v1_002.ts"])
+
+                    let badVariant = try await Curl.fetch(api, auth + ["--data", #"{"variants":"7"}"#])
+                    #expect(badVariant.status == 200)
+                    let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: badVariant.body)
+                    #expect(status.prefetchError?.contains("there is no variant 7") == true)
+                    let byteRange = try await Curl.fetch(api, auth + ["--data", #"{"start":0,"end":10}"#])
+                    #expect(byteRange.status == 400)
+                }
+            }
+        }
+    }
+}
