@@ -56,6 +56,8 @@ public final class TestOrigin: @unchecked Sendable {
         public var status: Int
         /// The body bytes written to the socket.
         public var bodyBytesSent: Int64
+        /// When the request arrived and when its answer was written.
+        public var interval: ClosedRange<ContinuousClock.Instant>
         /// The `Range` header, if any.
         public var range: String? { headers["Range"] }
     }
@@ -158,6 +160,12 @@ public final class TestOrigin: @unchecked Sendable {
         requests.filter { $0.path == path && $0.method == "GET" && ($0.status == 200 || $0.status == 206) }
     }
 
+    /// The most requests for `path` that were being answered at the same moment.
+    public func maximumConcurrency(for path: String) -> Int {
+        let intervals = requests.filter { $0.path == path }.map(\.interval)
+        return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
+    }
+
     /// Forgets the recorded requests.
     public func resetRecords() { state.withLock { $0.requests = [] } }
 
@@ -242,6 +250,7 @@ public final class TestOrigin: @unchecked Sendable {
             return (state.faults, state.requestCount - 1)
         }
         // The fault script runs first, so it may change the file this very request sees.
+        let arrival = ContinuousClock.now
         var fault = faultProvider?(method, path, headers, index)
         let (file, required, serverRate) = state.withLock { state in
             (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond)
@@ -251,7 +260,8 @@ public final class TestOrigin: @unchecked Sendable {
             fault = nil
         }
         func record(_ status: Int, _ sent: Int64) {
-            state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent)) }
+            state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
+                                                               interval: arrival...ContinuousClock.now)) }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:]) -> Bool {
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: 0\r\n"

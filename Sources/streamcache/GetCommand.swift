@@ -42,6 +42,8 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var downloads: DownloadOptions
+
     @OptionGroup var sources: SourceOptions
 
     func validate() throws {
@@ -92,7 +94,9 @@ struct GetCommand: AsyncParsableCommand {
         }
         let cache: StreamCache
         do {
-            cache = try StreamCache(configuration: .init(directory: self.cache.directory))
+            var configuration = StreamCache.Configuration(directory: self.cache.directory)
+            downloads.apply(to: &configuration)
+            cache = try StreamCache(configuration: configuration)
         } catch {
             throw Failure.exit(error)
         }

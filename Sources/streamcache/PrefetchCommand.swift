@@ -43,6 +43,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var downloads: DownloadOptions
+
     func validate() throws {
         _ = try ArgumentParsing.httpURL(url)
         _ = try ArgumentParsing.headers(headers)
@@ -55,7 +57,13 @@ struct PrefetchCommand: AsyncParsableCommand {
         let headers = try ArgumentParsing.headers(headers)
         let transport = AsyncHTTPClientTransport.shared
         let cache: StreamCache
-        do { cache = try StreamCache(configuration: .init(directory: self.cache.directory)) } catch { throw Failure.exit(error) }
+        do {
+            var configuration = StreamCache.Configuration(directory: self.cache.directory)
+            downloads.apply(to: &configuration)
+            cache = try StreamCache(configuration: configuration)
+        } catch {
+            throw Failure.exit(error)
+        }
         let origin = HTTPOrigin(url: url, headers: headers, transport: transport)
         let resource = cache.resource(for: CacheKey(url: url), origin: origin)
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1

@@ -68,6 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var downloads: DownloadOptions
+
     @OptionGroup var sources: SourceOptions
 
     func validate() throws {
@@ -87,6 +89,7 @@ struct ServeCommand: AsyncParsableCommand {
         let headers = try ArgumentParsing.headers(headers)
         var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
         cacheConfiguration.logger = logger
+        downloads.apply(to: &cacheConfiguration)
         var serverConfiguration = ProxyServer.Configuration()
         serverConfiguration.host = host
         serverConfiguration.port = port

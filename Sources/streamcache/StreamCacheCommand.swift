@@ -26,6 +26,20 @@ struct CacheOptions: ParsableArguments {
     }
 }
 
+/// How downloads use the origin: shared by the commands that download.
+struct DownloadOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Origin connections one long download may use at once (1-16).", valueName: "N"))
+    var connections: Int = 4
+
+    func validate() throws {
+        guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
+    }
+
+    func apply(to configuration: inout StreamCache.Configuration) {
+        configuration.parallelDownloads = connections
+    }
+}
+
 /// Turns errors into one line on stderr and an exit code; never a stack trace.
 enum Failure {
     static func exit(_ error: any Error) -> ExitCode {

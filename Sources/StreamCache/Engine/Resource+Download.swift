@@ -165,6 +165,7 @@ extension Resource {
         }
         downloads[id] = download
         wakeWaiters(all: true)
+        replanParallelDownloads()
         return (file, response.offset, generation)
     }
 
@@ -245,6 +246,7 @@ extension Resource {
             wakeWaiters(error: streamError, in: window)
         }
         wakeWaiters(all: true)
+        if error == nil { replanParallelDownloads() }
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
     }

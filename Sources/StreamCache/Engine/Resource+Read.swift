@@ -167,6 +167,7 @@ extension Resource {
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground {
             startBackgroundCompletion()
+            replanParallelDownloads()
         }
     }
 
@@ -209,6 +210,7 @@ extension Resource {
             if let failure = recentFailures.last(where: { $0.number > seen && $0.window.contains(position) }) { throw failure.error }
             readers[readerID]?.failuresSeen = failureCount
             try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached)
+            addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
             try await waitUntilAvailable(position)
         }
     }

@@ -28,6 +28,14 @@ extension StreamCache {
         /// period): enough that a player reconnecting after a close or a short seek finds its
         /// bytes ready, small enough that a 2-byte probe does not pull the whole file.
         public var idleReadAhead: Int64 = 4 << 20
+        /// How many origin connections one long read, prefetch or background fill may use at once.
+        /// Cloud services cap each connection's speed, so several ranges fetched side by side
+        /// fill a file several times faster; 1 turns it off. The part a reader waits for always
+        /// has a connection of its own, and the others start only once its first bytes arrived.
+        public var parallelDownloads: Int = 4
+        /// The bytes each extra connection fetches before it takes the next part; a range is split
+        /// only when more than twice this is missing ahead of the reader.
+        public var parallelPartSize: Int64 = 8 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
         /// Written bytes are synced and recorded in the index after this many bytes…

@@ -1,0 +1,126 @@
+import Foundation
+@testable import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// Long reads, prefetches and background fills split across several origin connections, against
+/// a loopback origin that caps each connection's speed as cloud storage does.
+@Suite struct ParallelDownloadTests {
+    static let path = "/long.bin"
+    static let size = 40_000_000
+
+    static func origin(seed: UInt64) throws -> (TestOrigin, Data) {
+        let server = try TestOrigin()
+        let data = TestData.random(count: size, seed: seed)
+        server.setFile(path, data: data)
+        server.bytesPerSecond = TestTiming.rate(16_000_000)
+        return (server, data)
+    }
+
+    static func configure(connections: Int) -> (inout StreamCache.Configuration) -> Void {
+        { configuration in
+            configuration.parallelDownloads = connections
+            configuration.parallelPartSize = 4 << 20
+        }
+    }
+
+    static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
+        let url = server.url(path)
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+    }
+
+    /// The origin's body bytes for the file, once its log has caught up with what the client got
+    /// (it records a request after the last byte is written).
+    static func settledBytesSent(_ server: TestOrigin) async throws -> Int64 {
+        for _ in 0..<50 where server.bodyBytesSent(for: path) < Int64(size) { try await Task.sleep(for: .milliseconds(20)) }
+        return server.bodyBytesSent(for: path)
+    }
+
+    /// The byte ranges the origin was asked for never overlap: no byte is requested twice.
+    static func requestedRangesAreDisjoint(_ server: TestOrigin) -> Bool {
+        let ranges = server.requests.compactMap { request -> ByteRange? in
+            guard let header = request.range, header.hasPrefix("bytes=") else { return nil }
+            let bounds = header.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            guard bounds.count == 2, let first = Int64(bounds[0]) else { return nil }
+            return ByteRange(first, (Int64(bounds[1]).map { $0 + 1 } ?? Int64(size)))
+        }.sorted { $0.lowerBound < $1.lowerBound }
+        return zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }
+    }
+
+    @Test func aLongReadFillsItsPartsOverSeveralConnectionsAndFetchesEachByteOnce() async throws {
+        let (server, data) = try Self.origin(seed: 71)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            var received = Data()
+            var previousEnd: Int64 = 0
+            for try await chunk in song.read(from: 0) {
+                #expect(chunk.offset == previousEnd, "chunks arrive in order")
+                previousEnd = chunk.range.upperBound
+                received.append(chunk.data)
+            }
+            #expect(TestData.sha256(received) == TestData.sha256(data))
+            #expect(try await Self.settledBytesSent(server) == Int64(Self.size), "each byte came from the origin once")
+            #expect(Self.requestedRangesAreDisjoint(server))
+            let concurrency = server.maximumConcurrency(for: Self.path)
+            #expect(concurrency >= 3 && concurrency <= 4, "connections at once: \(concurrency)")
+            print("parallel read: \(server.requests.count) origin requests, at most \(concurrency) at once")
+        }
+    }
+
+    @Test func aPrefetchUsesSeveralConnections() async throws {
+        let (server, data) = try Self.origin(seed: 72)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: Self.configure(connections: 3)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            try await song.prefetch()
+            #expect(try await song.isComplete)
+            #expect(try await Self.settledBytesSent(server) == Int64(Self.size))
+            #expect(Self.requestedRangesAreDisjoint(server))
+            #expect(server.maximumConcurrency(for: Self.path) >= 2)
+            #expect(server.maximumConcurrency(for: Self.path) <= 3)
+            #expect(try await song.read(from: 0).collect() == data)
+        }
+    }
+
+    @Test func aBackgroundFillUsesSeveralConnections() async throws {
+        let (server, data) = try Self.origin(seed: 73)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 4)(&configuration)
+            configuration.completesResourcesInBackground = true
+        }) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 2)).collect() == data.prefix(2))
+            for _ in 0..<300 {
+                if try await song.isComplete { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(try await song.isComplete)
+            #expect(try await Self.settledBytesSent(server) == Int64(Self.size))
+            #expect(Self.requestedRangesAreDisjoint(server))
+            #expect(server.maximumConcurrency(for: Self.path) >= 2)
+        }
+    }
+
+    @Test func oneConnectionMeansNoSplit() async throws {
+        let (server, data) = try Self.origin(seed: 74)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: Self.configure(connections: 1)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            #expect(try await song.read(from: 0).collect() == data)
+            #expect(server.maximumConcurrency(for: Self.path) == 1)
+        }
+    }
+
+    /// A short read, such as a player's probe or a seek's first request, never splits.
+    @Test func aShortReadUsesOneConnection() async throws {
+        let (server, data) = try Self.origin(seed: 75)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            #expect(try await song.read(ByteRange(20_000_000, 25_000_000)).collect() == data[20_000_000..<25_000_000])
+            #expect(server.maximumConcurrency(for: Self.path) == 1)
+        }
+    }
+}
