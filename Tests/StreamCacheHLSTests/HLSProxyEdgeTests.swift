@@ -52,7 +52,8 @@ import Testing
                 let played = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url.absoluteString, "-f", "null", "-"], timeout: 60)
                 appender.cancel()
                 #expect(played.status == 0, "ffmpeg on the live stream: \(played.stderr)")
-                #expect(origin.requests.filter { $0.path == "/live/index.m3u8" }.count >= 3, "the playlist was reloaded")
+                // The first playlist named 3 segments; playing the last one needed a reload.
+                #expect(origin.requests.filter { $0.path == "/live/index.m3u8" }.count >= 2, "the playlist was reloaded")
                 #expect(!origin.dataRequests(for: "/live/seg\(count - 1).ts").isEmpty, "ffmpeg played up to the last segment")
                 for index in 0..<count {
                     #expect(origin.bodyBytesSent(for: "/live/seg\(index).ts") <= Int64(try Data(contentsOf: directory.appendingPathComponent("seg\(index).ts")).count))

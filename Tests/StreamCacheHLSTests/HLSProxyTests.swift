@@ -33,8 +33,9 @@ import Testing
         return await nginx.settledAccessLog()
     }
 
-    /// Acceptance 1 and 2: ffmpeg plays 20 s of each kind of stream through the proxy, twice; the
-    /// origin sends no byte of any file twice, and the second play sends no request at all.
+    /// Acceptance 1 and 2: ffprobe and ffmpeg play 20 s of each kind of stream through the proxy,
+    /// twice; the origin sends no byte of any file twice, and the second play sends no request at
+    /// all. A third play, with the origin stopped, runs from the cache without an error.
     @Test(arguments: HLSTestMedia.Kind.allCases)
     func ffmpegPlaysTwiceAndTheOriginSendsEachByteOnce(kind: HLSTestMedia.Kind) async throws {
         try await withTemporaryDirectory { root in
@@ -44,6 +45,8 @@ import Testing
             try await withTemporaryCache { cache in
                 try await Self.withProxy(cache: cache) { server in
                     let master = server.url(for: server.register(url: nginx.url("/\(kind)/master.m3u8"), headers: ["Authorization": Self.token]))
+                    let probe = try await ExternalTool.run("ffprobe", ["-v", "error", "-show_streams", master.absoluteString], package: "ffmpeg")
+                    #expect(probe.status == 0 && probe.output.contains("codec_type=video"), "ffprobe of \(kind): \(probe.stderr)")
                     let first = try await Self.play(master)
                     #expect(first.status == 0, "ffmpeg, first play of \(kind): \(first.stderr)")
                     let afterFirst = await Self.settledLog(nginx, cache)
@@ -71,6 +74,10 @@ import Testing
                     #expect(!text.contains("127.0.0.1:\(nginx.port)") && !text.contains("hls-origin-token"))
                     let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
                     #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("/s/") })
+
+                    nginx.stop()
+                    let offline = try await Self.play(master)
+                    #expect(offline.status == 0 && offline.stderr.isEmpty, "ffmpeg with the origin stopped, \(kind): \(offline.stderr)")
                 }
             }
         }

@@ -6,23 +6,29 @@ extension Resource {
     ///
     /// Downloads own disjoint windows, so extra connections come from splitting windows, never
     /// from overlapping them: the download with the most bytes left past its request in flight
-    /// keeps ``StreamCache/Configuration/parallelPartSize`` of them and hands the rest to a new
-    /// download. Repeated, this gives the reader's download the first part and each new
-    /// connection the next one, with the last holding the tail; when a part is done, the tail is
-    /// split again. A range no download covers (one stopped early) gets a download first.
+    /// keeps one part of them (an equal share of `wanted`, at most
+    /// ``StreamCache/Configuration/parallelPartSize``) and hands the rest to a new download.
+    /// Repeated, this gives the reader's download the first part and each new connection the next
+    /// one, with the last holding the tail; when a part is done, the tail is split again. A range
+    /// no download covers (one stopped early) gets a download first.
     ///
     /// Nothing happens before the download at the start of `wanted` has answered: the reader's
     /// first bytes never share the link with the parts after them.
     func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
         let maximum = configuration.parallelDownloads
-        let part = configuration.parallelPartSize
-        guard maximum > 1, part > 0, let info, info.acceptsByteRanges, let total = info.totalLength else { return }
+        guard maximum > 1, configuration.parallelPartSize > 0, let info, info.acceptsByteRanges, let total = info.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
-        guard wanted.count > 2 * part else { return }
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }), !head.opened { return }
+        // Equal shares of what is left, so the connections finish together; never more than the
+        // part size, so the reader's connection stays close to the next one; never less than one
+        // request.
+        let part = min(configuration.parallelPartSize, max(configuration.initialSegmentSize, wanted.count / Int64(maximum)))
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
             guard active.count < maximum else { return }
+            // A read starts splitting only when it is long; once split, it goes on splitting its
+            // tail in smaller parts, so the last bytes do not trail on one connection.
+            guard active.count > 1 || wanted.count > 2 * configuration.parallelPartSize else { return }
             var covered = available
             for download in downloads.values where !download.window.isEmpty { covered.insert(download.window) }
             // A stretch nobody fetches, beyond the reader's own download, is taken first.
@@ -32,7 +38,7 @@ extension Resource {
             }
             func spare(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - max(download.position, download.segmentEnd) }
             guard let donor = active.max(by: { spare($0) < spare($1) }), spare(donor) > 2 * part else { return }
-            let split = max(donor.position, donor.segmentEnd) + part
+            let split = max(donor.segmentEnd, donor.position + part)
             downloads[donor.id]?.limit = split
             startDownload(at: split, limit: donor.limit, kind: kind)
         }

@@ -44,6 +44,7 @@ public enum MediaType {
         "m4v": "video/x-m4v", "mov": "video/quicktime", "wav": "audio/wav", "aif": "audio/aiff", "aiff": "audio/aiff",
         "caf": "audio/x-caf", "flac": "audio/flac", "ogg": "audio/ogg", "oga": "audio/ogg", "opus": "audio/ogg",
         "webm": "video/webm", "mkv": "video/x-matroska", "m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t",
+        "m4s": "video/iso.segment", "vtt": "text/vtt", "webvtt": "text/vtt",
     ]
 
     /// MIME types that say nothing about the content, so the extension must decide.
