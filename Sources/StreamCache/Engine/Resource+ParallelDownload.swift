@@ -37,7 +37,8 @@ extension Resource {
                 continue
             }
             func spare(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - max(download.position, download.segmentEnd) }
-            guard let donor = active.max(by: { spare($0) < spare($1) }), spare(donor) > 2 * part else { return }
+            // The donor keeps a part; what it hands over must be worth a connection (a request at least).
+            guard let donor = active.max(by: { spare($0) < spare($1) }), spare(donor) > part + configuration.initialSegmentSize else { return }
             let split = max(donor.segmentEnd, donor.position + part)
             downloads[donor.id]?.limit = split
             startDownload(at: split, limit: donor.limit, kind: kind)
