@@ -27,6 +27,25 @@ import Testing
         try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url.absoluteString, "-t", String(seconds), "-f", "null", "-"])
     }
 
+    /// `POST /api/resources/{id}/prefetch?wait=1` with a JSON body, through curl.
+    static func prefetch(_ registration: StreamRegistration, on server: ProxyServer, json: String) async throws -> Curl.Result {
+        let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch?wait=1", relativeTo: server.baseURL))
+        return try await Curl.fetch(api, ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)",
+                                          "-H", "Content-Type: application/json", "--data", json])
+    }
+
+    /// Opens the cache in `directory` in a new proxy, as a new process would, and plays the stream
+    /// from it; the origin is stopped.
+    static func playOffline(_ masterURL: URL, cacheDirectory: URL) async throws {
+        let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
+        try await withProxy(cache: cache) { server in
+            let master = server.url(for: server.register(url: masterURL, headers: ["Authorization": token]))
+            let offline = try await play(master)
+            #expect(offline.status == 0 && offline.stderr.isEmpty, "ffmpeg with the origin stopped: \(offline.stderr)")
+        }
+        await cache.shutdown()
+    }
+
     /// The origin's log once no download is left running.
     static func settledLog(_ nginx: Nginx, _ cache: StreamCache) async -> [Nginx.LogEntry] {
         await cache.flush()
@@ -97,9 +116,7 @@ import Testing
             let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
             try await Self.withProxy(cache: cache) { server in
                 let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
-                let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch?wait=1", relativeTo: server.baseURL))
-                let answer = try await Curl.fetch(api, ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)",
-                                                        "-H", "Content-Type: application/json", "--data", #"{"variants":"all"}"#])
+                let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"all"}"#)
                 #expect(answer.status == 200, "prefetch: \(answer.text)")
                 let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
                 let progress = try #require(status.hlsPrefetch)
@@ -111,14 +128,7 @@ import Testing
             }
             await cache.shutdown()
             nginx.stop()
-
-            let reopened = try StreamCache(configuration: .init(directory: cacheDirectory))
-            try await Self.withProxy(cache: reopened) { server in
-                let master = server.url(for: server.register(url: masterURL, headers: ["Authorization": Self.token]))
-                let offline = try await Self.play(master)
-                #expect(offline.status == 0, "ffmpeg with the origin stopped: \(offline.stderr)")
-            }
-            await reopened.shutdown()
+            try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
         }
     }
 
@@ -136,13 +146,7 @@ import Testing
             #expect(prefetch.status == 0, "streamcache prefetch: \(prefetch.stderr)")
             #expect(prefetch.output.hasPrefix("2 files ("), "one file per variant: \(prefetch.output)")
             nginx.stop()
-            let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
-            try await Self.withProxy(cache: cache) { server in
-                let master = server.url(for: server.register(url: masterURL, headers: ["Authorization": Self.token]))
-                let offline = try await Self.play(master)
-                #expect(offline.status == 0, "ffmpeg with the origin stopped: \(offline.stderr)")
-            }
-            await cache.shutdown()
+            try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
         }
     }
 
@@ -156,18 +160,16 @@ import Testing
             try await withTemporaryCache { cache in
                 try await Self.withProxy(cache: cache) { server in
                     let registration = server.register(url: nginx.url("/ts/master.m3u8"), headers: ["Authorization": Self.token])
-                    let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch?wait=1", relativeTo: server.baseURL))
-                    let auth = ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)", "-H", "Content-Type: application/json"]
-                    let answer = try await Curl.fetch(api, auth + ["--data", #"{"variants":"lowest","segments":3}"#])
+                    let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"lowest","segments":3}"#)
                     #expect(answer.status == 200, "prefetch: \(answer.text)")
                     let log = await Self.settledLog(nginx, cache)
                     #expect(Set(log.map(\.path)) == ["/ts/master.m3u8", "/ts/v1.m3u8", "/ts/key.bin", "/ts/v1_000.ts", "/ts/v1_001.ts", "/ts/v1_002.ts"])
 
-                    let badVariant = try await Curl.fetch(api, auth + ["--data", #"{"variants":"7"}"#])
+                    let badVariant = try await Self.prefetch(registration, on: server, json: #"{"variants":"7"}"#)
                     #expect(badVariant.status == 200)
                     let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: badVariant.body)
                     #expect(status.prefetchError?.contains("there is no variant 7") == true)
-                    let byteRange = try await Curl.fetch(api, auth + ["--data", #"{"start":0,"end":10}"#])
+                    let byteRange = try await Self.prefetch(registration, on: server, json: #"{"start":0,"end":10}"#)
                     #expect(byteRange.status == 400)
                 }
             }

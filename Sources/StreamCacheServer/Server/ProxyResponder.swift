@@ -72,7 +72,9 @@ struct ProxyResponder: HTTPResponder {
             guard let relative = RelativePath(encoded: encodedRest), let url = relative.url(below: folder.mount.baseURL) else {
                 return Self.notFound
             }
-            let registration = StreamRegistration(id: first.description, fileName: relative.fileName, key: CacheKey(url: url), sourceDescription: "")
+            // A file below a folder is not registered: it gets a stream for this request only,
+            // named by the folder's token, so it is served (and its playlists resolved) like one.
+            let registration = StreamRegistration(id: String(first), fileName: relative.fileName, key: CacheKey(url: url), sourceDescription: "")
             let stream = StreamRegistry.Stream(registration: registration, origin: server.makeOrigin(url: url, headers: folder.headers),
                                                location: HLSLocation(url: url, headers: folder.headers))
             return await respond(to: request, stream: stream, context: context)
