@@ -93,11 +93,6 @@ public actor HLSPlaylistLoader {
         }
     }
 
-    /// Forgets every parsed playlist (the cache keeps the files).
-    public func removeAll() {
-        entries.removeAll()
-    }
-
     private func use(_ loaded: LoadedPlaylist) -> LoadedPlaylist {
         useCounter += 1
         entries[loaded.key] = Entry(loaded: loaded, lastUse: useCounter)
