@@ -31,7 +31,7 @@ import Testing
     @Test func ffmpegFollowsALiveStreamToItsEnd() async throws {
         try await withTemporaryDirectory { directory in
             let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=96x72:rate=10",
-                                                             "-t", "10", "-c:v", "mpeg2video", "-g", "10", "-f", "hls", "-hls_time", "1",
+                                                             "-t", "10", "-threads", "1", "-c:v", "mpeg2video", "-g", "10", "-f", "hls", "-hls_time", "1",
                                                              "-hls_segment_filename", directory.appendingPathComponent("seg%d.ts").path,
                                                              directory.appendingPathComponent("made.m3u8").path])
             try #require(made.status == 0, "ffmpeg could not make the segments: \(made.stderr)")

@@ -26,7 +26,8 @@ enum HLSTestMedia {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let input = ["-f", "lavfi", "-i", "testsrc=size=160x120:rate=15", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=22050",
                      "-t", String(duration)]
-        let common = ["-c:a", "aac", "-b:a", "48k", "-b:v:0", "300k", "-b:v:1", "100k", "-s:v:1", "96x72", "-g", "30",
+        // One encoder thread: the encodes run while other suites time real transfers on 2 cores.
+        let common = ["-threads", "1", "-c:a", "aac", "-b:a", "48k", "-b:v:0", "300k", "-b:v:1", "100k", "-s:v:1", "96x72", "-g", "30",
                       "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-master_pl_name", "master.m3u8"]
         var arguments = ["-nostdin", "-v", "error", "-y"] + input
         switch kind {
