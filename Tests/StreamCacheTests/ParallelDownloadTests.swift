@@ -1,5 +1,6 @@
 import Foundation
 @testable import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheTestSupport
 import Testing
 
@@ -26,7 +27,9 @@ import Testing
 
     static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
         let url = server.url(path)
-        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+        // AsyncHTTPClient, as the proxy uses: heavy parallel transfers on the shared URLSession
+        // starve other suites' URLSession transfers on Linux.
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
     }
 
     /// The origin's body bytes for the file, once its log has caught up with what the client got
