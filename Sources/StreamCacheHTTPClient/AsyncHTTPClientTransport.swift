@@ -26,6 +26,14 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         public var maximumConnectionsPerHost: Int = 8
         /// How long an unused keep-alive connection stays open.
         public var idleConnectionTimeout: Duration = .seconds(60)
+        /// Idle connections kept open to each host beyond those in use, once the host has been
+        /// contacted. A seek usually arrives while the previous read's download still holds its
+        /// connection; a spare one saves it the connection set-up (a round trip, two with TLS).
+        /// ``forDownloads`` keeps one. A host that closes the spare gets a new one at once, so
+        /// leave it at 0 for a server that is about to stop (SwiftNIO servers built on
+        /// `NIOAsyncChannel`, Hummingbird's among them, trap when a connection arrives while they
+        /// shut down).
+        public var spareConnectionsPerHost: Int = 0
         /// Bytes of a body held before the connection stops reading the socket.
         public var bufferLimit: Int = 1 << 20
 
@@ -35,6 +43,15 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// A transport shared by everything in the process that does not need its own settings.
     public static let shared = AsyncHTTPClientTransport()
+
+    /// The transport for fetching media from origins: like ``shared``, plus one spare connection
+    /// per host (``Configuration/spareConnectionsPerHost``), so a seek's request goes out at once
+    /// instead of waiting for a new connection. The proxy uses it by default.
+    public static let forDownloads: AsyncHTTPClientTransport = {
+        var configuration = Configuration()
+        configuration.spareConnectionsPerHost = 1
+        return AsyncHTTPClientTransport(configuration: configuration)
+    }()
 
     private let client: HTTPClient
     private let ownsClient: Bool
@@ -50,6 +67,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             decompression: .disabled
         )
         clientConfiguration.httpVersion = .http1Only
+        clientConfiguration.connectionPool.preWarmedHTTP1ConnectionCount = max(0, configuration.spareConnectionsPerHost)
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
         self.bufferLimit = configuration.bufferLimit

@@ -58,6 +58,8 @@ public final class TestOrigin: @unchecked Sendable {
         public var bodyBytesSent: Int64
         /// When the request arrived and when its answer was written.
         public var interval: ClosedRange<ContinuousClock.Instant>
+        /// Which connection carried it: 0 for the first one the server accepted, 1 for the next…
+        public var connection: Int
         /// The `Range` header, if any.
         public var range: String? { headers["Range"] }
     }
@@ -81,6 +83,7 @@ public final class TestOrigin: @unchecked Sendable {
         var bytesPerSecond: Int?
         var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)?
         var connections: Set<Int32> = []
+        var acceptTimes: [ContinuousClock.Instant] = []
         var requestCount = 0
         var stopped = false
     }
@@ -149,6 +152,8 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Every completed request so far.
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+    /// When each connection was accepted, in order (see ``RecordedRequest/connection``).
+    public var connectionAcceptTimes: [ContinuousClock.Instant] { state.withLock { $0.acceptTimes } }
 
     /// The body bytes sent for `path` (all paths when `nil`).
     public func bodyBytesSent(for path: String? = nil) -> Int64 {
@@ -192,19 +197,20 @@ public final class TestOrigin: @unchecked Sendable {
                 if errno == EINTR { continue }
                 return
             }
-            let accepted = state.withLock { state -> Bool in
-                guard !state.stopped else { return false }
+            let number = state.withLock { state -> Int? in
+                guard !state.stopped else { return nil }
                 state.connections.insert(connection)
-                return true
+                state.acceptTimes.append(.now)
+                return state.acceptTimes.count - 1
             }
-            guard accepted else {
+            guard let number else {
                 close(connection)
                 return
             }
             var yes: Int32 = 1
             setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
             let thread = Thread { [self] in
-                serve(connection)
+                serve(connection, number: number)
                 state.withLock { _ = $0.connections.remove(connection) }
                 close(connection)
             }
@@ -213,7 +219,7 @@ public final class TestOrigin: @unchecked Sendable {
         }
     }
 
-    private func serve(_ connection: Int32) {
+    private func serve(_ connection: Int32, number: Int) {
         var pending = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
@@ -238,13 +244,13 @@ public final class TestOrigin: @unchecked Sendable {
                 guard let colon = line.firstIndex(of: ":") else { continue }
                 headers.add(name: String(line[..<colon]), value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
             }
-            let keepAlive = respond(to: connection, method: method, path: path, headers: headers)
+            let keepAlive = respond(to: connection, number: number, method: method, path: path, headers: headers)
             if !keepAlive || headers["Connection"]?.lowercased() == "close" { return }
         }
     }
 
     /// Writes one response. Returns whether the connection may be reused.
-    private func respond(to connection: Int32, method: String, path: String, headers: HTTPHeaders) -> Bool {
+    private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders) -> Bool {
         let (faultProvider, index) = state.withLock { state in
             state.requestCount += 1
             return (state.faults, state.requestCount - 1)
@@ -261,7 +267,7 @@ public final class TestOrigin: @unchecked Sendable {
         }
         func record(_ status: Int, _ sent: Int64) {
             state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
-                                                               interval: arrival...ContinuousClock.now)) }
+                                                               interval: arrival...ContinuousClock.now, connection: number)) }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:]) -> Bool {
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: 0\r\n"

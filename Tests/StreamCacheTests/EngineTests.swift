@@ -96,8 +96,9 @@ import Testing
     /// the cache, so none is fetched twice when the next reader comes.
     @Test func aDownloadNobodyNeedsFinishesItsRequestInsteadOfWastingIt() async throws {
         let (server, data) = try makeOrigin(size: 12_000_000)
-        // A first request (1 MiB) takes about 0.5 s, longer than the grace period.
-        server.bytesPerSecond = 2_000_000
+        // A first request (256 KiB: a 100 kB read asks for a quarter of the first segment) takes
+        // about 0.5 s, longer than the grace period.
+        server.bytesPerSecond = 500_000
         try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .milliseconds(300) }) { cache in
             let song = resource(cache, server)
             for start in [0, 6_000_000] {
@@ -111,6 +112,39 @@ import Testing
             let cached = try await song.cachedRanges.coveredByteCount
             #expect(sent == cached, "the origin sent \(sent) bytes, the cache kept \(cached)")
             #expect(sent < 12_000_000 / 2)
+        }
+    }
+
+    /// A player's 2-byte probe costs one short request, not a read-ahead of megabytes.
+    @Test func aProbeCostsOneShortRequest() async throws {
+        let (server, data) = try makeOrigin(size: 8_000_000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 2)).collect() == data[0..<2])
+            for _ in 0..<200 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(await !song.isDownloading)
+            // The origin records a request once its answer is written.
+            for _ in 0..<100 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.dataRequests(for: Self.path).count == 1)
+            #expect(server.bodyBytesSent(for: Self.path) == 256 << 10)
+            #expect(try await song.cachedRanges.coveredByteCount == 256 << 10)
+        }
+    }
+
+    /// A reader that streamed a while and left finds the bytes after it ready when it comes back:
+    /// the read-ahead grows with what it took, up to `idleReadAhead`, and then stops.
+    @Test func aReaderThatStreamedLeavesAReadAheadBehind() async throws {
+        let (server, data) = try makeOrigin(size: 16_000_000)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 3_000_000)).collect() == data[0..<3_000_000])
+            for _ in 0..<200 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(await !song.isDownloading)
+            let cached = try await song.cachedRanges
+            #expect(cached.contains(ByteRange(0, 6_000_000)), "cached: \(cached)")
+            #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "cached: \(cached)")
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
         }
     }
 

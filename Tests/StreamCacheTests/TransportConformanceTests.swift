@@ -150,3 +150,45 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(received == data)
     }
 }
+
+/// What only the AsyncHTTPClient transport promises.
+@Suite struct AsyncHTTPClientTransportTests {
+    /// A seek arrives while the previous read's download still holds its connection. With a
+    /// spare connection kept open, the seek's request goes out on a connection that was already
+    /// there; without one, it waits for a new connection (a round trip to a distant origin).
+    @Test(arguments: [1, 0])
+    func aSpareConnectionIsReadyForTheNextRequest(spares: Int) async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 2_000_000, seed: 36)
+        server.setFile("/song", data: data)
+        server.faults = { _, _, _, index in index == 0 ? .drip(bytesPerSecond: 200_000) : nil }
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.spareConnectionsPerHost = spares
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        let playing = try await transport.send(HTTPRequest(url: server.url("/song"), headers: ["Range": "bytes=0-"]))
+        var iterator = playing.body.makeAsyncIterator()
+        _ = try await iterator.next()
+        if spares > 0 {
+            // The spare is opened in the background once the host has been contacted.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while server.connectionAcceptTimes.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        } else {
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let seekSent = ContinuousClock.now
+        let seek = try await transport.send(HTTPRequest(url: server.url("/song"), headers: ["Range": "bytes=1500000-1500999"]))
+        #expect(try await seek.body.collect(upTo: 1 << 20) == data[1_500_000..<1_501_000])
+        playing.body.discard()
+
+        let requests = server.requests
+        let seekRecord = try #require(requests.first { $0.range == "bytes=1500000-1500999" })
+        let acceptTimes = server.connectionAcceptTimes
+        #expect(seekRecord.connection != 0)
+        if spares > 0 {
+            #expect(acceptTimes[seekRecord.connection] < seekSent, "the seek should use the spare connection")
+        } else {
+            #expect(acceptTimes[seekRecord.connection] > seekSent, "without a spare, the seek opens a new connection")
+        }
+        try await transport.shutdown()
+    }
+}

@@ -47,7 +47,7 @@ extension Resource {
             if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts.
             downloads[id]?.limit = offset
-            startDownload(at: offset, limit: download.limit, kind: kind)
+            startDownload(at: offset, limit: download.limit, kind: kind, wanted: readerEnd - offset)
             return
         }
         var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
@@ -55,12 +55,16 @@ extension Resource {
         if let total = info?.totalLength { limit = min(limit, total) }
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
-        startDownload(at: offset, limit: limit, kind: kind)
+        startDownload(at: offset, limit: limit, kind: kind, wanted: readerEnd - offset)
     }
 
-    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind) {
+    /// Starts a download of `[start, limit)`. A read that wants fewer bytes than
+    /// ``StreamCache/Configuration/initialSegmentSize`` (a player's probe, a short seek) asks for
+    /// what it wants, but no less than a quarter of that size.
+    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil) {
         let id = makeID()
-        let segment = configuration.initialSegmentSize
+        var segment = configuration.initialSegmentSize
+        if kind == .read, let wanted { segment = min(segment, max(segment / 4, wanted)) }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
                                  segmentSize: segment, segmentStartPosition: start)
         usage.begin(key)
@@ -114,7 +118,10 @@ extension Resource {
             var next = download.segmentSize * 2
             if elapsed > 0.01, fetched > 0 { next = min(next, Int64(Double(fetched) / elapsed * 0.5)) }
             download.segmentSize = min(configuration.maximumSegmentSize, max(configuration.initialSegmentSize, next))
-            download.segmentEnd = min(download.limit, download.idleLimit ?? Int64.max, download.position + download.segmentSize)
+            // The idle limit binds read downloads only: one a prefetch took over goes on.
+            let idleLimit = download.kind == .read ? download.idleLimit : nil
+            download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, download.position + download.segmentSize)
+            guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
         }
         download.segmentStartedAt = .now
@@ -213,7 +220,13 @@ extension Resource {
             download.idleLimit = nil
         } else if download.idleSince == nil {
             download.idleSince = .now
-            download.idleLimit = download.position + configuration.idleReadAhead
+            // The request in flight is finished (its bytes are on the wire already) unless it is
+            // longer than the whole read-ahead; beyond it, the read-ahead grows with what the
+            // readers took: a probe that read 2 bytes gets none, a player that streamed a while
+            // gets the full read-ahead.
+            let maximum = configuration.idleReadAhead
+            let inFlightEnd = download.segmentEnd - download.position <= maximum ? download.segmentEnd : download.position + maximum
+            download.idleLimit = max(inFlightEnd, download.position + min(maximum, download.position - download.start))
         }
     }
 

@@ -39,11 +39,12 @@ public final class ProxyServer: Sendable {
     /// - Parameters:
     ///   - cache: The cache the server reads and fills.
     ///   - configuration: Address, port and control-API settings.
-    ///   - transport: The HTTP client for origins; AsyncHTTPClient by default.
+    ///   - transport: The HTTP client for origins; by default AsyncHTTPClient with a spare
+    ///     connection per origin host (`AsyncHTTPClientTransport.forDownloads`).
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a non-loopback host without
     ///   ``Configuration/allowsNonLoopbackHost``, or a malformed control token.
     public init(cache: StreamCache, configuration: Configuration = Configuration(),
-                transport: any HTTPTransport = AsyncHTTPClientTransport.shared) throws {
+                transport: any HTTPTransport = AsyncHTTPClientTransport.forDownloads) throws {
         if !configuration.allowsNonLoopbackHost, !Configuration.isLoopbackHost(configuration.host) {
             throw StreamCacheError(.invalidArgument, "Binding \(configuration.host) would expose the cache to the network; allow it explicitly.")
         }
@@ -204,7 +205,9 @@ public final class ProxyServer: Sendable {
     /// test machine, against a target of 2 ms over the origin's own time to first byte.
     ///
     /// The request is a real 2-byte stream of a throwaway resource whose origin is in memory, so
-    /// it runs every layer a player's first request runs; the resource is deleted afterwards.
+    /// it runs every layer a player's first request runs; the resource is deleted afterwards. It
+    /// goes through the shared client, which keeps no spare connection: one to this server would
+    /// be re-opened while the server stops, and NIO servers trap on a connection that arrives then.
     private func warmUp() async {
         await core.cache.store.warmUp()
         guard let base = core.baseURL else { return }
@@ -212,7 +215,7 @@ public final class ProxyServer: Sendable {
         let registration = core.registry.register(key: key, fileName: "warm-up.bin", sourceDescription: "warm-up", origin: WarmUpOrigin())
         defer { core.registry.unregister(id: registration.id) }
         if let url = URL(string: base.absoluteString + registration.path),
-           let response = try? await core.transport.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2))) {
+           let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2))) {
             _ = try? await response.body.collect(upTo: 4096)
         }
         // Removal waits until the resource is idle: its download ends as soon as the in-memory body does.

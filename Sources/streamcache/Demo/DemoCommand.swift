@@ -54,7 +54,9 @@ struct DemoCommand: AsyncParsableCommand {
             cache = try StreamCache(configuration: .proxy(directory: directory))
             var configuration = ProxyServer.Configuration()
             configuration.port = port
-            server = try ProxyServer(cache: cache, configuration: configuration)
+            // No spare origin connection: the demo's origin is a Hummingbird server in this
+            // process, which must not be sent new connections while it shuts down.
+            server = try ProxyServer(cache: cache, configuration: configuration, transport: AsyncHTTPClientTransport.shared)
             try await server.start()
         } catch {
             await origin.stop()
