@@ -44,6 +44,41 @@ import Testing
         try await Curl.fetch(url, arguments)
     }
 
+    /// Cached bytes go out with `sendfile`: exact bytes, whole and in ranges, all through the
+    /// zero-copy path; clients that leave mid-body leave no file descriptor behind.
+    @Test func cachedBytesGoOutWithSendfileAndClientsThatLeaveLeakNothing() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 16_000_000, seed: 302)
+            origin.setFile("/music/long.flac", data: data)
+            let url = server.url(for: server.register(url: origin.url("/music/long.flac"), headers: ["Authorization": Self.secret]))
+            let cold = try await Self.curl(url)
+            #expect(TestData.sha256(cold.body) == TestData.sha256(data))
+
+            let statistics = server.fileRegionStatistics
+            let before = statistics.bytesSent
+            let warm = try await Self.curl(url)
+            #expect(TestData.sha256(warm.body) == TestData.sha256(data))
+            let middle = try await Self.curl(url, ["-r", "1000-2999999"])
+            #expect(middle.status == 206)
+            #expect(middle.body == data[1000..<3_000_000])
+            #expect(statistics.bytesSent - before == 16_000_000 + 2_999_000, "every warm byte should go out with sendfile")
+
+            // Players that read a little and hang up, while the rest of the file is queued.
+            let client = AsyncHTTPClientTransport()
+            for _ in 0..<8 {
+                let response = try await client.send(HTTPRequest(url: url))
+                var iterator = response.body.makeAsyncIterator()
+                _ = try await iterator.next()
+                response.body.discard()
+            }
+            try await client.shutdown()
+            for _ in 0..<200 where statistics.openDescriptors != 0 { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(statistics.openDescriptors == 0, "a region whose client left must close its descriptor")
+            let after = try await Self.curl(url, ["-r", "15000000-"])
+            #expect(after.body == data[15_000_000...])
+        }
+    }
+
     @Test func curlSeesRFC9110Ranges() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 1_000_000, seed: 301)

@@ -79,6 +79,13 @@ public struct CachedRegion: Sendable {
     public let range: ByteRange
     let file: DataFile
 
+    /// A new descriptor of the region's cache file, for sending the region with `sendfile`; the
+    /// caller owns it and must close it. `nil` when the file is shorter than the region claims
+    /// (``read(into:at:)`` reports that as an error) or cannot be duplicated.
+    public func duplicateFileDescriptor() -> Int32? {
+        file.duplicateDescriptor(coveringUpTo: range.upperBound)
+    }
+
     /// Reads bytes at `offset` (inside ``range``) into `buffer`.
     ///
     /// - Returns: The number of bytes read: `buffer.count` unless the region ends first.

@@ -97,6 +97,14 @@ final class DataFile: Sendable {
         return Int64(info.st_size)
     }
 
+    /// A new descriptor of the file (close-on-exec), or `nil` when the file ends before `end` or
+    /// the descriptor cannot be duplicated.
+    func duplicateDescriptor(coveringUpTo end: Int64) -> Int32? {
+        guard let size = try? size(), size >= end else { return nil }
+        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        return copy >= 0 ? copy : nil
+    }
+
     static func error(_ code: Int32, _ action: String) -> StreamCacheError {
         let reason = String(cString: strerror(code))
         if code == ENOSPC || code == EDQUOT {

@@ -14,11 +14,14 @@ struct ProxyRequestContext: RequestContext {
     let peerIsLoopback: Bool
     /// The connection's event loop, which body writers wait on (see ``RangeResponder/OutboundPacer``).
     let eventLoop: any EventLoop
+    /// Where cached bytes go to be sent with `sendfile` (see ``FileRegionSlots``).
+    let fileRegions: FileRegionSlots?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         peerIsLoopback = Self.isLoopback(source.channel.remoteAddress)
         eventLoop = source.channel.eventLoop
+        fileRegions = FileRegionSlots.slots(for: source.channel)
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {
@@ -96,6 +99,7 @@ struct ProxyResponder: HTTPResponder {
             playlistFallback = { await playlists.respond(method: method, resource: resource, origin: origin, location: location) }
         }
         return await ranges.respond(to: request, resource: resource, fileName: stream.registration.fileName, eventLoop: context.eventLoop,
+                                     fileRegions: context.fileRegions,
                                     playlistFallback: playlistFallback)
     }
 

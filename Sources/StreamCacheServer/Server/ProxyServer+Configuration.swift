@@ -19,6 +19,10 @@ extension ProxyServer {
         public var maximumHeaderSize = 16 * 1024
         /// How long an idle keep-alive connection stays open.
         public var idleConnectionTimeout: Duration = .seconds(120)
+        /// Whether cached bytes go to the socket with `sendfile` (zero-copy) rather than through a
+        /// buffer. On by default; off gives back the buffered path (for comparison, or a platform
+        /// whose `sendfile` misbehaves).
+        public var sendsCachedBytesWithSendfile = true
         /// Where the server logs; URLs are logged without queries and no header value is logged.
         public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -27,6 +27,8 @@ import struct StreamCache.HTTPRequest
 public final class ProxyServer: Sendable {
     let core: ServerCore
     private let run = Locked<RunState>(.idle)
+    /// What the zero-copy path did (see ``FileRegionSlots``).
+    let fileRegionStatistics = FileRegionSlots.Statistics()
 
     private enum RunState {
         case idle
@@ -166,11 +168,13 @@ public final class ProxyServer: Sendable {
         let listening = ListeningSignal()
         let core = self.core
         let configuration = core.configuration
+        let fileRegionStatistics = self.fileRegionStatistics
         var serverLogger = configuration.logger
         serverLogger.logLevel = max(serverLogger.logLevel, .notice)
         let app = Application(
             responder: ProxyResponder(server: core),
-            server: .http1(configuration: .init(idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
+            server: .http1(configuration: .init(additionalChannelHandlers: configuration.sendsCachedBytesWithSendfile ? [FileRegionInstaller(statistics: fileRegionStatistics)] : [],
+                                                idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
                                                 httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
                                                                                 maxHeaderListSize: configuration.maximumHeaderSize,
                                                                                 maxHeaderFieldCount: 100))),

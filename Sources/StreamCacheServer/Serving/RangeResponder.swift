@@ -27,8 +27,8 @@ struct RangeResponder: Sendable {
     typealias PlaylistFallback = @Sendable () async -> Response
 
     func respond(to request: Request, resource: Resource, fileName: String, eventLoop: any EventLoop,
-                 playlistFallback: PlaylistFallback? = nil) async -> Response {
-        let pacer = OutboundPacer(eventLoop: eventLoop)
+                 fileRegions: FileRegionSlots? = nil, playlistFallback: PlaylistFallback? = nil) async -> Response {
+        let pacer = OutboundPacer(eventLoop: eventLoop, fileRegions: fileRegions)
         let isHead = request.method == .head
         guard isHead || request.method == .get else {
             return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
@@ -198,9 +198,18 @@ struct RangeResponder: Sendable {
         return buffer
     }
 
-    /// Reads cached bytes straight into socket buffers: one copy (the kernel's) fewer than a
-    /// ``ReadStream``, which matters at gigabytes per second.
+    /// Sends cached bytes with `sendfile` where the connection can (see ``FileRegionSlots``): the
+    /// kernel moves them from the page cache to the socket. Otherwise reads them straight into
+    /// socket buffers: one copy fewer than a ``ReadStream``, which matters at gigabytes per second.
     static func write(_ region: CachedRegion, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
+        if let slots = pacer.fileRegions, let descriptor = region.duplicateFileDescriptor() {
+            let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+            if let marker = slots.marker(for: handle, range: region.range) {
+                try await pacer.write(marker, to: &writer)
+                return
+            }
+            try? handle.close()
+        }
         var offset = region.range.lowerBound
         while offset < region.range.upperBound {
             let count = Int(min(Int64(cacheWriteSize), region.range.upperBound - offset))
@@ -228,6 +237,8 @@ struct RangeResponder: Sendable {
     /// 133 MiB to (see docs/benchmarks.md) peak RSS.
     struct OutboundPacer: Sendable {
         let eventLoop: any EventLoop
+        /// The connection's zero-copy path, if it has one.
+        var fileRegions: FileRegionSlots? = nil
 
         func write(_ buffer: ByteBuffer, to writer: inout any ResponseBodyWriter) async throws {
             try await writer.write(buffer)

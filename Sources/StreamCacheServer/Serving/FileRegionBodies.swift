@@ -1,0 +1,185 @@
+import Foundation
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import StreamCache
+
+/// Zero-copy bodies: cached bytes go from the cache file to the socket with `sendfile`, never
+/// through a user-space buffer.
+///
+/// Hummingbird's response writer accepts only `ByteBuffer`s, so a body that should be a file
+/// region is written as a *marker*: 24 bytes that name a pending region of this connection. The
+/// ``FileRegionBodyHandler``, which sits right before NIO's HTTP/1 encoder, swaps each marker for
+/// the region it names. Markers start with 16 random bytes drawn per connection, so no body bytes
+/// can pass for one; an unknown marker closes the connection rather than reach the client.
+///
+/// The pending regions of a connection own their file descriptors: the handler closes each one
+/// when its write completes or fails, and closes the ones it never saw (the connection ended while
+/// their marker was still queued) when it is removed from the pipeline.
+final class FileRegionSlots: Sendable {
+    /// What one server's zero-copy path did, for its tests and diagnostics.
+    final class Statistics: Sendable {
+        private let counts = NIOLockedValueBox((bytesSent: Int64(0), openDescriptors: 0))
+        /// Bytes whose `sendfile` write completed.
+        var bytesSent: Int64 { counts.withLockedValue { $0.bytesSent } }
+        /// Descriptors held by regions not written or closed yet.
+        var openDescriptors: Int { counts.withLockedValue { $0.openDescriptors } }
+
+        func opened() { counts.withLockedValue { $0.openDescriptors += 1 } }
+        func closed(sent: Int64) {
+            counts.withLockedValue {
+                $0.openDescriptors -= 1
+                $0.bytesSent += sent
+            }
+        }
+    }
+
+    private struct State {
+        var nextID: UInt64 = 0
+        var pending: [UInt64: (handle: NIOFileHandle, range: ByteRange)] = [:]
+        var isClosed = false
+    }
+
+    /// The marker's length: 16 bytes of ``magic`` and an 8-byte id.
+    static let markerLength = 24
+
+    private let magic: [UInt8] = (0..<16).map { _ in UInt8.random(in: .min ... .max) }
+    let statistics: Statistics
+    // NIOFileHandle is a class whose state is atomic; it is only closed once, by whoever removes it.
+    private let state = NIOLockedValueBox(State())
+
+    init(statistics: Statistics) { self.statistics = statistics }
+
+    /// A marker for `range` of the file behind `handle`, or `nil` when the connection is closed
+    /// (the caller keeps the handle and must close it).
+    func marker(for handle: NIOFileHandle, range: ByteRange) -> ByteBuffer? {
+        let id: UInt64? = state.withLockedValue { state in
+            guard !state.isClosed else { return nil }
+            state.nextID += 1
+            state.pending[state.nextID] = (handle, range)
+            return state.nextID
+        }
+        guard let id else { return nil }
+        statistics.opened()
+        var buffer = ByteBufferAllocator().buffer(capacity: Self.markerLength)
+        buffer.writeBytes(magic)
+        buffer.writeInteger(id)
+        return buffer
+    }
+
+    enum Lookup {
+        case notAMarker
+        case region(NIOFileHandle, ByteRange)
+        case unknownMarker
+    }
+
+    /// What `buffer` stands for; a region found is removed, and the caller owns its handle.
+    func take(_ buffer: ByteBuffer) -> Lookup {
+        guard buffer.readableBytes == Self.markerLength,
+              buffer.getBytes(at: buffer.readerIndex, length: 16) == magic,
+              let id = buffer.getInteger(at: buffer.readerIndex + 16, as: UInt64.self)
+        else { return .notAMarker }
+        guard let entry = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) else { return .unknownMarker }
+        return .region(entry.handle, entry.range)
+    }
+
+    /// Closes every pending region; later ``marker(for:range:)`` calls return `nil`.
+    func closeAll() {
+        let left = state.withLockedValue { state -> [NIOFileHandle] in
+            state.isClosed = true
+            defer { state.pending = [:] }
+            return state.pending.values.map(\.handle)
+        }
+        for handle in left {
+            try? handle.close()
+            statistics.closed(sent: 0)
+        }
+    }
+
+    // MARK: Per connection
+
+    private static let byChannel = NIOLockedValueBox([ObjectIdentifier: FileRegionSlots]())
+
+    /// The slots of `channel`, when its pipeline has a ``FileRegionBodyHandler``.
+    static func slots(for channel: any Channel) -> FileRegionSlots? {
+        byChannel.withLockedValue { $0[ObjectIdentifier(channel)] }
+    }
+
+    fileprivate static func register(_ slots: FileRegionSlots, for channel: any Channel) {
+        byChannel.withLockedValue { $0[ObjectIdentifier(channel)] = slots }
+    }
+
+    fileprivate static func unregister(_ channel: any Channel) {
+        _ = byChannel.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+}
+
+/// Swaps body markers for file regions, right before NIO's HTTP/1 encoder (see ``FileRegionSlots``).
+final class FileRegionBodyHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let slots: FileRegionSlots
+
+    init(statistics: FileRegionSlots.Statistics) { self.slots = FileRegionSlots(statistics: statistics) }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        FileRegionSlots.register(slots, for: context.channel)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        FileRegionSlots.unregister(context.channel)
+        slots.closeAll()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .body(.byteBuffer(let buffer)) = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        switch slots.take(buffer) {
+        case .notAMarker:
+            context.write(data, promise: promise)
+        case .region(let handle, let range):
+            let region = FileRegion(fileHandle: handle, readerIndex: Int(range.lowerBound), endIndex: Int(range.upperBound))
+            let written = context.eventLoop.makePromise(of: Void.self)
+            let statistics = slots.statistics
+            written.futureResult.whenComplete { result in
+                try? handle.close()
+                statistics.closed(sent: (try? result.get()).map { range.count } ?? 0)
+                switch result {
+                case .success: promise?.succeed()
+                case .failure(let error): promise?.fail(error)
+                }
+            }
+            context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: written)
+        case .unknownMarker:
+            // Never send a marker's bytes as content.
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// Puts a ``FileRegionBodyHandler`` right before NIO's HTTP/1 encoder when the connection's
+/// pipeline is built (Hummingbird adds its extra handlers after its own HTTP codec, where bodies
+/// are `ByteBuffer`s only). Writes pass it untouched.
+final class FileRegionInstaller: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = Any
+
+    private let statistics: FileRegionSlots.Statistics
+
+    init(statistics: FileRegionSlots.Statistics) { self.statistics = statistics }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        do {
+            let pipeline = context.pipeline.syncOperations
+            let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
+            try pipeline.addHandler(FileRegionBodyHandler(statistics: statistics), position: .after(encoder))
+        } catch {
+            // Without the handler no marker is ever written (``FileRegionSlots/slots(for:)`` is nil).
+            context.fireErrorCaught(error)
+        }
+    }
+}
