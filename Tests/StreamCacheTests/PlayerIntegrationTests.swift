@@ -110,7 +110,9 @@ import Testing
             let nginx = try Nginx(root: root, authorization: Self.token)
             defer { nginx.stop() }
             try await withTemporaryCache { cache in
-                let server = try ProxyServer(cache: cache)
+                // A transport without a spare connection, which the stream could take instead
+                // (`aSpareConnectionIsReadyForTheNextRequest` covers spares).
+                let server = try ProxyServer(cache: cache, transport: AsyncHTTPClientTransport.shared)
                 let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": Self.token], token: "media")
                 // nginx forbids listing the folder (403, a warning for the user); the connection stays open.
                 let problem = await server.checkOrigin(of: folder)

@@ -1,6 +1,4 @@
 import Foundation
-import Hummingbird
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import StreamCache
@@ -20,15 +18,15 @@ import StreamCache
 final class FileRegionSlots: Sendable {
     /// What one server's zero-copy path did, for its tests and diagnostics.
     final class Statistics: Sendable {
-        private let counts = NIOLockedValueBox((bytesSent: Int64(0), openDescriptors: 0))
+        private let counts = Locked((bytesSent: Int64(0), openDescriptors: 0))
         /// Bytes whose `sendfile` write completed.
-        var bytesSent: Int64 { counts.withLockedValue { $0.bytesSent } }
+        var bytesSent: Int64 { counts.withLock { $0.bytesSent } }
         /// Descriptors held by regions not written or closed yet.
-        var openDescriptors: Int { counts.withLockedValue { $0.openDescriptors } }
+        var openDescriptors: Int { counts.withLock { $0.openDescriptors } }
 
-        func opened() { counts.withLockedValue { $0.openDescriptors += 1 } }
+        func opened() { counts.withLock { $0.openDescriptors += 1 } }
         func closed(sent: Int64) {
-            counts.withLockedValue {
+            counts.withLock {
                 $0.openDescriptors -= 1
                 $0.bytesSent += sent
             }
@@ -46,15 +44,15 @@ final class FileRegionSlots: Sendable {
 
     private let magic: [UInt8] = (0..<16).map { _ in UInt8.random(in: .min ... .max) }
     let statistics: Statistics
-    // NIOFileHandle is a class whose state is atomic; it is only closed once, by whoever removes it.
-    private let state = NIOLockedValueBox(State())
+    // A handle is closed once, by whoever removes it from `pending`.
+    private let state = Locked(State())
 
     init(statistics: Statistics) { self.statistics = statistics }
 
     /// A marker for `range` of the file behind `handle`, or `nil` when the connection is closed
     /// (the caller keeps the handle and must close it).
     func marker(for handle: NIOFileHandle, range: ByteRange) -> ByteBuffer? {
-        let id: UInt64? = state.withLockedValue { state in
+        let id: UInt64? = state.withLock { state in
             guard !state.isClosed else { return nil }
             state.nextID += 1
             state.pending[state.nextID] = (handle, range)
@@ -80,13 +78,13 @@ final class FileRegionSlots: Sendable {
               buffer.getBytes(at: buffer.readerIndex, length: 16) == magic,
               let id = buffer.getInteger(at: buffer.readerIndex + 16, as: UInt64.self)
         else { return .notAMarker }
-        guard let entry = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) else { return .unknownMarker }
+        guard let entry = state.withLock({ $0.pending.removeValue(forKey: id) }) else { return .unknownMarker }
         return .region(entry.handle, entry.range)
     }
 
     /// Closes every pending region; later ``marker(for:range:)`` calls return `nil`.
     func closeAll() {
-        let left = state.withLockedValue { state -> [NIOFileHandle] in
+        let left = state.withLock { state -> [NIOFileHandle] in
             state.isClosed = true
             defer { state.pending = [:] }
             return state.pending.values.map(\.handle)
@@ -99,19 +97,19 @@ final class FileRegionSlots: Sendable {
 
     // MARK: Per connection
 
-    private static let byChannel = NIOLockedValueBox([ObjectIdentifier: FileRegionSlots]())
+    private static let byChannel = Locked([ObjectIdentifier: FileRegionSlots]())
 
     /// The slots of `channel`, when its pipeline has a ``FileRegionBodyHandler``.
     static func slots(for channel: any Channel) -> FileRegionSlots? {
-        byChannel.withLockedValue { $0[ObjectIdentifier(channel)] }
+        byChannel.withLock { $0[ObjectIdentifier(channel)] }
     }
 
     fileprivate static func register(_ slots: FileRegionSlots, for channel: any Channel) {
-        byChannel.withLockedValue { $0[ObjectIdentifier(channel)] = slots }
+        byChannel.withLock { $0[ObjectIdentifier(channel)] = slots }
     }
 
     fileprivate static func unregister(_ channel: any Channel) {
-        _ = byChannel.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+        _ = byChannel.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 }
 
