@@ -51,6 +51,8 @@ final class StreamRegistry: Sendable {
     struct Folder: Sendable {
         var mount: FolderMount
         var headers: HTTPHeaders
+        /// The transport for this folder's files, when not the server's own.
+        var transport: (any HTTPTransport)?
     }
 
     private struct State {
@@ -141,7 +143,7 @@ final class StreamRegistry: Sendable {
     ///
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the token is malformed, reserved, or
     ///   already mounts another folder.
-    func mount(_ baseURL: URL, headers: HTTPHeaders, token: String) throws -> FolderMount {
+    func mount(_ baseURL: URL, headers: HTTPHeaders, token: String, transport: (any HTTPTransport)? = nil) throws -> FolderMount {
         guard SecretToken.isValid(token), !Self.reservedTokens.contains(token) else {
             throw StreamCacheError(.invalidArgument, "The URL token must be 1–128 letters, digits, '-', '_', '.' or '~', and not 's' or 'api'.")
         }
@@ -150,9 +152,13 @@ final class StreamRegistry: Sendable {
                 throw StreamCacheError(.invalidArgument, "The URL token \(token) already serves another folder.")
             }
             let mount = FolderMount(token: token, baseURL: baseURL)
-            state.folders[token] = Folder(mount: mount, headers: headers)
+            state.folders[token] = Folder(mount: mount, headers: headers, transport: transport)
             return mount
         }
+    }
+
+    func unmount(token: String) {
+        state.withLock { _ = $0.folders.removeValue(forKey: token) }
     }
 
     func folder(token: some StringProtocol) -> Folder? { state.withLock { $0.folders[String(token)] } }

@@ -78,7 +78,7 @@ struct ProxyResponder: HTTPResponder {
             // A file below a folder is not registered: it gets a stream for this request only,
             // named by the folder's token, so it is served (and its playlists resolved) like one.
             let registration = StreamRegistration(id: String(first), fileName: relative.fileName, key: CacheKey(url: url), sourceDescription: "")
-            let stream = StreamRegistry.Stream(registration: registration, origin: server.makeOrigin(url: url, headers: folder.headers),
+            let stream = StreamRegistry.Stream(registration: registration, origin: server.makeOrigin(url: url, headers: folder.headers, transport: folder.transport),
                                                location: HLSLocation(url: url, headers: folder.headers))
             return await respond(to: request, stream: stream, context: context)
         }

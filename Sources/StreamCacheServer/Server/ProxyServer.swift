@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
+import NIOPosix
 import StreamCache
 import StreamCacheHTTPClient
 // Hummingbird re-exports HTTPTypes.HTTPRequest; the engine's request type is meant here.
@@ -29,6 +31,9 @@ public final class ProxyServer: Sendable {
     private let run = Locked<RunState>(.idle)
     /// What the zero-copy path did (see ``FileRegionSlots``).
     let fileRegionStatistics = FileRegionSlots.Statistics()
+    /// How many of the start-up warm-up's requests were answered with their 2 bytes (2 of 2 when
+    /// both paths ran).
+    let warmedUpRequests = Locked(0)
 
     private enum RunState {
         case idle
@@ -171,17 +176,26 @@ public final class ProxyServer: Sendable {
         let fileRegionStatistics = self.fileRegionStatistics
         var serverLogger = configuration.logger
         serverLogger.logLevel = max(serverLogger.logLevel, .notice)
+        let http1Configuration = HTTP1Channel.Configuration(
+            additionalChannelHandlers: configuration.sendsCachedBytesWithSendfile ? [FileRegionInstaller(statistics: fileRegionStatistics)] : [],
+            idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
+            httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
+                                            maxHeaderListSize: configuration.maximumHeaderSize,
+                                            maxHeaderFieldCount: 100))
         let app = Application(
             responder: ProxyResponder(server: core),
-            server: .http1(configuration: .init(additionalChannelHandlers: configuration.sendsCachedBytesWithSendfile ? [FileRegionInstaller(statistics: fileRegionStatistics)] : [],
-                                                idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
-                                                httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
-                                                                                maxHeaderListSize: configuration.maximumHeaderSize,
-                                                                                maxHeaderFieldCount: 100))),
+            server: HTTPServerBuilder { responder in
+                EventLoopBoundConnections(connection: HTTP1Channel(responder: responder, configuration: http1Configuration))
+            },
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in
                 listening.succeed(channel.localAddress?.port ?? configuration.port)
             },
+            // One event loop accepts and serves every connection: with the whole group, each
+            // accepted connection was handed to another loop's thread (0.5 ms of a cold first
+            // byte on the test machine). Cached bytes go out with sendfile and downloads run on
+            // the global executor, so one loop thread is not what limits 16 clients.
+            eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton.next()),
             logger: serverLogger
         )
         try run.withLock { state in
@@ -203,29 +217,48 @@ public final class ProxyServer: Sendable {
         configuration.logger.info("serving", metadata: ["address": "\(host):\(port)"])
     }
 
-    /// Runs the index's write path and one request through the server and the HTTP client, so a
+    /// Runs the index's write path and two requests through the server and the HTTP client, so a
     /// player's first request does not pay for one-time runtime work (type metadata and
-    /// conformance lookups, connection-pipeline set-up): about 10 ms on this project's 2-core
-    /// test machine, against a target of 2 ms over the origin's own time to first byte.
+    /// conformance lookups, lazily bound symbols, ICU's IDNA data that URL parsing loads on first
+    /// use, connection-pipeline set-up): about 10 ms on this project's 2-core test machine,
+    /// against a target of 2 ms over the origin's own time to first byte.
     ///
-    /// The request is a real 2-byte stream of a throwaway resource whose origin is in memory, so
-    /// it runs every layer a player's first request runs; the resource is deleted afterwards. It
-    /// goes through the shared client, which keeps no spare connection: one to this server would
-    /// be re-opened while the server stops, and NIO servers trap on a connection that arrives then.
+    /// The first request is a real 2-byte stream of a throwaway resource whose origin is in
+    /// memory. The second asks for the same file below a throwaway folder mounted on this
+    /// server's own URL, so it also runs what a folder's file adds: path normalization, URL
+    /// parsing, ``HTTPOrigin`` and the HTTP client's request and response handling. Both
+    /// resources are deleted afterwards. The requests go through the shared client, which keeps no
+    /// spare connection: one to this server would be re-opened while the server stops, and NIO
+    /// servers trap on a connection that arrives then.
     private func warmUp() async {
         await core.cache.store.warmUp()
         guard let base = core.baseURL else { return }
         let key = CacheKey("streamcache:warm-up:\(SecretToken.make())")
         let registration = core.registry.register(key: key, fileName: "warm-up.bin", sourceDescription: "warm-up", origin: WarmUpOrigin())
         defer { core.registry.unregister(id: registration.id) }
-        if let url = URL(string: base.absoluteString + registration.path),
-           let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2))) {
-            _ = try? await response.body.collect(upTo: 4096)
+        var requests = [(path: registration.path, key: key)]
+        let folderToken = SecretToken.make()
+        defer { core.registry.unmount(token: folderToken) }
+        if let folderURL = URL(string: base.absoluteString + "/s/\(registration.id)/"),
+           let mount = try? core.registry.mount(folderURL, headers: [:], token: folderToken, transport: AsyncHTTPClientTransport.shared),
+           let relative = RelativePath(encoded: registration.fileName), let fileURL = relative.url(below: folderURL) {
+            requests.append((mount.path(of: relative), CacheKey(url: fileURL)))
         }
-        // Removal waits until the resource is idle: its download ends as soon as the in-memory body does.
-        for _ in 0..<100 {
-            if (try? await core.cache.remove(key)) != nil { break }
-            try? await Task.sleep(for: .milliseconds(5))
+        for request in requests {
+            guard let url = URL(string: base.absoluteString + request.path),
+                  let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2)))
+            else { continue }
+            if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 {
+                warmedUpRequests.withLock { $0 += 1 }
+            }
+        }
+        // Removal waits until a resource is idle: its download ends as soon as its origin's body
+        // does. The folder's file goes first, since its download reads the in-memory one.
+        for request in requests.reversed() {
+            for _ in 0..<100 {
+                if (try? await core.cache.remove(request.key)) != nil { break }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
         }
     }
 

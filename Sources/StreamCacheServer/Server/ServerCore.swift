@@ -42,8 +42,8 @@ final class ServerCore: Sendable {
         return URL(string: base + path)!
     }
 
-    func makeOrigin(url: URL, headers: HTTPHeaders) -> any Origin {
-        HTTPOrigin(url: url, headers: headers, transport: transport, logger: logger)
+    func makeOrigin(url: URL, headers: HTTPHeaders, transport: (any HTTPTransport)? = nil) -> any Origin {
+        HTTPOrigin(url: url, headers: headers, transport: transport ?? self.transport, logger: logger)
     }
 
     func register(url: URL, headers: HTTPHeaders, key: CacheKey?, fileName: String?) -> StreamRegistration {

@@ -1,0 +1,72 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import StreamCache
+@testable import StreamCacheServer
+import StreamCacheTestSupport
+import Testing
+
+/// Request handling on the connection's own event loop, and the start-up warm-up that runs the
+/// first request's code paths before a player comes.
+@Suite struct EventLoopBoundConnectionsTests {
+    private actor Counter {
+        var value = 0
+        func increment() -> Int {
+            value += 1
+            return value
+        }
+    }
+
+    /// A task that prefers an event loop runs on it, across suspensions, child tasks and calls
+    /// into a default actor; without the preference it runs elsewhere.
+    @Test func aTaskThatPrefersAnEventLoopRunsOnIt() async throws {
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let counter = Counter()
+        let checks = await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) { () async -> [Bool] in
+            var checks = [eventLoop.inEventLoop]
+            await Task.yield()
+            checks.append(eventLoop.inEventLoop)
+            _ = await counter.increment()
+            checks.append(eventLoop.inEventLoop)
+            try? await Task.sleep(for: .milliseconds(5))
+            checks.append(eventLoop.inEventLoop)
+            async let child = eventLoop.inEventLoop
+            checks.append(await child)
+            return checks
+        }
+        #expect(checks == [true, true, true, true, true])
+        #expect(!eventLoop.inEventLoop, "without the preference the task is back on the global executor")
+    }
+
+    /// Starting the proxy warms both request paths (a registered stream and a folder's file,
+    /// which goes through `HTTPOrigin` and the HTTP client) and leaves nothing behind: no cache
+    /// entry, no data file, no stream or folder, no request to any origin.
+    @Test func theWarmUpRunsBothPathsAndLeavesNothingBehind() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        try await withTemporaryCache { cache in
+            let server = try ProxyServer(cache: cache)
+            try await server.start()
+            #expect(server.warmedUpRequests.withLock { $0 } == 2)
+            #expect(server.core.registry.folders.isEmpty)
+            #expect(server.core.registry.streams.isEmpty)
+            await cache.flush()
+            #expect(try await cache.entries().isEmpty)
+            let data = cache.configuration.directory.appendingPathComponent("data")
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
+            #expect(files.isEmpty, "warm-up files left: \(files)")
+            #expect(origin.requests.isEmpty)
+
+            // The proxy serves normally afterwards, folder files included.
+            let bytes = TestData.random(count: 100_000, seed: 77)
+            origin.setFile("/media/a.bin", data: bytes)
+            let mount = try server.mountFolder(origin.url("/media/"))
+            let base = try #require(server.baseURL)
+            let url = try #require(URL(string: base.absoluteString + "/\(mount.token)/a.bin"))
+            let fetched = try await Curl.fetch(url)
+            #expect(fetched.status == 200)
+            #expect(TestData.sha256(fetched.body) == TestData.sha256(bytes))
+            await server.stop()
+        }
+    }
+}
