@@ -182,25 +182,27 @@ public final class ProxyServer: Sendable {
             httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
                                             maxHeaderListSize: configuration.maximumHeaderSize,
                                             maxHeaderFieldCount: 100))
+        // One event loop accepts and serves every connection, and the server's tasks (the accept
+        // loop, each connection's handler) run on it too. Hummingbird otherwise hands each new
+        // connection to another loop, then to a task on Swift's global executor, and each
+        // response back to the loop: four thread wake-ups per request, most of a cold first
+        // byte's cost over the origin's on the test machine. Cached bytes go out with sendfile
+        // and downloads, origin requests and index writes run in the engine's own tasks on the
+        // global executor, so this thread only parses, plans and writes.
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let app = Application(
             responder: ProxyResponder(server: core),
-            server: HTTPServerBuilder { responder in
-                EventLoopBoundConnections(connection: HTTP1Channel(responder: responder, configuration: http1Configuration))
-            },
+            server: .http1(configuration: http1Configuration),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in
                 listening.succeed(channel.localAddress?.port ?? configuration.port)
             },
-            // One event loop accepts and serves every connection: with the whole group, each
-            // accepted connection was handed to another loop's thread (0.5 ms of a cold first
-            // byte on the test machine). Cached bytes go out with sendfile and downloads run on
-            // the global executor, so one loop thread is not what limits 16 clients.
-            eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton.next()),
+            eventLoopGroupProvider: .shared(eventLoop),
             logger: serverLogger
         )
         try run.withLock { state in
             guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-            state = .running(Task {
+            state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop)) {
                 do {
                     try await app.run()
                     listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))

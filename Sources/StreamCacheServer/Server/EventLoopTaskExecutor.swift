@@ -1,0 +1,23 @@
+import NIOCore
+
+/// A task executor that runs jobs on one SwiftNIO event loop.
+///
+/// NIO's event loops are serial executors but not task executors, so they cannot be a task's
+/// preferred executor by themselves. A task that prefers this executor runs on the loop's
+/// thread, and so do its child tasks and the default actors it calls while they are free: the
+/// proxy's request handling stays on the thread that reads and writes its sockets. A job enqueued
+/// from the loop's own thread is appended to the loop's queue without waking it.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute {
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
+    }
+}
