@@ -6,9 +6,9 @@ import StreamCache
 import StreamCacheTestSupport
 import Testing
 
-/// Request handling on the connection's own event loop, and the start-up warm-up that runs the
+/// The server's event loop as its tasks' executor, and the start-up warm-up that runs the
 /// first request's code paths before a player comes.
-@Suite struct EventLoopBoundConnectionsTests {
+@Suite struct ProxyServerStartTests {
     private actor Counter {
         var value = 0
         func increment() -> Int {
