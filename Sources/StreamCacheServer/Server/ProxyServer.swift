@@ -31,9 +31,6 @@ public final class ProxyServer: Sendable {
     private let run = Locked<RunState>(.idle)
     /// What the zero-copy path did (see ``FileRegionSlots``).
     let fileRegionStatistics = FileRegionSlots.Statistics()
-    /// How many of the start-up warm-up's requests were answered with their 2 bytes (2 of 2 when
-    /// both paths ran).
-    let warmedUpRequests = Locked(0)
 
     private enum RunState {
         case idle
@@ -232,9 +229,15 @@ public final class ProxyServer: Sendable {
     /// resources are deleted afterwards. The requests go through the shared client, which keeps no
     /// spare connection: one to this server would be re-opened while the server stops, and NIO
     /// servers trap on a connection that arrives then.
-    private func warmUp() async {
+    ///
+    /// - Parameter timeout: The limit of each request; the warm-up only saves time, so a slow
+    ///   machine gives up rather than delay the start.
+    /// - Returns: How many of the two requests were answered with their 2 bytes.
+    @discardableResult
+    func warmUp(timeout: Duration = .seconds(2)) async -> Int {
+        var answered = 0
         await core.cache.store.warmUp()
-        guard let base = core.baseURL else { return }
+        guard let base = core.baseURL else { return 0 }
         let key = CacheKey("streamcache:warm-up:\(SecretToken.make())")
         let registration = core.registry.register(key: key, fileName: "warm-up.bin", sourceDescription: "warm-up", origin: WarmUpOrigin())
         defer { core.registry.unregister(id: registration.id) }
@@ -248,11 +251,9 @@ public final class ProxyServer: Sendable {
         }
         for request in requests {
             guard let url = URL(string: base.absoluteString + request.path),
-                  let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: .seconds(2)))
+                  let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: timeout))
             else { continue }
-            if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 {
-                warmedUpRequests.withLock { $0 += 1 }
-            }
+            if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 { answered += 1 }
         }
         // Removal waits until a resource is idle: its download ends as soon as its origin's body
         // does. The folder's file goes first, since its download reads the in-memory one.
@@ -262,6 +263,7 @@ public final class ProxyServer: Sendable {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
+        return answered
     }
 
     /// Stops listening, closes every connection and cancels prefetches started through the
