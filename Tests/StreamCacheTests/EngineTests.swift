@@ -114,6 +114,31 @@ import Testing
         }
     }
 
+    /// A download that stops its read-ahead a little short of cached bytes closes the hole: a
+    /// player replaying the stretch (and reading a little further, since cached bytes come faster)
+    /// would otherwise need the origin for it. Nothing is fetched twice.
+    @Test func aReadAheadThatStopsShortOfCachedBytesClosesTheHole() async throws {
+        let (server, data) = try makeOrigin(size: 4_000_000)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.initialSegmentSize = 256 << 10
+            configuration.idleReadAhead = 512 << 10
+        }) { cache in
+            let song = resource(cache, server)
+            // Cached first: a stretch from 1.3 MB (its own read-ahead runs past it).
+            #expect(try await song.read(ByteRange(1_300_000, 1_400_000)).collect() == data[1_300_000..<1_400_000])
+            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            // A read at the start: its read-ahead (512 KiB past where it left, at most 256 KiB in)
+            // ends at most 768 KiB in, less than `joinDistance` (1 MiB) short of 1.3 MB.
+            #expect(try await song.read(ByteRange(0, 100_000)).collect() == data[0..<100_000])
+            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(await !song.isDownloading)
+            let cached = try await song.cachedRanges
+            #expect(cached.contains(ByteRange(0, 1_400_000)), "cached: \(cached)")
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
+        }
+    }
+
     /// A reader that streamed a while and left finds the bytes after it ready when it comes back:
     /// the download reads `idleReadAhead` further, and then stops.
     @Test func aReaderThatStreamedLeavesAReadAheadBehind() async throws {

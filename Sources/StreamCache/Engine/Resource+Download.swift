@@ -107,7 +107,7 @@ extension Resource {
             if download.kind == .read, !configuration.completesResourcesInBackground {
                 updateIdleState(&download)
                 if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { return nil }
-                if let idleLimit = download.idleLimit, download.position >= idleLimit { return nil }
+                if reachedIdleLimit(&download) { return nil }
             }
             let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
             let fetched = download.position - download.segmentStartPosition
@@ -202,7 +202,7 @@ extension Resource {
             // longer than the idle read-ahead (an origin that ignores ranges, or a read-ahead set
             // below the segment size) is cut where the read-ahead ends.
             updateIdleState(&download)
-            if let idleLimit = download.idleLimit, download.position >= idleLimit { goOn = false }
+            if reachedIdleLimit(&download) { goOn = false }
         }
         downloads[id] = download
         return goOn
@@ -218,6 +218,22 @@ extension Resource {
             download.idleSince = .now
             download.idleLimit = download.position + configuration.idleReadAhead
         }
+    }
+
+    /// Whether an idle download has fetched its read-ahead. One that stops within
+    /// ``StreamCache/Configuration/joinDistance`` of bytes that are cached or on their way goes on
+    /// to them instead: a player that plays the same stretch again reads a little further than
+    /// the first time (its bytes now come faster), and would find a hole right there that only
+    /// the origin can fill.
+    func reachedIdleLimit(_ download: inout Download) -> Bool {
+        guard let idleLimit = download.idleLimit, download.position >= idleLimit else { return false }
+        var next = available.firstLowerBound(atOrAfter: download.position) ?? Int64.max
+        for other in downloads.values where other.id != download.id && other.start >= download.position {
+            next = min(next, other.start)
+        }
+        guard next > download.position, next <= download.limit, next - download.position <= configuration.joinDistance else { return true }
+        download.idleLimit = next
+        return false
     }
 
     /// Whether a reader (not a prefetch) will want bytes of the download's window.
