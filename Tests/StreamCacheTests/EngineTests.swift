@@ -96,8 +96,9 @@ import Testing
     /// the cache, so none is fetched twice when the next reader comes.
     @Test func aDownloadNobodyNeedsFinishesItsRequestInsteadOfWastingIt() async throws {
         let (server, data) = try makeOrigin(size: 12_000_000)
-        // A first request (1 MiB) takes about 0.5 s, longer than the grace period.
-        server.bytesPerSecond = 2_000_000
+        // A first request (256 KiB: a 100 kB read asks for a quarter of the first segment) takes
+        // about 0.5 s, longer than the grace period.
+        server.bytesPerSecond = 500_000
         try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .milliseconds(300) }) { cache in
             let song = resource(cache, server)
             for start in [0, 6_000_000] {
@@ -106,9 +107,10 @@ import Testing
             }
             for _ in 0..<100 where await song.isDownloading { try await Task.sleep(for: .milliseconds(50)) }
             #expect(await !song.isDownloading)
-            for _ in 0..<50 where server.requests.count < 2 { try await Task.sleep(for: .milliseconds(50)) }
-            let sent = server.bodyBytesSent(for: Self.path)
             let cached = try await song.cachedRanges.coveredByteCount
+            // The origin counts a request's bytes once its answer is written.
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached { try await Task.sleep(for: .milliseconds(50)) }
+            let sent = server.bodyBytesSent(for: Self.path)
             #expect(sent == cached, "the origin sent \(sent) bytes, the cache kept \(cached)")
             #expect(sent < 12_000_000 / 2)
         }
@@ -139,8 +141,33 @@ import Testing
         }
     }
 
+    /// A player's 2-byte probe costs one short request and the minimum read-ahead, not megabytes.
+    @Test(arguments: [Int64(0), 1 << 20])
+    func aProbeCostsAShortRequestAndTheMinimumReadAhead(minimum: Int64) async throws {
+        let (server, data) = try makeOrigin(size: 8_000_000)
+        try await withTemporaryCache(configure: { $0.minimumIdleReadAhead = minimum }) { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 2)).collect() == data[0..<2])
+            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(await !song.isDownloading)
+            let cached = try await song.cachedRanges
+            // The origin records a request once its answer is written.
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
+            if minimum == 0 {
+                #expect(server.dataRequests(for: Self.path).count == 1)
+                #expect(cached.coveredByteCount == 256 << 10)
+            } else {
+                // From where the download was when the probe left (2 bytes to 256 KiB in).
+                #expect(cached.contains(ByteRange(0, minimum + 2)), "cached: \(cached)")
+                #expect(cached.coveredByteCount <= minimum + (256 << 10), "cached: \(cached)")
+                #expect(server.dataRequests(for: Self.path).count <= 3)
+            }
+        }
+    }
+
     /// A reader that streamed a while and left finds the bytes after it ready when it comes back:
-    /// the download reads `idleReadAhead` further, and then stops.
+    /// the read-ahead grows with what it took, up to `idleReadAhead`, and then stops.
     @Test func aReaderThatStreamedLeavesAReadAheadBehind() async throws {
         let (server, data) = try makeOrigin(size: 16_000_000)
         // A grace period no run reaches (a sanitizer run once took longer than the default 5 s to

@@ -47,7 +47,7 @@ extension Resource {
             if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts.
             downloads[id]?.limit = offset
-            startDownload(at: offset, limit: download.limit, kind: kind)
+            startDownload(at: offset, limit: download.limit, kind: kind, wanted: readerEnd - offset)
             return
         }
         var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
@@ -55,12 +55,16 @@ extension Resource {
         if let total = info?.totalLength { limit = min(limit, total) }
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
-        startDownload(at: offset, limit: limit, kind: kind)
+        startDownload(at: offset, limit: limit, kind: kind, wanted: readerEnd - offset)
     }
 
-    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind) {
+    /// Starts a download of `[start, limit)`. A read that wants fewer bytes than
+    /// ``StreamCache/Configuration/initialSegmentSize`` (a player's probe, a short seek) asks for
+    /// what it wants, but no less than a quarter of that size.
+    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil) {
         let id = makeID()
-        let segment = configuration.initialSegmentSize
+        var segment = configuration.initialSegmentSize
+        if kind == .read, let wanted { segment = min(segment, max(segment / 4, wanted)) }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
                                  segmentSize: segment, segmentStartPosition: start)
         usage.begin(key)
@@ -216,7 +220,15 @@ extension Resource {
             download.idleLimit = nil
         } else if download.idleSince == nil {
             download.idleSince = .now
-            download.idleLimit = download.position + configuration.idleReadAhead
+            // The request in flight is finished (its bytes are on the wire already) unless it is
+            // longer than the whole read-ahead; beyond it, the read-ahead grows with what the
+            // readers took, from the minimum (a probe that read 2 bytes, a player that reads a
+            // little further on its next play) to the maximum (a player that streamed a while).
+            let maximum = configuration.idleReadAhead
+            let minimum = min(maximum, configuration.minimumIdleReadAhead)
+            let inFlightEnd = download.segmentEnd - download.position <= maximum ? download.segmentEnd : download.position + maximum
+            let readAhead = min(maximum, max(minimum, download.position - download.start))
+            download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }
     }
 

@@ -16,7 +16,8 @@ extension StreamCache {
         /// A read whose offset a running download will reach within this many bytes waits for that
         /// download; a read further ahead starts its own (seeks never wait behind a sequential download).
         public var joinDistance: Int64 = 1 << 20
-        /// The first request of a download asks for this many bytes; later ones double.
+        /// The first request of a download asks for this many bytes; later ones double. A read
+        /// that wants less (a probe, a short seek) asks for what it wants, but at least a quarter of this.
         public var initialSegmentSize: Int64 = 1 << 20
         /// The most bytes one origin request asks for.
         public var maximumSegmentSize: Int64 = 4 << 20
@@ -24,10 +25,16 @@ extension StreamCache {
         /// request in flight (bytes already on the wire are not thrown away). Once its last reader
         /// has left, a download that makes no progress for this long (a stalled origin) is cancelled.
         public var idleDownloadGracePeriod: Duration = .seconds(5)
-        /// How many bytes a download that no reader needs may still fetch (within the grace
-        /// period): enough that a player reconnecting after a close or a short seek finds its
-        /// bytes ready, small enough that a 2-byte probe does not pull the whole file.
+        /// The most bytes a download that no reader needs may still fetch past its request in
+        /// flight (within the grace period). The read-ahead grows with what its readers took (as
+        /// many bytes as the download had fetched, up to this): a player reconnecting after a close
+        /// or a short seek finds its bytes ready, and a 2-byte probe pulls little.
         public var idleReadAhead: Int64 = 4 << 20
+        /// The fewest bytes a download that no reader needs fetches past where its readers left
+        /// (within the grace period, and at most ``idleReadAhead``): a player that plays the same
+        /// stretch again reads a little further than the first time (ffmpeg's second play of a
+        /// seek read 30 KB further under load), and finds those bytes cached too.
+        public var minimumIdleReadAhead: Int64 = 1 << 20
         /// How many origin connections one long read, prefetch or background fill may use at once.
         /// Cloud services cap each connection's speed, so several ranges fetched side by side
         /// fill a file several times faster; 1 turns it off. The part a reader waits for always
