@@ -62,6 +62,7 @@ import Testing
             #expect(middle.status == 206)
             #expect(middle.body == data[1000..<3_000_000])
             #expect(statistics.bytesSent - before == 16_000_000 + 2_999_000, "every warm byte should go out with sendfile")
+            #expect(statistics.corkedConnections == 0, "a finished region must uncork its connection")
 
             // Players that read a little and hang up, while the rest of the file is queued.
             let client = AsyncHTTPClientTransport()
@@ -74,6 +75,7 @@ import Testing
             try await client.shutdown()
             for _ in 0..<200 where statistics.openDescriptors != 0 { try await Task.sleep(for: .milliseconds(25)) }
             #expect(statistics.openDescriptors == 0, "a region whose client left must close its descriptor")
+            #expect(statistics.corkedConnections == 0, "every connection corked for a region is uncorked when it ends")
             let after = try await Self.curl(url, ["-r", "15000000-"])
             #expect(after.body == data[15_000_000...])
         }

@@ -6,12 +6,22 @@ import Foundation
 enum SecretToken {
     /// A token of `bytes` random bytes (128 bits by default) in URL-safe base64 without padding.
     static func make(bytes: Int = 16) -> String {
-        var generator = SystemRandomNumberGenerator()
-        let random = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Data(random).base64EncodedString()
+        Data(randomBytes(bytes)).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// `count` bytes from the system's secure generator, eight per draw: each draw is a system
+    /// call, and a connection's markers need 16 (``FileRegionSlots``).
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count + 7)
+        while bytes.count < count {
+            withUnsafeBytes(of: generator.next() as UInt64) { bytes.append(contentsOf: $0) }
+        }
+        return Array(bytes.prefix(count))
     }
 
     /// Whether `candidate` equals `secret`, in time that depends only on their lengths.
