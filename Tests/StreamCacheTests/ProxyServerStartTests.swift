@@ -19,6 +19,7 @@ import Testing
 
     /// A task that prefers an event loop runs on it, across suspensions, child tasks and calls
     /// into a default actor; without the preference it runs elsewhere.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
     @Test func aTaskThatPrefersAnEventLoopRunsOnIt() async throws {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let counter = Counter()

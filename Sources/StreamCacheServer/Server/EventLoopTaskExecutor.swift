@@ -7,6 +7,10 @@ import NIOCore
 /// thread, and so do its child tasks and the default actors it calls while they are free: the
 /// proxy's request handling stays on the thread that reads and writes its sockets. A job enqueued
 /// from the loop's own thread is appended to the loop's queue without waking it.
+///
+/// Task executors came with Swift 6 runtimes (macOS 15, iOS 18); on older Apple systems the
+/// server's tasks run on the global executor instead.
+@available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop
 

@@ -197,17 +197,22 @@ public final class ProxyServer: Sendable {
             eventLoopGroupProvider: .shared(eventLoop),
             logger: serverLogger
         )
+        let serve: @Sendable () async throws -> Void = {
+            do {
+                try await app.run()
+                listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))
+            } catch {
+                listening.fail(error)
+                throw error
+            }
+        }
         try run.withLock { state in
             guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-            state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop)) {
-                do {
-                    try await app.run()
-                    listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))
-                } catch {
-                    listening.fail(error)
-                    throw error
-                }
-            })
+            if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
+                state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop), operation: serve))
+            } else {
+                state = .running(Task(operation: serve))
+            }
         }
         let port = try await listening.value()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
