@@ -47,7 +47,8 @@ import Testing
     /// The seed design's example: 10-20 and 50-60 cached, a read of 0-100 is five ordered segments.
     @Test func readOfPartlyCachedRangeIsFiveOrderedSegments() async throws {
         let (server, data) = try makeOrigin(size: 1000)
-        try await withTemporaryCache { cache in
+        // The holes must still be there when the read comes (see the next test).
+        try await withTemporaryCache(configure: { $0.fillsSmallGaps = false }) { cache in
             let song = resource(cache, server)
             try await song.prefetch(ByteRange(10, 20))
             try await song.prefetch(ByteRange(50, 60))
@@ -70,6 +71,32 @@ import Testing
             #expect(ranges.count == 3, "\(server.requests.map { "\($0.status) \($0.range ?? "-") \($0.bodyBytesSent)" }) \(snapshot)")
             #expect(ranges.prefix(2) == ["bytes=0-9", "bytes=20-49"])
             #expect(ranges.last?.hasPrefix("bytes=60-") == true)
+        }
+    }
+
+    /// Once nobody reads, a hole of at most `joinDistance` after cached bytes is fetched, each
+    /// once; the start of the file and larger holes are left to readers.
+    @Test func smallHolesAfterCachedBytesAreFilledOnceNobodyReads() async throws {
+        let (server, data) = try makeOrigin(size: 1000)
+        try await withTemporaryCache(configure: { $0.joinDistance = 100 }) { cache in
+            let song = resource(cache, server)
+            try await song.prefetch(ByteRange(10, 20))
+            try await song.prefetch(ByteRange(50, 60))
+            try await song.prefetch(ByteRange(600, 700))
+            for _ in 0..<200 {
+                let filled = try await song.cachedRanges.contains(ByteRange(20, 50))
+                if filled, await !song.isDownloading { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // [20, 50) is filled; [0, 10) starts the file, [60, 600) is over 100 bytes, [700, 1000) too.
+            let cached = try await song.cachedRanges
+            #expect(cached == RangeSet([ByteRange(10, 60), ByteRange(600, 700)]))
+            let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
+            #expect(ranges.filter { $0 == "bytes=20-49" }.count == 1, "\(ranges)")
+            var read = Data()
+            for try await chunk in song.read(ByteRange(10, 60)) { read.append(chunk.data) }
+            #expect(read == data[10..<60])
+            #expect(server.dataRequests(for: Self.path).count == ranges.count, "the filled hole is read from the cache")
         }
     }
 

@@ -169,6 +169,7 @@ extension Resource {
             startBackgroundCompletion()
             replanParallelDownloads()
         }
+        startFillingSmallGap()
     }
 
     /// Waits until the byte at `position` is cached and returns the cached run that starts there

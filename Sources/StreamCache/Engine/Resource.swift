@@ -66,6 +66,8 @@ public actor Resource {
     /// just before the download failed would otherwise miss the error and start the download again.
     var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []
     var failureCount = 0
+    /// Where ``startFillingSmallGap()`` began downloads, so a gap the origin does not fill is tried once.
+    var smallGapsTried: Set<Int64> = []
 
     var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
     /// Running totals for this resource in this process.
@@ -220,6 +222,7 @@ public actor Resource {
         info = nil
         available = RangeSet()
         committed = RangeSet()
+        smallGapsTried = []
         pendingBytes = 0
         generation += 1
         let store = self.store
@@ -239,6 +242,7 @@ public actor Resource {
         generation += 1
         available = RangeSet()
         committed = RangeSet()
+        smallGapsTried = []
         pendingBytes = 0
         firstPendingAt = nil
         info = newInfo

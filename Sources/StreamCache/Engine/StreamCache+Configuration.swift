@@ -45,6 +45,11 @@ extension StreamCache {
         public var parallelPartSize: Int64 = 8 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
+        /// Whether a resource nobody reads fetches its small holes: gaps of at most
+        /// ``joinDistance`` that follow cached bytes (a player that plays a stretch again reads a
+        /// little further than the first time). Larger gaps, and the start of a file, are left to
+        /// readers.
+        public var fillsSmallGaps: Bool = true
         /// Written bytes are synced and recorded in the index after this many bytes…
         public var commitBatchBytes: Int64 = 8 << 20
         /// …or after this long, whichever comes first.
