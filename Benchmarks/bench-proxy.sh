@@ -5,7 +5,8 @@
 #   bash Benchmarks/bench-proxy.sh [PROFILE] [PEERS]
 #     PROFILE: loopback (default), wan, cloud
 #     PEERS:   default "direct streamcache rclone nginx-slice"
-#   Env: RESULTS_DIR (default /tmp/streamcache-bench/PROFILE), REPEATS (default 3), BENCH_DIR.
+#   Env: RESULTS_DIR (default /tmp/streamcache-bench/PROFILE), REPEATS (default 3), BENCH_DIR,
+#        STREAMCACHE_BIN (a release binary to measure instead of building this checkout's).
 #
 # Builds the release binary first. Results: $RESULTS_DIR/summary.md and one file per peer.
 set -euo pipefail
@@ -17,8 +18,12 @@ export RESULTS_DIR=${RESULTS_DIR:-/tmp/streamcache-bench/$PROFILE}
 export REPEATS=${REPEATS:-3}
 mkdir -p "$RESULTS_DIR"
 
-swift build -c release --product streamcache
-BIN="$(swift build -c release --show-bin-path)/streamcache"
+if [ -n "${STREAMCACHE_BIN:-}" ]; then
+  BIN=$STREAMCACHE_BIN  # a binary built elsewhere (A/B runs of two commits)
+else
+  swift build -c release --product streamcache
+  BIN="$(swift build -c release --show-bin-path)/streamcache"
+fi
 STATE=/tmp/streamcache-bench/peer
 PORT=18083
 

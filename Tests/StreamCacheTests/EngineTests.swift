@@ -74,6 +74,40 @@ import Testing
         }
     }
 
+    /// Regions follow each other without gaps, hold the origin's bytes, come while the download
+    /// runs (not after it), and count as what they were when the read began.
+    @Test func regionsOfAPartlyCachedRangeArriveInOrderAsTheyAreDownloaded() async throws {
+        let (server, data) = try makeOrigin(size: 1_500_000)
+        // The hole after the cached stretch must wait for the read (see the five-segment test).
+        try await withTemporaryCache(configure: { $0.fillsSmallGaps = false }) { cache in
+            let song = resource(cache, server)
+            try await song.prefetch(ByteRange(500_000, 550_000))
+            // About 1.5 s of download: time for several regions even on a loaded machine.
+            server.bytesPerSecond = 1_000_000
+            var position: Int64 = 0
+            var bytes = Data()
+            var regionsBeforeTheEnd = 0
+            for try await region in song.regions(ByteRange(0, Int64.max)) {
+                #expect(region.range.lowerBound == position)
+                position = region.range.upperBound
+                var buffer = Data(count: Int(region.range.count))
+                let count = try buffer.withUnsafeMutableBytes { try region.read(into: $0, at: region.range.lowerBound) }
+                #expect(count == buffer.count)
+                bytes.append(buffer)
+                let cached = try await song.cachedRanges
+                if !cached.contains(ByteRange(0, 1_500_000)) { regionsBeforeTheEnd += 1 }
+            }
+            #expect(TestData.sha256(bytes) == TestData.sha256(data))
+            #expect(regionsBeforeTheEnd >= 2, "regions should come as the download writes them")
+            // The origin records a request once its last byte is written, which may be after it arrived.
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < 1_500_000 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == 1_500_000, "each byte is fetched once")
+            let statistics = await song.statistics
+            #expect(statistics.bytesServedFromCache == 50_000)
+            #expect(statistics.bytesServedFromOrigin == 1_450_000)
+        }
+    }
+
     /// Once nobody reads, a hole of at most `joinDistance` after cached bytes is fetched, each
     /// once; the start of the file and larger holes are left to readers.
     @Test func smallHolesAfterCachedBytesAreFilledOnceNobodyReads() async throws {

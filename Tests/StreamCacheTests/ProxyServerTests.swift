@@ -15,6 +15,7 @@ import Testing
     /// A running proxy in a fresh cache, in front of an origin that requires ``secret``.
     static func withProxy(
         configure: (inout StreamCache.Configuration) -> Void = { _ in },
+        server configureServer: (inout ProxyServer.Configuration) -> Void = { _ in },
         logs: InMemoryLogHandler.Store? = nil,
         _ body: (ProxyServer, TestOrigin) async throws -> Void
     ) async throws {
@@ -27,6 +28,7 @@ import Testing
         }) { cache in
             var configuration = ProxyServer.Configuration()
             if let logs { configuration.logger = Logger(label: "server", factory: { InMemoryLogHandler(label: $0, store: logs) }) }
+            configureServer(&configuration)
             let server = try ProxyServer(cache: cache, configuration: configuration)
             try await server.start()
             do {
@@ -46,15 +48,16 @@ import Testing
 
     /// Cached bytes go out with `sendfile`: exact bytes, whole and in ranges, all through the
     /// zero-copy path; clients that leave mid-body leave no file descriptor behind.
-    @Test func cachedBytesGoOutWithSendfileAndClientsThatLeaveLeakNothing() async throws {
+    @Test func bytesGoOutWithSendfileAndClientsThatLeaveLeakNothing() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 16_000_000, seed: 302)
             origin.setFile("/music/long.flac", data: data)
             let url = server.url(for: server.register(url: origin.url("/music/long.flac"), headers: ["Authorization": Self.secret]))
+            let statistics = server.fileRegionStatistics
             let cold = try await Self.curl(url)
             #expect(TestData.sha256(cold.body) == TestData.sha256(data))
+            #expect(statistics.bytesSent == 16_000_000, "downloaded bytes should go out with sendfile once they are in the cache file")
 
-            let statistics = server.fileRegionStatistics
             let before = statistics.bytesSent
             let warm = try await Self.curl(url)
             #expect(TestData.sha256(warm.body) == TestData.sha256(data))
@@ -72,12 +75,41 @@ import Testing
                 _ = try await iterator.next()
                 response.body.discard()
             }
+            // And players that hang up while the file is still downloading.
+            let other = TestData.random(count: 16_000_000, seed: 303)
+            origin.setFile("/music/other.flac", data: other)
+            origin.bytesPerSecond = 20_000_000
+            let otherURL = server.url(for: server.register(url: origin.url("/music/other.flac"), headers: ["Authorization": Self.secret]))
+            for _ in 0..<8 {
+                let response = try await client.send(HTTPRequest(url: otherURL))
+                var iterator = response.body.makeAsyncIterator()
+                _ = try await iterator.next()
+                response.body.discard()
+            }
             try await client.shutdown()
             for _ in 0..<200 where statistics.openDescriptors != 0 { try await Task.sleep(for: .milliseconds(25)) }
             #expect(statistics.openDescriptors == 0, "a region whose client left must close its descriptor")
             #expect(statistics.corkedConnections == 0, "every connection corked for a region is uncorked when it ends")
             let after = try await Self.curl(url, ["-r", "15000000-"])
             #expect(after.body == data[15_000_000...])
+        }
+    }
+
+    /// Without `sendfile` the same bytes go out through buffers read from the cache file.
+    @Test func withoutSendfileColdWarmAndRangedReadsGiveTheOriginsBytes() async throws {
+        try await Self.withProxy(server: { $0.sendsCachedBytesWithSendfile = false }) { server, origin in
+            let data = TestData.random(count: 6_000_000, seed: 304)
+            origin.setFile("/music/long.flac", data: data)
+            let url = server.url(for: server.register(url: origin.url("/music/long.flac"), headers: ["Authorization": Self.secret]))
+            let cold = try await Self.curl(url, ["-r", "100-"])
+            #expect(cold.body == data[100...])
+            let warm = try await Self.curl(url)
+            #expect(TestData.sha256(warm.body) == TestData.sha256(data))
+            let multipart = try await Self.curl(url, ["-r", "0-9,5000000-5000009"])
+            #expect(multipart.status == 206)
+            #expect(multipart.body.range(of: data[0..<10]) != nil && multipart.body.range(of: data[5_000_000..<5_000_010]) != nil)
+            #expect(server.fileRegionStatistics.bytesSent == 0)
+            #expect(origin.bodyBytesSent(for: "/music/long.flac") == Int64(data.count), "each byte is fetched once")
         }
     }
 

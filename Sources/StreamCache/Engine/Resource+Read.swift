@@ -14,9 +14,26 @@ extension Resource {
     /// ```
     public nonisolated func read(_ range: ByteRange) -> ReadStream {
         let buffer = AsyncBuffer<ReadChunk>(limit: configuration.readBufferLimit)
-        let task = Task { await self.runRead(range, into: buffer, deliver: true) }
+        let task = Task { await self.runRead(range, delivery: .chunks(buffer)) }
         buffer.setOnCancel { task.cancel() }
         return ReadStream(buffer: buffer)
+    }
+
+    /// Reads `range` of the resource as one ordered stream of cached regions: where its bytes
+    /// lie in the cache file, each handed on once it is cached (see ``RegionStream``).
+    ///
+    /// The range may run past the end, as with ``read(_:)``.
+    ///
+    /// ```swift
+    /// for try await region in resource.regions(ByteRange(0, Int64.max)) {
+    ///     try send(region)  // e.g. sendfile from region.duplicateFileDescriptor()
+    /// }
+    /// ```
+    public nonisolated func regions(_ range: ByteRange) -> RegionStream {
+        let buffer = AsyncBuffer<CachedRegion>(limit: configuration.readBufferLimit)
+        let task = Task { await self.runRead(range, delivery: .regions(buffer)) }
+        buffer.setOnCancel { task.cancel() }
+        return RegionStream(buffer: buffer)
     }
 
     /// Reads from `offset` to the end of the resource.
@@ -63,20 +80,21 @@ extension Resource {
     /// - Throws: ``StreamCacheError`` when the origin fails, `CancellationError` when cancelled.
     public func prefetch(_ range: ByteRange? = nil) async throws {
         let buffer = AsyncBuffer<ReadChunk>(limit: 1)
-        await runRead(range ?? ByteRange(0, Int64.max), into: buffer, deliver: false)
+        await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer))
         if let error = try? await buffer.errorIfFailed() { throw error }
     }
 
     /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,
     /// so readers never hold up downloads or each other.
-    nonisolated func runRead(_ range: ByteRange, into buffer: AsyncBuffer<ReadChunk>, deliver: Bool) async {
+    nonisolated func runRead(_ range: ByteRange, delivery: ReadDelivery) async {
         let readerID: Int
         let initiallyCached: RangeSet
         let generation: Int
+        let isPrefetch = delivery.isPrefetch
         do {
-            (readerID, initiallyCached, generation) = try await beginRead(range, prefetch: !deliver)
+            (readerID, initiallyCached, generation) = try await beginRead(range, prefetch: isPrefetch)
         } catch {
-            buffer.finish(throwing: error)
+            delivery.finish(throwing: error)
             return
         }
         var position = range.lowerBound
@@ -85,13 +103,24 @@ extension Resource {
         do {
             while true {
                 let step = try await nextStep(readerID: readerID, position: position, end: range.upperBound, generation: generation,
-                                              servedCache: servedCache, servedOrigin: servedOrigin, skipCached: !deliver)
+                                              servedCache: servedCache, servedOrigin: servedOrigin, skipCached: isPrefetch)
                 servedCache = 0
                 servedOrigin = 0
                 guard case .available(let run, let file) = step else { break }
-                guard deliver else {
+                let buffer: AsyncBuffer<ReadChunk>
+                switch delivery {
+                case .nothing:
                     position = run.upperBound
                     continue
+                case .regions(let regions):
+                    let cached = initiallyCached.coveredByteCount(in: run)
+                    servedCache += cached
+                    servedOrigin += run.count - cached
+                    try await regions.send(CachedRegion(range: run, file: file), weight: Int(clamping: run.count))
+                    position = run.upperBound
+                    continue
+                case .chunks(let chunks):
+                    buffer = chunks
                 }
                 while position < run.upperBound {
                     let count = Int(min(Int64(configuration.chunkSize), run.upperBound - position))
@@ -118,9 +147,9 @@ extension Resource {
                     position += Int64(count)
                 }
             }
-            buffer.finish()
+            delivery.finish()
         } catch {
-            buffer.finish(throwing: error)
+            delivery.finish(throwing: error)
         }
         await endRead(readerID: readerID, servedCache: servedCache, servedOrigin: servedOrigin)
     }

@@ -44,7 +44,7 @@ struct RangeResponder: Sendable {
             if let known = resource.knownInfo, known.totalLength != nil {
                 info = known
             } else if let early = Self.rangeReadableBeforeLength(range) {
-                var iterator = resource.read(early).makeAsyncIterator()
+                var iterator = resource.regions(early).makeAsyncIterator()
                 let first = try await iterator.next()
                 started = StartedRead(range: early, iterator: iterator, first: first)
                 // The first chunk's download stored the info; the snapshot avoids an actor hop.
@@ -68,8 +68,9 @@ struct RangeResponder: Sendable {
             let early = started.flatMap { $0.range.lowerBound == range.lowerBound && min($0.range.upperBound, total) == range.upperBound ? $0 : nil }
             // Small answers go out in one write with the head (Hummingbird's fast path): AVPlayer's
             // 2-byte probe, and short cached ranges such as a seek's first read.
-            if let first = early?.first, first.range == range {
-                return ResponseBody(byteBuffer: ByteBuffer(bytes: first.data))
+            if let first = early?.first, first.range == range, range.count <= Self.inlineLimit,
+               let buffer = try? Self.buffer(from: first) {
+                return ResponseBody(byteBuffer: buffer)
             }
             if early == nil, range.count <= Self.inlineLimit, let region = try? await resource.cachedRegion(range),
                let buffer = try? Self.buffer(from: region) {
@@ -79,11 +80,11 @@ struct RangeResponder: Sendable {
                 if early == nil, let region = try await resource.cachedRegion(range) {
                     try await Self.write(region, to: &writer, pacer: pacer)
                 } else if let early {
-                    if let first = early.first { try await pacer.write(ByteBuffer(bytes: first.data), to: &writer) }
+                    if let first = early.first { try await Self.write(first, to: &writer, pacer: pacer) }
                     var iterator = early.iterator
-                    while let chunk = try await iterator.next() { try await pacer.write(ByteBuffer(bytes: chunk.data), to: &writer) }
+                    while let region = try await iterator.next() { try await Self.write(region, to: &writer, pacer: pacer) }
                 } else {
-                    try await Self.write(resource.read(range), to: &writer, pacer: pacer)
+                    for try await region in resource.regions(range) { try await Self.write(region, to: &writer, pacer: pacer) }
                 }
                 try await writer.finish(nil)
             }
@@ -96,7 +97,7 @@ struct RangeResponder: Sendable {
             headers[.acceptRanges] = "none"
             if isHead { return Response(status: .ok, headers: headers) }
             return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                try await Self.write(resource.read(from: 0), to: &writer, pacer: pacer)
+                for try await region in resource.regions(ByteRange(0, Int64.max)) { try await Self.write(region, to: &writer, pacer: pacer) }
                 try await writer.finish(nil)
             })
         }
@@ -128,7 +129,7 @@ struct RangeResponder: Sendable {
             return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
                 for (index, range) in ranges.enumerated() {
                     try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
-                    try await Self.write(resource.read(range), to: &writer, pacer: pacer)
+                    for try await region in resource.regions(range) { try await Self.write(region, to: &writer, pacer: pacer) }
                 }
                 try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
                 try await writer.finish(nil)
@@ -139,8 +140,8 @@ struct RangeResponder: Sendable {
     /// A read begun before the length was known, with its first chunk already taken.
     struct StartedRead: Sendable {
         let range: ByteRange
-        let iterator: ReadStream.Iterator
-        let first: ReadChunk?
+        let iterator: RegionStream.Iterator
+        let first: CachedRegion?
     }
 
     /// The bytes a request will most likely be answered with, when that does not depend on the
@@ -216,13 +217,6 @@ struct RangeResponder: Sendable {
             let buffer = try buffer(from: region, at: offset, count: count)
             offset += Int64(count)
             try await pacer.write(buffer, to: &writer)
-        }
-    }
-
-    /// Copies a read stream into the response, one engine chunk per socket write.
-    static func write(_ stream: ReadStream, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
-        for try await chunk in stream {
-            try await pacer.write(ByteBuffer(bytes: chunk.data), to: &writer)
         }
     }
 
