@@ -122,6 +122,11 @@ public actor Resource {
     /// Whether a download from the origin is in flight.
     public var isDownloading: Bool { !downloads.isEmpty }
 
+    /// Whether no read and no download of the resource is under way. The work a resource does
+    /// by itself once its last reader leaves (an idle read-ahead, filling small holes) starts in
+    /// the same step as that reader's end, so an idle resource stays idle until it is read again.
+    public var isIdle: Bool { readers.isEmpty && downloads.isEmpty }
+
     /// A stream of what happens to this resource from now on: info, cached bytes, downloads, errors.
     /// It buffers the newest 256 events for a slow consumer.
     public func events() -> AsyncStream<ResourceEvent> {
