@@ -27,6 +27,24 @@ import Testing
         return claimed
     }
 
+    /// Kills `process` with SIGKILL after `delay`, timed on a thread of its own: a task's sleep
+    /// can overshoot by seconds when other suites' blocking waits hold the cooperative pool on a
+    /// loaded machine, and the kill would then find the download finished. Returns whether the
+    /// process was still running when it was killed.
+    static func killProcess(_ process: Process, after delay: Duration) async -> Bool {
+        struct Target: @unchecked Sendable { let process: Process }  // only read and signalled
+        let target = Target(process: process)
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: seconds)
+                let wasRunning = target.process.isRunning
+                Foundation.kill(target.process.processIdentifier, SIGKILL)
+                continuation.resume(returning: wasRunning)
+            }
+        }
+    }
+
     @Test func killDuringDownloadThenGetAgain() async throws {
         let server = try TestOrigin()
         let size = 24_000_000
@@ -88,9 +106,8 @@ import Testing
             var killedRunning = 0
             for _ in 0..<50 {
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"])
-                try await Task.sleep(for: TestTiming.time(.milliseconds(Int.random(in: 20...600, using: &generator))))
-                if process.isRunning { killedRunning += 1 }
-                kill(process.processIdentifier, SIGKILL)
+                let delay = TestTiming.time(.milliseconds(Int.random(in: 20...600, using: &generator)))
+                if await Self.killProcess(process, after: delay) { killedRunning += 1 }
                 process.waitUntilExit()
                 claimed.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
             }
