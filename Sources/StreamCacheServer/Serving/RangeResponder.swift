@@ -84,7 +84,7 @@ struct RangeResponder: Sendable {
                     var iterator = early.iterator
                     while let region = try await iterator.next() { try await Self.write(region, to: &writer, pacer: pacer) }
                 } else {
-                    for try await region in resource.regions(range) { try await Self.write(region, to: &writer, pacer: pacer) }
+                    try await Self.write(resource.regions(range), to: &writer, pacer: pacer)
                 }
                 try await writer.finish(nil)
             }
@@ -97,7 +97,7 @@ struct RangeResponder: Sendable {
             headers[.acceptRanges] = "none"
             if isHead { return Response(status: .ok, headers: headers) }
             return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                for try await region in resource.regions(ByteRange(0, Int64.max)) { try await Self.write(region, to: &writer, pacer: pacer) }
+                try await Self.write(resource.regions(ByteRange(0, Int64.max)), to: &writer, pacer: pacer)
                 try await writer.finish(nil)
             })
         }
@@ -129,7 +129,7 @@ struct RangeResponder: Sendable {
             return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
                 for (index, range) in ranges.enumerated() {
                     try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
-                    for try await region in resource.regions(range) { try await Self.write(region, to: &writer, pacer: pacer) }
+                    try await Self.write(resource.regions(range), to: &writer, pacer: pacer)
                 }
                 try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
                 try await writer.finish(nil)
@@ -137,7 +137,7 @@ struct RangeResponder: Sendable {
         }
     }
 
-    /// A read begun before the length was known, with its first chunk already taken.
+    /// A read begun before the length was known, with its first region already taken.
     struct StartedRead: Sendable {
         let range: ByteRange
         let iterator: RegionStream.Iterator
@@ -218,6 +218,11 @@ struct RangeResponder: Sendable {
             offset += Int64(count)
             try await pacer.write(buffer, to: &writer)
         }
+    }
+
+    /// Writes each region of a read as it comes, each with the region writer above.
+    static func write(_ regions: RegionStream, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
+        for try await region in regions { try await write(region, to: &writer, pacer: pacer) }
     }
 
     /// Keeps a body writer from running ahead of its socket.
