@@ -9,9 +9,13 @@ import Testing
 @Suite struct CrashTests {
     /// Reads the raw index, before any reconciliation, and checks every claimed byte against the origin.
     static func verifyIndexClaims(cacheDirectory: URL, key: CacheKey, origin data: Data) throws -> Int64 {
-        let queue = try DatabaseQueue(path: cacheDirectory.appendingPathComponent("index.sqlite").path)
+        // A process killed while it starts may not have made its index (or its tables) yet: it claims nothing.
+        let index = cacheDirectory.appendingPathComponent("index.sqlite").path
+        guard FileManager.default.fileExists(atPath: index) else { return 0 }
+        let queue = try DatabaseQueue(path: index)
         let spans: [(Int64, Int64)] = try queue.read { db in
-            try Row.fetchAll(db, sql: """
+            guard try db.tableExists("span"), try db.tableExists("resource") else { return [] }
+            return try Row.fetchAll(db, sql: """
                 SELECT span.start, span."end" FROM span JOIN resource ON resource.id = span.resourceId WHERE resource.key = ?
                 """, arguments: [key.rawValue]).map { ($0[0], $0[1]) }
         }
