@@ -60,7 +60,7 @@ public final class URLSessionTransport: HTTPTransport {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
                 delegate.register(task, state: TaskState(buffer: buffer, pause: pause, head: continuation))
-                task.resume()
+                pause.start(task)
             }
         } onCancel: {
             pause.cancel(task)
@@ -82,40 +82,75 @@ private final class TaskState: @unchecked Sendable {
     }
 }
 
-/// Pauses a data task while its consumer is behind, keeping `suspend()` and `resume()` balanced.
+/// Starts, pauses, cancels and declines redirects for one data task, keeping `suspend()` and
+/// `resume()` balanced and these from racing one another.
 ///
 /// On Linux (swift-corelibs-foundation) suspending a running data task is unsafe: it can trap in
 /// `_NativeProtocol.stopLoading()` or deadlock its work queue, and data in flight is delivered
 /// anyway. There the switch never pauses; memory per request is then bounded by the request's
 /// size, which the engine caps (``StreamCache/Configuration/maximumSegmentSize``).
+///
+/// The same library traps ("Received callback for HTTP redirection, but we're not waiting for
+/// it") when a redirect's completion handler reaches a task that a cancel has already stopped.
+/// So a task that is cancelled never has its redirect declined (the cancel ends it), and a task
+/// whose redirect was declined is never cancelled (it completes with the 3xx by itself).
 private final class PauseSwitch: Sendable {
-    private let suspended = Locked(false)
+    private struct State {
+        var started = false
+        var suspended = false
+        var cancelled = false
+        var redirectDeclined = false
+    }
+
+    private let state = Locked(State())
 
     func pauseIfFull(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
         #if !canImport(FoundationNetworking)
-        suspended.withLock { suspended in
-            guard !suspended, buffer.isPaused else { return }
-            suspended = true
+        state.withLock { state in
+            guard !state.suspended, !state.cancelled, buffer.isPaused else { return }
+            state.suspended = true
             task.suspend()
         }
         #endif
     }
 
+    /// Starts the task once the delegate knows it, or cancels it if its request was cancelled
+    /// before: its completion then reaches a registered task (one that completed unregistered
+    /// would leave the caller waiting for ever).
+    func start(_ task: URLSessionTask) {
+        state.withLock { state in
+            state.started = true
+            if state.cancelled { task.cancel() } else { task.resume() }
+        }
+    }
+
     /// Cancels the task; a suspended task is resumed first, or libcurl would keep its connection.
     func cancel(_ task: URLSessionTask) {
-        suspended.withLock { suspended in
-            if suspended {
-                suspended = false
+        state.withLock { state in
+            guard !state.cancelled else { return }
+            state.cancelled = true
+            guard state.started, !state.redirectDeclined else { return }
+            if state.suspended {
+                state.suspended = false
                 task.resume()
             }
             task.cancel()
         }
     }
 
+    /// Tells the session not to follow a redirect, unless the task was cancelled meanwhile.
+    func declineRedirect(_ completionHandler: @Sendable (URLRequest?) -> Void) {
+        state.withLock { state in
+            guard !state.cancelled else { return }
+            state.redirectDeclined = true
+            completionHandler(nil)
+        }
+    }
+
     func resumeIfDrained(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
-        suspended.withLock { suspended in
-            guard suspended, !buffer.isPaused else { return }
-            suspended = false
+        state.withLock { state in
+            guard state.suspended, !state.cancelled, !buffer.isPaused else { return }
+            state.suspended = false
             task.resume()
         }
     }
@@ -137,7 +172,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        completionHandler(nil)
+        // Every task is registered before it starts; one without state has completed, and a
+        // completion handler called now would trap.
+        state(of: task)?.pause.declineRedirect(completionHandler)
     }
 
     func urlSession(
