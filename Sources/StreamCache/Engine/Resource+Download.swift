@@ -280,7 +280,8 @@ extension Resource {
         if error == nil { replanParallelDownloads() }
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
-        if error == nil { startFillingSmallGap() }
+        // A read-ahead the reaper stopped (a stalled origin) leaves its hole too; a shutdown does not fill.
+        if error == nil || (error is CancellationError && !isShuttingDown) { startFillingSmallGap() }
     }
 
     /// After the last reader leaves, watches read downloads once per grace period and cancels
@@ -308,7 +309,7 @@ extension Resource {
 
     /// With background completion on, fills the resource's gaps once readers are gone.
     func startBackgroundCompletion() {
-        guard downloads.isEmpty, let total = info?.totalLength, let gap = available.gaps(in: ByteRange(0, total)).first else { return }
+        guard !isShuttingDown, downloads.isEmpty, let total = info?.totalLength, let gap = available.gaps(in: ByteRange(0, total)).first else { return }
         startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: .background)
     }
 
@@ -325,7 +326,7 @@ extension Resource {
     /// the bytes around the seek and the cached `moov` box in one CI run). Gaps farther from cached
     /// bytes, or larger, are left to readers: a probe of a large file costs no more than before.
     func startFillingSmallGap() {
-        guard configuration.fillsSmallGaps, readers.isEmpty, downloads.isEmpty, let total = info?.totalLength,
+        guard configuration.fillsSmallGaps, !isShuttingDown, readers.isEmpty, downloads.isEmpty, let total = info?.totalLength,
               info?.acceptsByteRanges != false else { return }
         // Gaps are maximal: one that does not start at 0 follows cached bytes.
         let gap = available.gaps(in: ByteRange(0, total)).first { gap in
@@ -339,6 +340,7 @@ extension Resource {
 
     /// Cancels every download; used when the cache shuts down.
     func cancelDownloads() {
+        isShuttingDown = true
         for download in downloads.values { download.task?.cancel() }
         reaper?.cancel()
         reaper = nil

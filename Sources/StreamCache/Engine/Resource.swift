@@ -68,6 +68,8 @@ public actor Resource {
     var failureCount = 0
     /// Where ``startFillingSmallGap()`` began downloads, so a gap the origin does not fill is tried once.
     var smallGapsTried: Set<Int64> = []
+    /// Set by ``cancelDownloads()`` when the cache shuts down: no new download starts by itself.
+    var isShuttingDown = false
 
     var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
     /// Running totals for this resource in this process.

@@ -56,6 +56,16 @@ public final class StreamCache: Sendable {
         return resource
     }
 
+    /// The resource for `key` if this cache has opened it since it started, without touching its
+    /// origin; `nil` otherwise.
+    ///
+    /// Use it to watch or query a resource that a front end opened (``Resource/isIdle``,
+    /// ``Resource/statistics``). ``resource(for:origin:)`` would replace the origin its next
+    /// download uses, which is what a refreshed link needs and what an observer must not do.
+    public func existingResource(for key: CacheKey) -> Resource? {
+        resources.withLock { $0[key] }
+    }
+
     /// Reads `range` of the resource `key` from `origin`; see ``Resource/read(_:)``.
     public func read(_ range: ByteRange, key: CacheKey, origin: any Origin) -> ReadStream {
         resource(for: key, origin: origin).read(range)
