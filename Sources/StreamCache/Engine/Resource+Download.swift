@@ -280,8 +280,8 @@ extension Resource {
         if error == nil { replanParallelDownloads() }
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
-        // A read-ahead the reaper stopped (a stalled origin) leaves its hole too; a shutdown does not fill.
-        if error == nil || (error is CancellationError && !isShuttingDown) { startFillingSmallGap() }
+        // A read-ahead the reaper stopped (a stalled origin) leaves its hole too.
+        if error == nil || error is CancellationError { startFillingSmallGap() }
     }
 
     /// After the last reader leaves, watches read downloads once per grace period and cancels

@@ -54,16 +54,16 @@ public final class URLSessionTransport: HTTPTransport {
 
         let task = session.dataTask(with: urlRequest)
         let buffer = AsyncBuffer<Data>(limit: bufferLimit)
-        let pause = PauseSwitch()
-        buffer.setOnCancel { [weak task] in if let task { pause.cancel(task) } }
-        buffer.setOnDrain { [weak task] in if let task { pause.resumeIfDrained(task, buffer: buffer) } }
+        let control = TaskControl()
+        buffer.setOnCancel { [weak task] in if let task { control.cancel(task) } }
+        buffer.setOnDrain { [weak task] in if let task { control.resumeIfDrained(task, buffer: buffer) } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
-                delegate.register(task, state: TaskState(buffer: buffer, pause: pause, head: continuation))
-                pause.start(task)
+                delegate.register(task, state: TaskState(buffer: buffer, control: control, head: continuation))
+                control.start(task)
             }
         } onCancel: {
-            pause.cancel(task)
+            control.cancel(task)
         }
     }
 }
@@ -72,12 +72,12 @@ public final class URLSessionTransport: HTTPTransport {
 private final class TaskState: @unchecked Sendable {
     // @unchecked: touched only on the session's serial delegate queue, after registration under the delegate's lock.
     let buffer: AsyncBuffer<Data>
-    let pause: PauseSwitch
+    let control: TaskControl
     var head: CheckedContinuation<HTTPResponse, any Error>?
 
-    init(buffer: AsyncBuffer<Data>, pause: PauseSwitch, head: CheckedContinuation<HTTPResponse, any Error>) {
+    init(buffer: AsyncBuffer<Data>, control: TaskControl, head: CheckedContinuation<HTTPResponse, any Error>) {
         self.buffer = buffer
-        self.pause = pause
+        self.control = control
         self.head = head
     }
 }
@@ -94,7 +94,7 @@ private final class TaskState: @unchecked Sendable {
 /// it") when a redirect's completion handler reaches a task that a cancel has already stopped.
 /// So a task that is cancelled never has its redirect declined (the cancel ends it), and a task
 /// whose redirect was declined is never cancelled (it completes with the 3xx by itself).
-private final class PauseSwitch: Sendable {
+private final class TaskControl: Sendable {
     private struct State {
         var started = false
         var suspended = false
@@ -174,7 +174,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     ) {
         // Every task is registered before it starts; one without state has completed, and a
         // completion handler called now would trap.
-        state(of: task)?.pause.declineRedirect(completionHandler)
+        state(of: task)?.control.declineRedirect(completionHandler)
     }
 
     func urlSession(
@@ -197,7 +197,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         guard let state = state(of: dataTask) else { return }
         if state.buffer.offer(data, weight: data.count) {
-            state.pause.pauseIfFull(dataTask, buffer: state.buffer)
+            state.control.pauseIfFull(dataTask, buffer: state.buffer)
         }
     }
 
