@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import StreamCache
 import StreamCacheAVFoundation
+import StreamCacheTestSupport
 
 /// A loading request that behaves like AVFoundation's and records every call the bridge makes,
 /// with every rule a call breaks: a response or finish after cancellation, a second finish, a
@@ -131,10 +132,10 @@ final class FakeLoadingRequest: LoadingRequest, @unchecked Sendable {
 
     // MARK: Waiting
 
-    /// Waits until `condition` holds, at most `timeout`.
+    /// Waits until `condition` holds, at most `timeout` (stretched under a sanitizer, see `TestTiming`).
     ///
     /// - Returns: Whether it held in time.
-    func wait(timeout: Duration = .seconds(30), until condition: @escaping @Sendable (Snapshot) -> Bool) async -> Bool {
+    func wait(timeout: Duration = TestTiming.time(.seconds(30)), until condition: @escaping @Sendable (Snapshot) -> Bool) async -> Bool {
         let id = state.withLock { state -> Int in
             state.nextWaiter += 1
             return state.nextWaiter
@@ -165,7 +166,7 @@ final class FakeLoadingRequest: LoadingRequest, @unchecked Sendable {
     }
 
     /// Waits until the request is finished.
-    func waitUntilFinished(timeout: Duration = .seconds(30)) async -> Bool {
+    func waitUntilFinished(timeout: Duration = TestTiming.time(.seconds(30))) async -> Bool {
         await wait(timeout: timeout) { $0.isFinished }
     }
 }

@@ -82,8 +82,9 @@ import Testing
         try await withTemporaryCache(configure: { $0.fillsSmallGaps = false }) { cache in
             let song = resource(cache, server)
             try await song.prefetch(ByteRange(500_000, 550_000))
-            // About 1.5 s of download: time for several regions even on a loaded machine.
-            server.bytesPerSecond = 1_000_000
+            // About 1.5 s of download (15 s under TSan): time for several regions even on a
+            // loaded machine.
+            server.bytesPerSecond = TestTiming.rate(1_000_000)
             var position: Int64 = 0
             var bytes = Data()
             var regionsBeforeTheEnd = 0
