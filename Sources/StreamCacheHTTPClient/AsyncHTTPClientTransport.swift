@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 import StreamCache
 // StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.
@@ -118,7 +119,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             withExtendedLifetime(self) {}
             do {
                 for try await buffer in incoming {
-                    try await write(buffer.withUnsafeReadableBytes { Data($0) })
+                    // The chunk shares the buffer's memory instead of copying it: a copy cost a
+                    // fresh allocation and its page faults for every chunk of a download.
+                    try await write(buffer.getData(at: buffer.readerIndex, length: buffer.readableBytes, byteTransferStrategy: .noCopy) ?? Data())
                 }
             } catch {
                 throw Self.translate(error)
