@@ -182,10 +182,19 @@ public final class CacheStore: Sendable {
 
     /// Records that `spans` (the complete set) of resource `id` are on disk, after syncing `file`.
     ///
-    /// The sync comes first: that is what makes the index trustworthy after a crash.
+    /// The sync comes first: that is what makes the index trustworthy after a crash. It runs on
+    /// the index's writer queue, before the transaction, rather than in the caller's task: an
+    /// `fdatasync` of megabytes takes tens of milliseconds on a busy disk (more on a slow one), and
+    /// a blocked thread of the cooperative pool is one of the few (as many as cores) that every
+    /// task in the process shares. Commits are serialized by the writer either way.
     func commit(resourceID id: Int64, spans: RangeSet, file: DataFile) async throws {
-        try file.sync()
-        try await database.write { db in try Self.replaceSpans(db, id: id, spans: spans) }
+        try await database.writeWithoutTransaction { db in
+            try file.sync()
+            try db.inTransaction {
+                try Self.replaceSpans(db, id: id, spans: spans)
+                return .commit
+            }
+        }
     }
 
     /// Forgets every cached byte of resource `id` and its info (the origin's version changed).
