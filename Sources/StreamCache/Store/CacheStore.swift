@@ -186,7 +186,8 @@ public final class CacheStore: Sendable {
     /// the index's writer queue, before the transaction, rather than in the caller's task: an
     /// `fdatasync` of megabytes takes tens of milliseconds on a busy disk (more on a slow one), and
     /// a blocked thread of the cooperative pool is one of the few (as many as cores) that every
-    /// task in the process shares. Commits are serialized by the writer either way.
+    /// task in the process shares. Commits of different resources now wait for each other's
+    /// syncs on that queue, as they already did for their transactions.
     func commit(resourceID id: Int64, spans: RangeSet, file: DataFile) async throws {
         try await database.writeWithoutTransaction { db in
             try file.sync()
