@@ -22,6 +22,11 @@ extension Resource {
         /// go from then on: ``StreamCache/Configuration/idleReadAhead`` past where it was.
         var idleSince: ContinuousClock.Instant?
         var idleLimit: Int64?
+        /// Set while the first request of a short read is in flight: it asked for the read-ahead
+        /// as well (see ``Resource/startDownload(at:limit:kind:wanted:continuesStream:)``).
+        var requestHoldsReadAhead = false
+        /// Bytes per second of the download's last complete request, if it was long enough to tell.
+        var throughput: Double?
         var received: Int64 = 0
         var task: Task<Void, Never>?
 
@@ -30,8 +35,11 @@ extension Resource {
 
     /// Makes sure a download will deliver `offset`: joins one that reaches it soon, splits one
     /// that would reach it too late, or starts one at `offset` that stops at the next cached byte.
-    func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool) throws {
+    /// `streamed` is how much the reader has read so far: a download for a reader that streams
+    /// (or a prefetch) starts at the segment size the resource's connections have reached.
+    func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool, streamed: Int64 = 0) throws {
         let kind: Download.Kind = prefetch ? .prefetch : .read
+        let streams = prefetch || streamed >= configuration.initialSegmentSize
         if let info, !info.acceptsByteRanges {
             // The origin cannot seek: one sequential download from byte 0 serves everyone.
             if let id = downloads.keys.first {
@@ -47,7 +55,7 @@ extension Resource {
             if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts.
             downloads[id]?.limit = offset
-            startDownload(at: offset, limit: download.limit, kind: kind, wanted: readerEnd - offset)
+            startDownload(at: offset, limit: download.limit, kind: kind, wanted: readerEnd - offset, continuesStream: streams)
             return
         }
         var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
@@ -55,18 +63,30 @@ extension Resource {
         if let total = info?.totalLength { limit = min(limit, total) }
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
-        startDownload(at: offset, limit: limit, kind: kind, wanted: readerEnd - offset)
+        startDownload(at: offset, limit: limit, kind: kind, wanted: readerEnd - offset, continuesStream: streams)
     }
 
     /// Starts a download of `[start, limit)`. A read that wants fewer bytes than
     /// ``StreamCache/Configuration/initialSegmentSize`` (a player's probe, a short seek) asks for
-    /// what it wants, but no less than a quarter of that size.
-    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil) {
+    /// what it wants, but no less than a quarter of that size, and for the least read-ahead
+    /// (``StreamCache/Configuration/minimumIdleReadAhead``) in the same request: every download
+    /// fetches that much past where its readers leave it (see ``updateIdleState(_:)``), and asked
+    /// for now it costs no round trip of its own.
+    ///
+    /// A download that continues a stream (`continuesStream`: a reader that has read a while, a
+    /// prefetch, a part of a long range) starts at the segment size the resource's connections
+    /// have reached: its bytes are wanted by someone who reads on, and starting small again would
+    /// only add round trips. A reader's first download starts small, since a player's first
+    /// request is often a probe it soon drops.
+    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false) {
         let id = makeID()
         var segment = configuration.initialSegmentSize
-        if kind == .read, let wanted { segment = min(segment, max(segment / 4, wanted)) }
+        let readAhead = min(configuration.idleReadAhead, configuration.minimumIdleReadAhead)
+        let isShortRead = kind == .read && (wanted.map { $0 < segment } ?? false)
+        if isShortRead, let wanted { segment = max(segment / 4, wanted) + readAhead }
+        if continuesStream, !isShortRead, let throughput = connectionThroughput { segment = segmentSize(atMost: .max, throughput: throughput) }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
-                                 segmentSize: segment, segmentStartPosition: start)
+                                 segmentSize: segment, segmentStartPosition: start, requestHoldsReadAhead: isShortRead && readAhead > 0)
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -101,9 +121,7 @@ extension Resource {
     }
 
     /// The next request of download `id`, or `nil` when it is done: at its limit, into cached
-    /// bytes, or idle past the grace period. Segments double (up to
-    /// ``StreamCache/Configuration/maximumSegmentSize``) but stay under about half a second of
-    /// the observed throughput, so a seek into the segment in flight never waits long.
+    /// bytes, or idle past the grace period. Segments double (see ``segmentSize(atMost:throughput:)``).
     func nextSegment(id: Int) throws -> (any Origin, OriginRequest)? {
         guard var download = downloads[id] else { return nil }
         if download.opened {
@@ -113,16 +131,13 @@ extension Resource {
                 if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { return nil }
                 if reachedIdleLimit(&download) { return nil }
             }
-            let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
-            let fetched = download.position - download.segmentStartPosition
-            var next = download.segmentSize * 2
-            if elapsed > 0.01, fetched > 0 { next = min(next, Int64(Double(fetched) / elapsed * 0.5)) }
-            download.segmentSize = min(configuration.maximumSegmentSize, max(configuration.initialSegmentSize, next))
+            download.segmentSize = segmentSize(atMost: download.segmentSize * 2, throughput: download.throughput)
             // The idle limit binds read downloads only: one a prefetch took over goes on.
             let idleLimit = download.kind == .read ? download.idleLimit : nil
             download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, download.position + download.segmentSize)
             guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
+            download.requestHoldsReadAhead = false
         }
         download.segmentStartedAt = .now
         downloads[id] = download
@@ -130,6 +145,32 @@ extension Resource {
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
         let end = download.segmentEnd == Int64.max ? Int64.max : download.segmentEnd
         return (origin, OriginRequest(range: ByteRange(download.position, end), validator: validator))
+    }
+
+    /// Measures the request that `download` just completed. Its time includes the round trip, so
+    /// a short request understates the speed: the segments sized from it come out smaller, never
+    /// larger. The resource keeps the last figure for the parts it starts next.
+    func recordThroughput(of download: inout Download) {
+        let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
+        let fetched = download.position - download.segmentStartPosition
+        guard elapsed > 0, fetched >= configuration.initialSegmentSize / 4 else { return }
+        download.throughput = Double(fetched) / elapsed
+        connectionThroughput = download.throughput
+    }
+
+    /// The size of a download's next request: `limit` (twice the last one, while it grows), but
+    /// no longer than ``StreamCache/Configuration/maximumSegmentDuration`` at `throughput` (a
+    /// seek into the request in flight never waits longer), within
+    /// ``StreamCache/Configuration/initialSegmentSize`` and
+    /// ``StreamCache/Configuration/maximumSegmentSize`` (or the origin's
+    /// ``Origin/maximumRequestLength``, when smaller).
+    func segmentSize(atMost limit: Int64, throughput: Double?) -> Int64 {
+        var size = limit
+        if let throughput {
+            size = min(size, Int64(min(throughput * configuration.maximumSegmentDuration.timeInterval, Double(Int64.max / 2))))
+        }
+        let maximum = min(configuration.maximumSegmentSize, origin.maximumRequestLength ?? .max)
+        return min(maximum, max(configuration.initialSegmentSize, size))
     }
 
     /// Checks the origin's answer against the cached version and decides where writing starts.
@@ -190,6 +231,7 @@ extension Resource {
         statistics.bytesDownloaded += range.count
         download.received += range.count
         download.position = range.upperBound
+        if download.position >= download.segmentEnd { recordThroughput(of: &download) }
         wakeWaiters()
         emit(.bytesCached(cut, totalCached: available.coveredByteCount))
         commitIfDue()
@@ -228,7 +270,9 @@ extension Resource {
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
             let inFlightEnd = download.segmentEnd - download.position <= maximum ? download.segmentEnd : download.position + maximum
             let readAhead = min(maximum, max(minimum, download.position - download.start))
-            download.idleLimit = max(inFlightEnd, download.position + readAhead)
+            // A short read's first request already holds its read-ahead, measured from where the
+            // read ends rather than from how far the download got.
+            download.idleLimit = download.requestHoldsReadAhead ? inFlightEnd : max(inFlightEnd, download.position + readAhead)
         }
     }
 

@@ -33,7 +33,7 @@ extension Resource {
             for download in downloads.values where !download.window.isEmpty { covered.insert(download.window) }
             // A stretch nobody fetches, beyond the reader's own download, is taken first.
             if let gap = covered.gaps(in: wanted).first(where: { $0.lowerBound > wanted.lowerBound }) {
-                startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: kind)
+                startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: kind, continuesStream: true)
                 continue
             }
             func spare(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - max(download.position, download.segmentEnd) }
@@ -41,7 +41,7 @@ extension Resource {
             guard let donor = active.max(by: { spare($0) < spare($1) }), spare(donor) > part + configuration.initialSegmentSize else { return }
             let split = max(donor.segmentEnd, donor.position + part)
             downloads[donor.id]?.limit = split
-            startDownload(at: split, limit: donor.limit, kind: kind)
+            startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true)
         }
     }
 

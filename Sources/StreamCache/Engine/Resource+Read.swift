@@ -162,7 +162,7 @@ extension Resource {
     func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
         try await ensureLoaded()
         let id = makeID()
-        readers[id] = ReaderState(position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch)
+        readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch)
         usage.begin(key)
         statistics.reads += 1
         reaper?.cancel()
@@ -239,7 +239,7 @@ extension Resource {
             let seen = readers[readerID]?.failuresSeen ?? failureCount
             if let failure = recentFailures.last(where: { $0.number > seen && $0.window.contains(position) }) { throw failure.error }
             readers[readerID]?.failuresSeen = failureCount
-            try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached)
+            try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached, streamed: position - (readers[readerID]?.start ?? position))
             addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
             try await waitUntilAvailable(position)
         }

@@ -62,6 +62,9 @@ public actor Resource {
     var waiters: [Int: Waiter] = [:]
     var nextID = 0
     var reaper: Task<Void, Never>?
+    /// How fast one origin connection of this resource last delivered a request (bytes per
+    /// second): new parts of a streaming range start at the segment size it allows.
+    var connectionThroughput: Double?
     /// The last download failures (at most 8), numbered: a reader whose wait ended for a re-plan
     /// just before the download failed would otherwise miss the error and start the download again.
     var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []
@@ -76,6 +79,7 @@ public actor Resource {
     public internal(set) var statistics = ResourceStatistics()
 
     struct ReaderState {
+        let start: Int64
         var position: Int64
         var end: Int64
         /// The number of download failures that happened before this reader last planned; later

@@ -19,8 +19,15 @@ extension StreamCache {
         /// The first request of a download asks for this many bytes; later ones double. A read
         /// that wants less (a probe, a short seek) asks for what it wants, but at least a quarter of this.
         public var initialSegmentSize: Int64 = 1 << 20
-        /// The most bytes one origin request asks for.
-        public var maximumSegmentSize: Int64 = 4 << 20
+        /// The most bytes one origin request asks for. Requests grow to it only on fast links (see
+        /// ``maximumSegmentDuration``). An origin may ask for less
+        /// (``Origin/maximumRequestLength``: ``HTTPOrigin`` over URLSession on Linux, which
+        /// cannot hold back a slow consumer, keeps requests at 4 MiB).
+        public var maximumSegmentSize: Int64 = 32 << 20
+        /// How long one origin request may take at the speed the last one reached: a seek into a
+        /// request in flight never waits longer than this for it. Longer requests mean fewer round
+        /// trips, shorter ones quicker seeks on slow links.
+        public var maximumSegmentDuration: Duration = .milliseconds(500)
         /// How long a download that no reader needs goes on: it then stops at the end of its
         /// request in flight (bytes already on the wire are not thrown away). Once its last reader
         /// has left, a download that makes no progress for this long (a stalled origin) is cancelled.

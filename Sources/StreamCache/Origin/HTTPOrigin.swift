@@ -87,6 +87,10 @@ public struct HTTPOrigin: Origin {
 
     public var logDescription: String { locator.logDescription }
 
+    /// 4 MiB when the transport cannot hold back a slow consumer (``URLSessionTransport`` on
+    /// Linux), so a response it buffers stays small; no limit otherwise.
+    public var maximumRequestLength: Int64? { transport.holdsBackSlowConsumers ? nil : 4 << 20 }
+
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
     }

@@ -20,6 +20,16 @@ public protocol Origin: Sendable {
     /// - Throws: ``StreamCacheError`` (`authenticationFailed`, `notFound`, `originUnavailable`,
     ///   `badResponse`, `tooManyRedirects`), or `CancellationError`.
     func open(_ request: OriginRequest) async throws -> OriginResponse
+
+    /// The most bytes one request should ask for, or `nil` when only the engine's
+    /// ``StreamCache/Configuration/maximumSegmentSize`` applies. An origin whose client cannot
+    /// hold back a response from a slow consumer may have to buffer a whole request in memory.
+    var maximumRequestLength: Int64? { get }
+}
+
+extension Origin {
+    /// No limit of the origin's own.
+    public var maximumRequestLength: Int64? { nil }
 }
 
 /// A request for part of a resource.

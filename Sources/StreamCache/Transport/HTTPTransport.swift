@@ -19,6 +19,16 @@ public protocol HTTPTransport: Sendable {
     /// - Throws: `CancellationError` when cancelled; ``StreamCacheError`` with
     ///   ``StreamCacheError/Code/originUnavailable`` when no response could be had.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
+
+    /// Whether a slow consumer holds back the connection, as the requirements above ask. A
+    /// transport that cannot (``URLSessionTransport`` on Linux) buffers what the origin sends, up
+    /// to a whole response, so ``HTTPOrigin`` keeps its requests short.
+    var holdsBackSlowConsumers: Bool { get }
+}
+
+extension HTTPTransport {
+    /// Transports hold back a slow consumer unless they say otherwise.
+    public var holdsBackSlowConsumers: Bool { true }
 }
 
 /// An HTTP request as the engine builds it.

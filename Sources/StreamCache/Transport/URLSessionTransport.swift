@@ -38,6 +38,15 @@ public final class URLSessionTransport: HTTPTransport {
         self.bufferLimit = bufferLimit
     }
 
+    /// `false` on Linux, where a data task cannot be suspended safely (see `TaskControl`).
+    public var holdsBackSlowConsumers: Bool {
+        #if canImport(FoundationNetworking)
+        false
+        #else
+        true
+        #endif
+    }
+
     deinit {
         session.finishTasksAndInvalidate()
     }
@@ -88,7 +97,7 @@ private final class TaskState: @unchecked Sendable {
 /// On Linux (swift-corelibs-foundation) suspending a running data task is unsafe: it can trap in
 /// `_NativeProtocol.stopLoading()` or deadlock its work queue, and data in flight is delivered
 /// anyway. There the switch never pauses; memory per request is then bounded by the request's
-/// size, which the engine caps (``StreamCache/Configuration/maximumSegmentSize``).
+/// size, which ``HTTPOrigin`` caps (``HTTPOrigin/maximumRequestLength``).
 ///
 /// The same library traps ("Received callback for HTTP redirection, but we're not waiting for
 /// it") when a redirect's completion handler reaches a task that a cancel has already stopped.
