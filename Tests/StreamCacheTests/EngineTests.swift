@@ -143,9 +143,9 @@ import Testing
     }
 
     /// Acceptance 2 at unit scale: 256 KiB at 0 %, 50 %, 10 %, 90 %, 30 %, then the whole file.
-    /// Each seek costs one request (its read-ahead rides in it), and the whole read fills the five
-    /// gaps with requests sized from the speed the seeks showed, not with a ramp from 1 MiB in each;
-    /// over a transport that cannot hold back a slow consumer, requests stay at 4 MiB.
+    /// Each seek costs two requests (its bytes, then its read-ahead), and the whole read fills the
+    /// five gaps with requests sized from the speed the seeks showed, not with a ramp from 1 MiB
+    /// in each; over a transport that cannot hold back a slow consumer, requests stay at 4 MiB.
     @Test(arguments: TransportKind.allCases)
     func seekPatternFetchesEachByteOnceInFewRequests(kind: TransportKind) async throws {
         let size = 40_000_000
@@ -160,14 +160,14 @@ import Testing
                 let part = try await song.read(ByteRange(start, start + 262_144)).collect()
                 #expect(part == data[Int(start)..<Int(start) + 262_144])
                 for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
-                #expect(server.dataRequests(for: Self.path).count == index + 1, "seek \(index + 1) at \(percent) %")
+                #expect(server.dataRequests(for: Self.path).count <= 2 * (index + 1), "seek \(index + 1) at \(percent) %")
             }
             let whole = try await song.read(from: 0).collect()
             #expect(TestData.sha256(whole) == TestData.sha256(data))
             await cache.shutdown()
             let ratio = Double(server.bodyBytesSent(for: Self.path)) / Double(size)
             #expect(ratio <= 1.02, "origin bytes / file size = \(ratio)")
-            let fill = server.dataRequests(for: Self.path).dropFirst(5).compactMap { $0.range.flatMap(Self.requestedLength) }
+            let fill = server.dataRequests(for: Self.path).dropFirst(10).compactMap { $0.range.flatMap(Self.requestedLength) }
             if transport.holdsBackSlowConsumers {
                 // Five gaps of 2.7 to 14.7 MB, one request each.
                 #expect(fill.count <= 6, "\(fill.count) requests for the rest: \(fill)")
@@ -226,8 +226,7 @@ import Testing
         }
     }
 
-    /// A player's 2-byte probe costs one short request that holds the minimum read-ahead, not
-    /// megabytes.
+    /// A player's 2-byte probe costs one short request and the minimum read-ahead, not megabytes.
     @Test(arguments: [Int64(0), 1 << 20])
     func aProbeCostsAShortRequestAndTheMinimumReadAhead(minimum: Int64) async throws {
         let (server, data) = try makeOrigin(size: 8_000_000)
@@ -240,9 +239,15 @@ import Testing
             // The origin records a request once its answer is written.
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
-            // A quarter of the first segment, and the read-ahead in the same request.
-            #expect(server.dataRequests(for: Self.path).count == 1)
-            #expect(cached == RangeSet([ByteRange(0, (256 << 10) + minimum)]), "cached: \(cached)")
+            if minimum == 0 {
+                #expect(server.dataRequests(for: Self.path).count == 1)
+                #expect(cached.coveredByteCount == 256 << 10)
+            } else {
+                // From where the download was when the probe left (2 bytes to 256 KiB in).
+                #expect(cached.contains(ByteRange(0, minimum + 2)), "cached: \(cached)")
+                #expect(cached.coveredByteCount <= minimum + (256 << 10), "cached: \(cached)")
+                #expect(server.dataRequests(for: Self.path).count <= 3)
+            }
         }
     }
 

@@ -22,9 +22,6 @@ extension Resource {
         /// go from then on: ``StreamCache/Configuration/idleReadAhead`` past where it was.
         var idleSince: ContinuousClock.Instant?
         var idleLimit: Int64?
-        /// Set while the first request of a short read is in flight: it asked for the read-ahead
-        /// as well (see ``Resource/startDownload(at:limit:kind:wanted:continuesStream:)``).
-        var requestHoldsReadAhead = false
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         var received: Int64 = 0
@@ -68,10 +65,10 @@ extension Resource {
 
     /// Starts a download of `[start, limit)`. A read that wants fewer bytes than
     /// ``StreamCache/Configuration/initialSegmentSize`` (a player's probe, a short seek) asks for
-    /// what it wants, but no less than a quarter of that size, and for the least read-ahead
-    /// (``StreamCache/Configuration/minimumIdleReadAhead``) in the same request: every download
-    /// fetches that much past where its readers leave it (see ``updateIdleState(_:)``), and asked
-    /// for now it costs no round trip of its own.
+    /// what it wants, but no less than a quarter of that size. Its read-ahead (see
+    /// ``updateIdleState(_:)``) is a request of its own: asked for in the same request, the read's
+    /// last bytes can wait behind read-ahead bytes wherever the path buffers (a throttling proxy
+    /// held the last 300 bytes of each 256 KiB seek for 16 ms, one 64 KiB chunk at 4 MB/s).
     ///
     /// A download that continues a stream (`continuesStream`: a reader that has read a while, a
     /// prefetch, a part of a long range) starts at the segment size the resource's connections
@@ -81,12 +78,13 @@ extension Resource {
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false) {
         let id = makeID()
         var segment = configuration.initialSegmentSize
-        let readAhead = min(configuration.idleReadAhead, configuration.minimumIdleReadAhead)
-        let isShortRead = kind == .read && (wanted.map { $0 < segment } ?? false)
-        if isShortRead, let wanted { segment = max(segment / 4, wanted) + readAhead }
-        if continuesStream, !isShortRead, let throughput = connectionThroughput { segment = segmentSize(atMost: .max, throughput: throughput) }
+        if kind == .read, let wanted, wanted < segment {
+            segment = max(segment / 4, wanted)
+        } else if continuesStream, let throughput = connectionThroughput {
+            segment = segmentSize(atMost: .max, throughput: throughput)
+        }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
-                                 segmentSize: segment, segmentStartPosition: start, requestHoldsReadAhead: isShortRead && readAhead > 0)
+                                 segmentSize: segment, segmentStartPosition: start)
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -137,7 +135,6 @@ extension Resource {
             download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, download.position + download.segmentSize)
             guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
-            download.requestHoldsReadAhead = false
         }
         download.segmentStartedAt = .now
         downloads[id] = download
@@ -270,9 +267,7 @@ extension Resource {
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
             let inFlightEnd = download.segmentEnd - download.position <= maximum ? download.segmentEnd : download.position + maximum
             let readAhead = min(maximum, max(minimum, download.position - download.start))
-            // A short read's first request already holds its read-ahead, measured from where the
-            // read ends rather than from how far the download got.
-            download.idleLimit = download.requestHoldsReadAhead ? inFlightEnd : max(inFlightEnd, download.position + readAhead)
+            download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }
     }
 

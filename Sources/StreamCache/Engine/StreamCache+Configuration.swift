@@ -23,7 +23,7 @@ extension StreamCache {
         /// ``maximumSegmentDuration``). An origin may ask for less
         /// (``Origin/maximumRequestLength``: ``HTTPOrigin`` over URLSession on Linux, which
         /// cannot hold back a slow consumer, keeps requests at 4 MiB).
-        public var maximumSegmentSize: Int64 = 32 << 20
+        public var maximumSegmentSize: Int64 = 128 << 20
         /// How long one origin request may take at the speed the last one reached: a seek into a
         /// request in flight never waits longer than this for it. Longer requests mean fewer round
         /// trips, shorter ones quicker seeks on slow links.
