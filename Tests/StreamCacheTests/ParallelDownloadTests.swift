@@ -118,14 +118,72 @@ import Testing
         }
     }
 
-    /// A short read, such as a player's probe or a seek's first request, never splits.
-    @Test func aShortReadUsesOneConnection() async throws {
+    /// A read longer than a short read but shorter than two parts is not split.
+    @Test func aMediumReadUsesOneConnection() async throws {
         let (server, data) = try Self.origin(seed: 75)
         defer { server.stop() }
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             #expect(try await song.read(ByteRange(20_000_000, 25_000_000)).collect() == data[20_000_000..<25_000_000])
             #expect(server.maximumConcurrency(for: Self.path) == 1)
+        }
+    }
+
+    /// The requests a read of `range` sent: those asking for bytes inside it.
+    /// Waits for the origin's log to hold all of them (it records a request after its last byte).
+    static func requests(inside range: ByteRange, of server: TestOrigin) async throws -> [TestOrigin.RecordedRequest] {
+        func inside() -> [TestOrigin.RecordedRequest] {
+            server.dataRequests(for: path).filter { request in
+                guard let header = request.range, header.hasPrefix("bytes="),
+                      let first = header.dropFirst(6).split(separator: "-").first.flatMap({ Int64($0) }) else { return false }
+                return range.contains(first)
+            }
+        }
+        for _ in 0..<50 where inside().reduce(0, { $0 + $1.bodyBytesSent }) < range.count { try await Task.sleep(for: .milliseconds(20)) }
+        return inside()
+    }
+
+    /// A 256 KiB seek on a connection capped at 400 kB/s is mostly transfer time (655 ms), so its
+    /// bytes are asked for in parts, on several connections at once, each byte once. (Each part
+    /// takes long enough for the connection pool to open a connection for it on a loaded machine;
+    /// under the thread sanitizer the rate is divided by its slowdown.)
+    @Test func aShortSeekOnASlowConnectionIsSplitAcrossConnections() async throws {
+        let (server, data) = try Self.origin(seed: 76)
+        defer { server.stop() }
+        server.bytesPerSecond = TestTiming.rate(400_000)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            // The first read measures the connection's speed.
+            #expect(try await song.read(ByteRange(0, 256 << 10)).collect() == data.prefix(256 << 10))
+            let seek = ByteRange(20_000_000, 20_000_000 + (256 << 10))
+            server.resetRecords()
+            #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
+            let parts = try await Self.requests(inside: seek, of: server)
+            #expect(parts.count >= 2 && parts.count <= 4, "parts: \(parts.map { $0.range ?? "" })")
+            #expect(parts.allSatisfy { $0.bodyBytesSent >= 64 << 10 }, "no part smaller than 64 KiB")
+            #expect(parts.reduce(0) { $0 + $1.bodyBytesSent } == seek.count, "each byte of the seek asked for once")
+            // The pool may hand a part a connection another part just gave back.
+            #expect(Set(parts.map(\.connection)).count >= 2, "parts on several connections")
+            #expect(server.maximumConcurrency(for: Self.path) >= 2)
+            #expect(Self.requestedRangesAreDisjoint(server))
+        }
+    }
+
+    /// With ``StreamCache/Configuration/minimumParallelGain`` off, the same seek is one request.
+    @Test func aShortSeekIsOneRequestWhenSplittingIsOff() async throws {
+        let (server, data) = try Self.origin(seed: 77)
+        defer { server.stop() }
+        server.bytesPerSecond = TestTiming.rate(400_000)
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 4)(&configuration)
+            configuration.minimumParallelGain = nil
+        }) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 256 << 10)).collect() == data.prefix(256 << 10))
+            let seek = ByteRange(20_000_000, 20_000_000 + (256 << 10))
+            server.resetRecords()
+            #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
+            #expect(try await Self.requests(inside: seek, of: server).map(\.bodyBytesSent) == [seek.count])
         }
     }
 }

@@ -52,7 +52,7 @@ extension Resource {
             if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts.
             downloads[id]?.limit = offset
-            startDownload(at: offset, limit: download.limit, kind: kind, wanted: readerEnd - offset, continuesStream: streams)
+            startDownloads(at: offset, limit: download.limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
             return
         }
         var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
@@ -60,8 +60,54 @@ extension Resource {
         if let total = info?.totalLength { limit = min(limit, total) }
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
-        startDownload(at: offset, limit: limit, kind: kind, wanted: readerEnd - offset, continuesStream: streams)
+        startDownloads(at: offset, limit: limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
     }
+
+    /// Starts the download of `[start, limit)` for a reader that wants the bytes up to
+    /// `readerEnd`: one download, or, for a short read on a slow connection, one per part of it
+    /// (see ``shortReadParts(wanted:)``). The parts are requested at once and only for the read's
+    /// own bytes; the last one goes on past the read with the usual read-ahead.
+    func startDownloads(at start: Int64, limit: Int64, kind: Download.Kind, readerEnd: Int64, continuesStream: Bool) {
+        let wanted = min(readerEnd, limit) - start
+        let parts = kind == .read ? shortReadParts(wanted: wanted) : 1
+        guard parts > 1 else {
+            startDownload(at: start, limit: limit, kind: kind, wanted: readerEnd - start, continuesStream: continuesStream)
+            return
+        }
+        let partLength = (wanted + Int64(parts) - 1) / Int64(parts)
+        var partStart = start
+        for part in 0..<parts {
+            let isLast = part == parts - 1
+            let partEnd = isLast ? start + wanted : partStart + partLength
+            startDownload(at: partStart, limit: isLast ? limit : partEnd, kind: kind, firstRequestLength: partEnd - partStart)
+            partStart = partEnd
+        }
+    }
+
+    /// How many connections a read of `wanted` bytes is split across. A short read (less than
+    /// ``StreamCache/Configuration/initialSegmentSize``: a seek, a player's bounded request) is
+    /// mostly transfer time on a connection the origin throttles: at 4 MB/s per connection, a
+    /// 256 KiB seek spends 64 ms receiving and one round trip asking. Each extra connection
+    /// shortens the transfer, and is added while it saves at least
+    /// ``StreamCache/Configuration/minimumParallelGain`` at the speed the resource's connections
+    /// last reached (2 parts for that seek: 32 ms each). Fast links never split: there the
+    /// transfer is shorter than the gain asked for.
+    func shortReadParts(wanted: Int64) -> Int {
+        guard let gain = configuration.minimumParallelGain?.timeInterval, gain > 0, configuration.parallelDownloads > 1,
+              wanted < configuration.initialSegmentSize, info?.acceptsByteRanges == true, let throughput = connectionThroughput, throughput > 0
+        else { return 1 }
+        let transfer = Double(wanted) / throughput
+        // No part smaller than one TCP window's worth: below that, the round trip is all there is.
+        let mostParts = Int(min(Int64(configuration.parallelDownloads), max(1, wanted / Self.smallestReadPart)))
+        var parts = 1
+        while parts < mostParts, transfer / Double(parts) - transfer / Double(parts + 1) >= gain {
+            parts += 1
+        }
+        return parts
+    }
+
+    /// The smallest part a short read is split into.
+    static let smallestReadPart: Int64 = 64 << 10
 
     /// Starts a download of `[start, limit)`. A read that wants fewer bytes than
     /// ``StreamCache/Configuration/initialSegmentSize`` (a player's probe, a short seek) asks for
@@ -75,10 +121,16 @@ extension Resource {
     /// have reached: its bytes are wanted by someone who reads on, and starting small again would
     /// only add round trips. A reader's first download starts small, since a player's first
     /// request is often a probe it soon drops.
-    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false) {
+    ///
+    /// `firstRequestLength` sets the first request's length exactly: a part of a split short read
+    /// asks for its own bytes and nothing more.
+    func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
+                       firstRequestLength: Int64? = nil) {
         let id = makeID()
         var segment = configuration.initialSegmentSize
-        if kind == .read, let wanted, wanted < segment {
+        if let firstRequestLength {
+            segment = firstRequestLength
+        } else if kind == .read, let wanted, wanted < segment {
             segment = max(segment / 4, wanted)
         } else if continuesStream, let throughput = connectionThroughput {
             segment = segmentSize(atMost: .max, throughput: throughput)

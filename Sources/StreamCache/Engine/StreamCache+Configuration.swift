@@ -50,6 +50,14 @@ extension StreamCache {
         /// The bytes each extra connection fetches before it takes the next part; a range is split
         /// only when more than twice this is missing ahead of the reader.
         public var parallelPartSize: Int64 = 8 << 20
+        /// A short read (a seek, a player's bounded request of less than ``initialSegmentSize``)
+        /// on a slow connection is split across up to ``parallelDownloads`` connections while each
+        /// extra one saves at least this much of its transfer time, at the speed the resource's
+        /// connections last reached. Cloud services cap each connection: at 4 MB/s a 256 KiB seek
+        /// takes a round trip and 64 ms of transfer on one connection, 32 ms on two. On fast links
+        /// the whole transfer is shorter than this, so reads are never split there. `nil` turns
+        /// it off.
+        public var minimumParallelGain: Duration? = .milliseconds(20)
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
         /// Whether a resource nobody reads fetches its small holes: gaps of at most
