@@ -56,6 +56,11 @@ public final class Nginx: @unchecked Sendable {
 
     /// Starts nginx serving `root`.
     ///
+    /// A free port is found by binding port 0 and closing it, so another test may take it before
+    /// nginx binds it; nginx then exits, and the start is tried again on a new port (up to five
+    /// times). The server counts as started only once nginx has written its pid file, which it
+    /// does after binding, so a test never talks to another test's server on a port it lost.
+    ///
     /// - Parameters:
     ///   - root: The directory to serve at `/`.
     ///   - authorization: The exact `Authorization` value required, or `nil` for none.
@@ -66,20 +71,46 @@ public final class Nginx: @unchecked Sendable {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
         self.root = root
-        self.port = try port ?? FreePort.find()
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
-        var auth = authorization.map { "if ($http_authorization != \"\($0)\") { return 401; }" } ?? ""
-        var loadModule = ""
-        if let webDAV {
-            guard let module = Nginx.webDAVModule else {
-                throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx's WebDAV module is not installed (apt-get install -y libnginx-mod-http-dav-ext)"])
+        let server = try Self.locationBlock(authorization: authorization, webDAV: webDAV, prefix: prefix)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let candidate = try port ?? FreePort.find()
+            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth)
+            switch Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
+            case .serving:
+                self.port = candidate
+                self.process = process
+                return
+            case .exited where port == nil && attempt < 5:
+                continue  // lost the port to another test: try a new one
+            case .exited, .timedOut:
+                let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+                throw NSError(domain: "Nginx", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log.suffix(500))"])
             }
-            loadModule = "load_module \(module);"
-            let passwords = prefix.appendingPathComponent("htpasswd")
-            try "\(webDAV.user):{PLAIN}\(webDAV.password)\n".write(to: passwords, atomically: true, encoding: .utf8)
-            auth = "dav_methods PUT DELETE MKCOL COPY MOVE; dav_ext_methods PROPFIND OPTIONS; auth_basic \"streamcache test\"; auth_basic_user_file \(passwords.path);"
         }
+    }
+
+    /// The `load_module` line and the location's directives for the requested access control.
+    private static func locationBlock(authorization: String?, webDAV: WebDAVAccount?, prefix: URL) throws -> (loadModule: String, auth: String) {
+        guard let webDAV else {
+            return ("", authorization.map { "if ($http_authorization != \"\($0)\") { return 401; }" } ?? "")
+        }
+        guard let module = Nginx.webDAVModule else {
+            throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx's WebDAV module is not installed (apt-get install -y libnginx-mod-http-dav-ext)"])
+        }
+        let passwords = prefix.appendingPathComponent("htpasswd")
+        try "\(webDAV.user):{PLAIN}\(webDAV.password)\n".write(to: passwords, atomically: true, encoding: .utf8)
+        return ("load_module \(module);",
+                "dav_methods PUT DELETE MKCOL COPY MOVE; dav_ext_methods PROPFIND OPTIONS; auth_basic \"streamcache test\"; auth_basic_user_file \(passwords.path);")
+    }
+
+    /// Writes the configuration for `port` and starts nginx in the foreground.
+    private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String) throws -> Process {
         let user = getuid() == 0 ? "user root;" : ""
         let config = """
         \(user)
@@ -102,7 +133,7 @@ public final class Nginx: @unchecked Sendable {
             types { audio/mpeg mp3; audio/mp4 m4a; application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/iso.segment m4s; video/mp4 mp4; }
             default_type application/octet-stream;
             server {
-                listen 127.0.0.1:\(self.port);
+                listen 127.0.0.1:\(port);
                 root \(root.path);
                 location / { \(auth) }
             }
@@ -110,19 +141,29 @@ public final class Nginx: @unchecked Sendable {
         """
         let configFile = prefix.appendingPathComponent("nginx.conf")
         try config.write(to: configFile, atomically: true, encoding: .utf8)
-        process = Process()
+        let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        do {
-            try FreePort.waitUntilListening(self.port, timeout: 10)
-        } catch {
-            let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
-            if process.isRunning { process.terminate() }
-            throw NSError(domain: "Nginx", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log.suffix(500))"])
+        return process
+    }
+
+    private enum StartOutcome { case serving, exited, timedOut }
+
+    /// Waits (at most 10 s) until `process` has bound `port` (its pid file exists) and accepts
+    /// connections there, or has exited.
+    private static func waitUntilServing(_ process: Process, port: Int, pidFile: URL) -> StartOutcome {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            guard process.isRunning else { return .exited }
+            if FileManager.default.fileExists(atPath: pidFile.path), (try? FreePort.waitUntilListening(port, timeout: 0.05)) != nil {
+                return process.isRunning ? .serving : .exited
+            }
+            Thread.sleep(forTimeInterval: 0.02)
         }
+        return .timedOut
     }
 
     deinit { stop() }
