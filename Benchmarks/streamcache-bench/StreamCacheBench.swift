@@ -16,7 +16,7 @@ struct StreamCacheBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streamcache-bench",
         abstract: "StreamCache micro-benchmarks (build with -c release).",
-        subcommands: [CacheHit.self, RangeSetOps.self, TransportLatency.self]
+        subcommands: [CacheHit.self, RangeSetOps.self, Planning.self, TransportLatency.self]
     )
 }
 
@@ -110,6 +110,93 @@ struct RangeSetOps: AsyncParsableCommand {
         let inserts = Double(operations) / (ContinuousClock.now - start).seconds
         print(String(format: "RangeSet with %d ranges: contains %.1f M/s, gaps(1 kB window) %.1f M/s, insert %.2f M/s (%d hits, %d gaps)",
                      ranges, contains / 1e6, gaps / 1e6, inserts / 1e6, hits, gapCount))
+    }
+}
+
+/// Request planning: one read across a cache with many holes, each hole its own origin request,
+/// against an origin in memory, so the figure is the engine's own cost per request it plans:
+/// finding the hole, planning and opening the request, writing its bytes, handing on the cached
+/// runs and the downloaded ones in order.
+struct Planning: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "planning",
+                                                    abstract: "Origin requests planned per second by a read across many cached islands.")
+
+    @Option(help: "Holes in the read (one origin request each), with a cached island after each.") var holes = 1000
+    @Option(help: "Size of each hole and each island, in KiB.") var blockKiB = 16
+    @Option(help: "Repetitions; the median is reported.") var repeats = 5
+
+    func run() async throws {
+        let block = Int64(blockKiB) << 10
+        let size = 2 * Int64(holes) * block
+        let data = TestData.random(count: Int(size), seed: 11)
+        try await withTemporaryDirectory { directory in
+            var configuration = StreamCache.Configuration(directory: directory.appendingPathComponent("cache"))
+            // The holes are the benchmark: nothing may fill them before the read, and one
+            // connection keeps the request count exact.
+            configuration.fillsSmallGaps = false
+            configuration.parallelDownloads = 1
+            let cache = try StreamCache(configuration: configuration)
+            var perSecond: [Double] = []
+            var regionsPerRead = 0
+            for round in 0..<repeats {
+                let origin = MemoryOrigin(data: data)
+                let resource = cache.resource(for: CacheKey("bench:planning:\(round)"), origin: origin)
+                for index in 0..<Int64(holes) {
+                    try await resource.prefetch(ByteRange((2 * index + 1) * block, (2 * index + 2) * block))
+                }
+                let requestsBefore = origin.opens
+                let start = ContinuousClock.now
+                var regions = 0
+                var bytes: Int64 = 0
+                for try await region in resource.regions(ByteRange(0, size)) {
+                    regions += 1
+                    bytes += region.range.count
+                }
+                let elapsed = (ContinuousClock.now - start).seconds
+                let requests = origin.opens - requestsBefore
+                precondition(bytes == size, "the read came short")
+                precondition(requests == holes, "\(requests) origin requests for \(holes) holes")
+                if round == 0 {
+                    var copy = Data()
+                    for try await chunk in resource.read(ByteRange(0, size)) { copy.append(chunk.data) }
+                    precondition(copy == data, "the cache does not hold the origin's bytes")
+                }
+                perSecond.append(Double(requests) / elapsed)
+                regionsPerRead = regions
+            }
+            await cache.shutdown()
+            let median = perSecond.sorted()[perSecond.count / 2]
+            print(String(format: "read across %d holes of %d KiB (one origin request each, origin in memory), median of %d: "
+                         + "%.0f requests planned/s, %.1f µs per request, %d regions handed on per read",
+                         holes, blockKiB, repeats, median, 1e6 / median, regionsPerRead))
+        }
+    }
+}
+
+/// An origin that serves a file from memory, in 64 KiB chunks, and counts its requests.
+final class MemoryOrigin: Origin, @unchecked Sendable {
+    // @unchecked: `count` is guarded by `lock`; `data` is immutable.
+    private let data: Data
+    private let lock = NSLock()
+    private var count = 0
+
+    init(data: Data) { self.data = data }
+
+    var logDescription: String { "memory" }
+
+    /// Requests opened so far.
+    var opens: Int { lock.withLock { count } }
+
+    func open(_ request: OriginRequest) async throws -> OriginResponse {
+        lock.withLock { count += 1 }
+        let total = Int64(data.count)
+        let range = (request.range ?? ByteRange(0, total)).clamped(toLength: total)
+        let info = ResourceInfo(totalLength: total, mimeType: "application/octet-stream", acceptsByteRanges: true,
+                                validator: Validator(entityTag: "\"memory\""))
+        let chunks = stride(from: range.lowerBound, to: range.upperBound, by: 64 << 10).map { offset in
+            data.subdata(in: Int(offset)..<Int(min(offset + (64 << 10), range.upperBound)))
+        }
+        return OriginResponse(info: info, offset: range.lowerBound, length: range.count, body: HTTPBody(chunks: chunks))
     }
 }
 
