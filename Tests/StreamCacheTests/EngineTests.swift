@@ -255,6 +255,58 @@ import Testing
         }
     }
 
+    /// A player that asks for a few hundred KB here and at once for a few hundred KB elsewhere is
+    /// skimming: the first read's read-ahead, held back a moment after it, is dropped, so the
+    /// origin sends each read's bytes and nothing after the first.
+    @Test func aShortReadsReadAheadIsDroppedWhenThePlayerSkimsElsewhere() async throws {
+        let (server, data) = try makeOrigin(size: 12_000_000)
+        // A hold that no loaded machine outlasts between two reads issued back to back, and no
+        // split of a read into parts (a loaded machine can make loopback look slow).
+        try await withTemporaryCache(configure: { configuration in
+            configuration.skimmingWindow = .seconds(30)
+            configuration.minimumParallelGain = nil
+        }) { cache in
+            let song = resource(cache, server)
+            for start in [0, 6_000_000] {
+                #expect(try await song.read(ByteRange(Int64(start), Int64(start) + 200_000)).collect() == data[start..<start + 200_000])
+            }
+            // Each read asked for a quarter of the first segment (256 KiB); the origin records a
+            // request once its answer is written.
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
+            #expect(ranges == ["bytes=0-262143", "bytes=6000000-6262143"], "\(ranges)")
+            // The cache may still be writing the last chunk the origin sent.
+            for _ in 0..<100 where try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            let cached = try await song.cachedRanges
+            #expect(cached.ranges == [ByteRange(0, 256 << 10), ByteRange(6_000_000, 6_000_000 + (256 << 10))], "cached: \(cached)")
+        }
+    }
+
+    /// A read that reaches into a held read-ahead lets it go on at once: a player that reads a
+    /// file in short ranges one after another gets the next one from the download already there,
+    /// without waiting for the hold and without a request of its own.
+    @Test func aReadThatContinuesAShortReadTakesItsReadAheadAtOnce() async throws {
+        let (server, data) = try makeOrigin(size: 12_000_000)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.skimmingWindow = .seconds(30)
+            configuration.minimumParallelGain = nil
+        }) { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 200_000)).collect() == data[0..<200_000])
+            let start = ContinuousClock.now
+            #expect(try await song.read(ByteRange(200_000, 1_000_000)).collect() == data[200_000..<1_000_000])
+            // The hold (30 s) did not delay it.
+            #expect(ContinuousClock.now - start < .seconds(15))
+            let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
+            #expect(ranges.first == "bytes=0-262143", "\(ranges)")
+            #expect(ranges.dropFirst().first?.hasPrefix("bytes=262144-") == true, "the download went on where it was: \(ranges)")
+            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            let cached = try await song.cachedRanges
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
+        }
+    }
+
     /// A reader that streamed a while and left finds the bytes after it ready when it comes back:
     /// the read-ahead grows with what it took, up to `idleReadAhead`, and then stops.
     @Test func aReaderThatStreamedLeavesAReadAheadBehind() async throws {

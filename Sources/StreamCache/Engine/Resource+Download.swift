@@ -26,6 +26,16 @@ extension Resource {
         var throughput: Double?
         var received: Int64 = 0
         var task: Task<Void, Never>?
+        /// Started for a short bounded read (a seek, a probe): its read-ahead waits a moment to see
+        /// whether the player is skimming (``Resource/holdReadAheadWhileSkimmingMayFollow(id:)``).
+        var startedForShortRead = false
+        /// Its read-ahead has been held back once already.
+        var heldBack = false
+        /// Resumes the download while its read-ahead is held back.
+        var holdRelease: CheckedContinuation<Void, Never>?
+        /// A read began elsewhere after the short read's readers left (the player skims): the
+        /// download ends after its request in flight.
+        var skimmedPast = false
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
     }
@@ -33,10 +43,14 @@ extension Resource {
     /// Makes sure a download will deliver `offset`: joins one that reaches it soon, splits one
     /// that would reach it too late, or starts one at `offset` that stops at the next cached byte.
     /// `streamed` is how much the reader has read so far: a download for a reader that streams
-    /// (or a prefetch) starts at the segment size the resource's connections have reached.
+    /// (or a prefetch) starts at the segment size the resource's connections have reached. A
+    /// reader streams once it has read a first segment, or a quarter of one when it reads to the
+    /// end (a player past its probe, such as one that plays on after a skim left no read-ahead).
     func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool, streamed: Int64 = 0) throws {
         let kind: Download.Kind = prefetch ? .prefetch : .read
+        let readsToTheEnd = readerEnd >= (info?.totalLength ?? Int64.max)
         let streams = prefetch || streamed >= configuration.initialSegmentSize
+            || (readsToTheEnd && streamed >= configuration.initialSegmentSize / 4)
         if let info, !info.acceptsByteRanges {
             // The origin cannot seek: one sequential download from byte 0 serves everyone.
             if let id = downloads.keys.first {
@@ -48,6 +62,7 @@ extension Resource {
         }
         if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
             if prefetch { downloads[id]?.kind = .prefetch }
+            releaseHold(of: id)
             // Bytes already requested arrive soonest from the request in flight; so do bytes just past it.
             if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts.
@@ -70,8 +85,10 @@ extension Resource {
     func startDownloads(at start: Int64, limit: Int64, kind: Download.Kind, readerEnd: Int64, continuesStream: Bool) {
         let wanted = min(readerEnd, limit) - start
         let parts = kind == .read ? shortReadParts(wanted: wanted) : 1
+        // A read that names its end and wants less than a first segment: a seek or a probe.
+        let shortRead = kind == .read && readerEnd - start < configuration.initialSegmentSize && readerEnd < (info?.totalLength ?? Int64.max)
         guard parts > 1 else {
-            startDownload(at: start, limit: limit, kind: kind, wanted: readerEnd - start, continuesStream: continuesStream)
+            startDownload(at: start, limit: limit, kind: kind, wanted: readerEnd - start, continuesStream: continuesStream, shortRead: shortRead)
             return
         }
         let partLength = (wanted + Int64(parts) - 1) / Int64(parts)
@@ -79,7 +96,8 @@ extension Resource {
         for part in 0..<parts {
             let isLast = part == parts - 1
             let partEnd = isLast ? start + wanted : partStart + partLength
-            startDownload(at: partStart, limit: isLast ? limit : partEnd, kind: kind, firstRequestLength: partEnd - partStart)
+            startDownload(at: partStart, limit: isLast ? limit : partEnd, kind: kind, firstRequestLength: partEnd - partStart,
+                          shortRead: isLast && shortRead)
             partStart = partEnd
         }
     }
@@ -123,9 +141,10 @@ extension Resource {
     /// request is often a probe it soon drops.
     ///
     /// `firstRequestLength` sets the first request's length exactly: a part of a split short read
-    /// asks for its own bytes and nothing more.
+    /// asks for its own bytes and nothing more. `shortRead` marks the download of a seek or a
+    /// probe, whose read-ahead waits to see whether the player skims.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
-                       firstRequestLength: Int64? = nil) {
+                       firstRequestLength: Int64? = nil, shortRead: Bool = false) {
         let id = makeID()
         var segment = configuration.initialSegmentSize
         if let firstRequestLength {
@@ -136,7 +155,7 @@ extension Resource {
             segment = segmentSize(atMost: .max, throughput: throughput)
         }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
-                                 segmentSize: segment, segmentStartPosition: start)
+                                 segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -162,6 +181,9 @@ extension Resource {
                     offset = written.upperBound
                     guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
                 }
+                await holdReadAheadWhileSkimmingMayFollow(id: id)
+                // A hold ends early when the cache shuts down: no request may follow then.
+                try Task.checkCancellation()
                 planned = try await nextSegment(id: id)
             }
             await downloadEnded(id: id, error: nil)
@@ -176,6 +198,10 @@ extension Resource {
         guard var download = downloads[id] else { return nil }
         if download.opened {
             guard download.position < download.limit, !available.contains(download.position) else { return nil }
+            if download.skimmedPast {
+                logger.debug("read-ahead dropped: the player skims", metadata: ["key": "\(key)", "at": "\(download.position)"])
+                return nil
+            }
             if download.kind == .read, !configuration.completesResourcesInBackground {
                 updateIdleState(&download)
                 if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { return nil }
@@ -394,6 +420,7 @@ extension Resource {
         guard readers.isEmpty else { return }
         for download in downloads.values where download.kind == .read && positionsBefore[download.id] == download.position {
             download.task?.cancel()
+            releaseHold(of: download.id)
         }
         scheduleReaperIfIdle()
     }
@@ -429,10 +456,65 @@ extension Resource {
         startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: .background)
     }
 
+    // MARK: Skimming
+
+    /// Holds back the read-ahead of a download started for a short bounded read (a seek, a
+    /// probe) for ``StreamCache/Configuration/skimmingWindow``, once, when no reader needs it.
+    ///
+    /// A player that asks for a few hundred KiB here and then at once for a few hundred KiB
+    /// elsewhere is skimming (probing a file's structure, scrubbing): the read-ahead would fetch
+    /// bytes it is not about to play, and on a link that all connections share it takes half the
+    /// link from the read the player waits for (`wan` profile: 256 KiB seeks 118 ms with it,
+    /// 68 ms without). A read that begins during the hold decides: one reaching into the
+    /// read-ahead lets it go on at once, one elsewhere drops it (``settleShortReadDownloads(for:)``).
+    /// With no read meanwhile it goes on after the hold, so a player's second play of the stretch
+    /// still finds its bytes cached.
+    func holdReadAheadWhileSkimmingMayFollow(id: Int) async {
+        guard let window = configuration.skimmingWindow, window > .zero, var download = downloads[id],
+              download.opened, download.kind == .read, download.startedForShortRead, !download.heldBack,
+              !configuration.completesResourcesInBackground, download.position < download.limit,
+              !available.contains(download.position), !isNeeded(download) else { return }
+        download.heldBack = true
+        downloads[id] = download
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            downloads[id]?.holdRelease = continuation
+            Task { [weak self] in
+                try? await Task.sleep(for: window)
+                await self?.releaseHold(of: id)
+            }
+        }
+    }
+
+    /// Ends download `id`'s hold, if it is held.
+    func releaseHold(of id: Int) {
+        guard let continuation = downloads[id]?.holdRelease else { return }
+        downloads[id]?.holdRelease = nil
+        continuation.resume()
+    }
+
+    /// A player's read of `range` began. The downloads of short reads it reaches into serve a
+    /// stream from now on: a hold ends at once and none follows. Those it does not reach, whose
+    /// own readers are gone, end after their request in flight (the player is skimming).
+    func settleShortReadDownloads(for range: ByteRange) {
+        for (id, download) in downloads where download.startedForShortRead {
+            let readAheadEnd = max(download.position, download.idleLimit ?? download.position) + configuration.joinDistance
+            let near = ByteRange(download.start, max(download.start + 1, min(download.limit, readAheadEnd)))
+            if range.overlaps(near) {
+                downloads[id]?.startedForShortRead = false
+            } else if !readers.values.contains(where: { near.contains($0.position) && $0.end > $0.position }) {
+                downloads[id]?.skimmedPast = true
+            }
+            releaseHold(of: id)
+        }
+    }
+
     /// Cancels every download; used when the cache shuts down.
     func cancelDownloads() {
         isShuttingDown = true
-        for download in downloads.values { download.task?.cancel() }
+        for download in downloads.values {
+            download.task?.cancel()
+            releaseHold(of: download.id)
+        }
         reaper?.cancel()
         reaper = nil
     }

@@ -168,6 +168,7 @@ extension Resource {
         reaper?.cancel()
         reaper = nil
         touchIfDue()
+        if !prefetch { settleShortReadDownloads(for: range) }
         // Start fetching a missing first byte now rather than on the next call: the origin round
         // trip is the longest wait of a cold read. `nextStep` joins this download (or reports why
         // there is none).

@@ -58,6 +58,13 @@ extension StreamCache {
         /// the whole transfer is shorter than this, so reads are never split there. `nil` turns
         /// it off.
         public var minimumParallelGain: Duration? = .milliseconds(20)
+        /// After a short read that names its end (a seek, a probe: less than
+        /// ``initialSegmentSize``), how long its read-ahead waits to see whether the player asks
+        /// for another place at once. If it does, the player is skimming and the read-ahead is
+        /// dropped: it would fetch bytes nobody is about to play, and on a shared link slow down
+        /// the read the player waits for. A read that reaches into the read-ahead, or none, lets it
+        /// go on. `nil` reads ahead at once.
+        public var skimmingWindow: Duration? = .milliseconds(50)
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
         /// Whether a resource nobody reads fetches its small holes: gaps of at most
