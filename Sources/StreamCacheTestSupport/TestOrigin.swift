@@ -81,6 +81,7 @@ public final class TestOrigin: @unchecked Sendable {
         var requests: [RecordedRequest] = []
         var requiredHeaders: [String: String] = [:]
         var bytesPerSecond: Int?
+        var servesMultipleRanges = false
         var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)?
         var connections: Set<Int32> = []
         var acceptTimes: [ContinuousClock.Instant] = []
@@ -171,6 +172,17 @@ public final class TestOrigin: @unchecked Sendable {
         return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
     }
 
+    /// Whether a request for several ranges gets them all in a `multipart/byteranges` answer, as
+    /// nginx and Apache give; otherwise (the default) it gets the first range only, as many
+    /// cloud storage hosts do.
+    public var servesMultipleRanges: Bool {
+        get { state.withLock { $0.servesMultipleRanges } }
+        set { state.withLock { $0.servesMultipleRanges = newValue } }
+    }
+
+    /// The boundary of this server's `multipart/byteranges` answers.
+    public static let multipartBoundary = "3d6b6a416f9b5"
+
     /// Forgets the recorded requests.
     public func resetRecords() { state.withLock { $0.requests = [] } }
 
@@ -258,8 +270,9 @@ public final class TestOrigin: @unchecked Sendable {
         // The fault script runs first, so it may change the file this very request sees.
         let arrival = ContinuousClock.now
         var fault = faultProvider?(method, path, headers, index)
-        let (file, required, serverRate) = state.withLock { state in
-            (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond)
+        let (file, required, serverRate, multipart) = state.withLock { state in
+            (state.files[path.split(separator: "?").first.map(String.init) ?? path], state.requiredHeaders, state.bytesPerSecond,
+             state.servesMultipleRanges)
         }
         if case .stall(let seconds) = fault {
             Thread.sleep(forTimeInterval: seconds)
@@ -296,17 +309,38 @@ public final class TestOrigin: @unchecked Sendable {
         }
         var contentRangeStart = range.lowerBound
         if case .wrongContentRange = fault, status == 206 { contentRangeStart = range.lowerBound == 0 ? 1 : range.lowerBound - 1 }
-        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(range.count)\r\n"
+        // Several ranges, all satisfiable, from a server that serves them: one multipart body.
+        var multipartBody: Data?
+        if status == 206, multipart, let ranges = headers["Range"].flatMap({ Self.parseRanges($0, total: total) }), ranges.count > 1,
+           ranges.allSatisfy({ !$0.isEmpty && $0.lowerBound < total }) {
+            var body = Data()
+            for (index, part) in ranges.enumerated() {
+                // A wrong Content-Range lies about the second part.
+                let shown = index == 1 && contentRangeStart != range.lowerBound ? ByteRange(offset: part.lowerBound + 1, length: part.count) : part
+                body.append(Data("\r\n--\(Self.multipartBoundary)\r\nContent-Type: \(file.contentType ?? "application/octet-stream")\r\n".utf8))
+                body.append(Data("Content-Range: bytes \(shown.lowerBound)-\(shown.upperBound - 1)/\(total)\r\n\r\n".utf8))
+                body.append(file.data[Int(part.lowerBound)..<Int(part.upperBound)])
+            }
+            body.append(Data("\r\n--\(Self.multipartBoundary)--\r\n".utf8))
+            multipartBody = body
+        }
+        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(multipartBody?.count ?? Int(range.count))\r\n"
         let omitsContentRange: Bool = if case .missingContentRange = fault { true } else { false }
-        if status == 206, !omitsContentRange { head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n" }
+        if status == 206, !omitsContentRange, multipartBody == nil {
+            head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n"
+        }
         if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
         if let tag = file.entityTag { head += "ETag: \(tag)\r\n" }
-        if let type = file.contentType { head += "Content-Type: \(type)\r\n" }
+        if multipartBody != nil {
+            head += "Content-Type: multipart/byteranges; boundary=\(Self.multipartBoundary)\r\n"
+        } else if let type = file.contentType {
+            head += "Content-Type: \(type)\r\n"
+        }
         head += "\r\n"
         guard send(Array(head.utf8), on: connection) else { record(status, 0); return false }
         guard method != "HEAD" else { record(status, 0); return true }
 
-        var limit = range.count
+        var limit = Int64(multipartBody?.count ?? Int(range.count))
         var closeAfter = false
         if case .dropAfter(let bytes) = fault { limit = min(limit, Int64(bytes)); closeAfter = true }
         if case .shortBody(let missing) = fault { limit = max(0, limit - Int64(missing)); closeAfter = true }
@@ -317,8 +351,8 @@ public final class TestOrigin: @unchecked Sendable {
         let chunk = 64 * 1024
         while sent < limit {
             let count = Int(min(Int64(chunk), limit - sent))
-            let start = Int(range.lowerBound + sent)
-            let ok = file.data.withUnsafeBytes { raw in
+            let start = multipartBody == nil ? Int(range.lowerBound + sent) : Int(sent)
+            let ok = (multipartBody ?? file.data).withUnsafeBytes { raw in
                 Self.sendAll(connection, raw.baseAddress! + start, count)
             }
             guard ok else { record(status, sent); return false }
@@ -359,10 +393,24 @@ public final class TestOrigin: @unchecked Sendable {
         return true
     }
 
-    /// Parses one `bytes=` range per RFC 9110, clamped to `total`; `nil` when it does not parse.
+    /// Parses the first `bytes=` range per RFC 9110, clamped to `total`; `nil` when it does not parse.
     static func parseRange(_ header: String, total: Int64) -> ByteRange? {
         guard header.hasPrefix("bytes=") else { return nil }
-        let spec = header.dropFirst(6).split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        return parseSpec(header.dropFirst(6).split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "", total: total)
+    }
+
+    /// Parses every range of a `bytes=` header; `nil` when one does not parse.
+    static func parseRanges(_ header: String, total: Int64) -> [ByteRange]? {
+        guard header.hasPrefix("bytes=") else { return nil }
+        var ranges: [ByteRange] = []
+        for spec in header.dropFirst(6).split(separator: ",") {
+            guard let range = parseSpec(spec.trimmingCharacters(in: .whitespaces), total: total) else { return nil }
+            ranges.append(range)
+        }
+        return ranges
+    }
+
+    private static func parseSpec(_ spec: String, total: Int64) -> ByteRange? {
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         if parts[0].isEmpty {

@@ -76,8 +76,11 @@ import Testing
             let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
             let snapshot = await song.debugSnapshot()
             #expect(ranges.count == 3, "\(server.requests.map { "\($0.status) \($0.range ?? "-") \($0.bodyBytesSent)" }) \(snapshot)")
-            #expect(ranges.prefix(2) == ["bytes=0-9", "bytes=20-49"])
-            #expect(ranges.last?.hasPrefix("bytes=60-") == true)
+            // The first request asks for every gap (the origin may serve several ranges); this
+            // one sends the first range only, and is asked for one range at a time from then on.
+            #expect(ranges.first?.hasPrefix("bytes=0-9,20-49,60-") == true, "\(ranges)")
+            #expect(ranges.dropFirst().first == "bytes=20-49", "\(ranges)")
+            #expect(ranges.last?.hasPrefix("bytes=60-") == true && ranges.last?.contains(",") == false, "\(ranges)")
         }
     }
 
@@ -151,11 +154,13 @@ import Testing
         let size = 40_000_000
         let (server, data) = try makeOrigin(size: size)
         let transport = kind.make()
-        // Requests sized by the link alone, and seeks in one request each: how fast a loaded
-        // machine moves bytes does not matter (splitting slow seeks has tests of its own).
+        // Requests sized by the link alone, seeks in one request each and reads on one
+        // connection: how fast a loaded machine moves bytes does not matter (splitting slow seeks
+        // and long reads has tests of its own).
         try await withTemporaryCache(configure: {
             $0.maximumSegmentDuration = .seconds(3600)
             $0.minimumParallelGain = nil
+            $0.parallelDownloads = 1
         }) { cache in
             let url = server.url(Self.path)
             let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
@@ -173,7 +178,8 @@ import Testing
             #expect(ratio <= 1.02, "origin bytes / file size = \(ratio)")
             let fill = server.dataRequests(for: Self.path).dropFirst(10).compactMap { $0.range.flatMap(Self.requestedLength) }
             if transport.holdsBackSlowConsumers {
-                // Five gaps of 2.7 to 14.7 MB, one request each.
+                // Five gaps of 2.7 to 14.7 MB, one request each (the first one asked for all of
+                // them together, and this origin sent the first range only).
                 #expect(fill.count <= 6, "\(fill.count) requests for the rest: \(fill)")
             } else {
                 #expect(fill.allSatisfy { $0 <= 4 << 20 }, "\(fill)")

@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheTestSupport
 import Testing
 
@@ -68,12 +69,20 @@ import Testing
         }
     }
 
-    /// Acceptance 2: 256 KiB at 0 %, 50 %, 10 %, 90 %, 30 %, then the whole file.
+    /// Acceptance 2: 256 KiB at 0 %, 50 %, 10 %, 90 %, 30 %, then the whole file. nginx serves
+    /// several ranges per response, so the whole read asks for all the gaps between the seeks'
+    /// bytes in one request: every byte once, six requests in all. (The proxy's transport, whose
+    /// requests are not capped at 4 MiB; one connection, and requests not cut to half a second
+    /// of transfer, so the count does not depend on the machine's speed.)
     @Test func seekPatternAgainstNginx() async throws {
         try await Self.withNginx { nginx, data in
-            try await withTemporaryCache { cache in
+            try await withTemporaryCache(configure: {
+                $0.parallelDownloads = 1
+                $0.maximumSegmentDuration = .seconds(60)
+            }) { cache in
                 let url = nginx.url("/song.mp3")
-                let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: ["Authorization": Self.token]))
+                let origin = HTTPOrigin(url: url, headers: ["Authorization": Self.token], transport: AsyncHTTPClientTransport.shared)
+                let song = cache.resource(for: CacheKey(url: url), origin: origin)
                 for percent in [0, 50, 10, 90, 30] {
                     let start = Self.size * percent / 100
                     let part = try await song.read(ByteRange(Int64(start), Int64(start + 262_144))).collect()
@@ -82,9 +91,11 @@ import Testing
                 let whole = try await song.read(from: 0).collect()
                 #expect(TestData.sha256(whole) == TestData.sha256(data))
                 await cache.shutdown()
-                let ratio = Double(Self.bytes(await nginx.settledAccessLog())) / Double(Self.size)
-                print("seek pattern: origin bytes / file size = \(ratio)")
-                #expect(ratio <= 1.02, "origin bytes / file size = \(ratio)")
+                let log = await nginx.settledAccessLog().filter { $0.path == "/song.mp3" }
+                let ratio = Double(Self.bytes(log)) / Double(Self.size)
+                print("seek pattern: origin bytes / file size = \(ratio), \(log.count) requests")
+                #expect(ratio <= 1.01, "origin bytes / file size = \(ratio)")
+                #expect(log.count <= 8 && log.contains { $0.range.contains(",") }, "\(log.map(\.range))")
             }
         }
     }

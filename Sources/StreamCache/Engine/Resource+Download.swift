@@ -1,7 +1,9 @@
 import Foundation
 
 extension Resource {
-    /// A download in flight: one origin request filling `[position, limit)` of the data file.
+    /// A download in flight: one origin request at a time filling the gaps of `[position, limit)`
+    /// in the data file. When the origin serves several ranges in one response, a download goes
+    /// on past cached bytes and each request may ask for the gaps on both sides of them.
     struct Download {
         enum Kind { case read, prefetch, background }
         let id: Int
@@ -14,6 +16,12 @@ extension Resource {
         /// The end of the request in flight. Downloads fetch in segments that grow while the
         /// download stays useful, so nothing far beyond what is needed is ever on the wire.
         var segmentEnd: Int64
+        /// The end of the range of the request in flight that is arriving now; its bytes go on at
+        /// the first of `followingRanges` (the gaps after cached bytes), if any.
+        var rangeEnd: Int64
+        var followingRanges: [ByteRange] = []
+        /// ``received`` when the request in flight was sent.
+        var segmentStartReceived: Int64 = 0
         var segmentSize: Int64
         var segmentStartedAt: ContinuousClock.Instant = .now
         var segmentStartPosition: Int64
@@ -48,9 +56,8 @@ extension Resource {
     /// end (a player past its probe, such as one that plays on after a skim left no read-ahead).
     func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool, streamed: Int64 = 0) throws {
         let kind: Download.Kind = prefetch ? .prefetch : .read
-        let readsToTheEnd = readerEnd >= (info?.totalLength ?? Int64.max)
         let streams = prefetch || streamed >= configuration.initialSegmentSize
-            || (readsToTheEnd && streamed >= configuration.initialSegmentSize / 4)
+            || (readsToTheEnd(readerEnd) && streamed >= configuration.initialSegmentSize / 4)
         if let info, !info.acceptsByteRanges {
             // The origin cannot seek: one sequential download from byte 0 serves everyone.
             if let id = downloads.keys.first {
@@ -70,7 +77,8 @@ extension Resource {
             startDownloads(at: offset, limit: download.limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
             return
         }
-        var limit = available.firstLowerBound(atOrAfter: offset) ?? Int64.max
+        // A download stops at cached bytes unless its requests can skip them.
+        var limit = crossesCachedBytes ? Int64.max : available.firstLowerBound(atOrAfter: offset) ?? Int64.max
         for download in downloads.values where download.position > offset { limit = min(limit, download.position) }
         if let total = info?.totalLength { limit = min(limit, total) }
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
@@ -86,7 +94,7 @@ extension Resource {
         let wanted = min(readerEnd, limit) - start
         let parts = kind == .read ? shortReadParts(wanted: wanted) : 1
         // A read that names its end and wants less than a first segment: a seek or a probe.
-        let shortRead = kind == .read && readerEnd - start < configuration.initialSegmentSize && readerEnd < (info?.totalLength ?? Int64.max)
+        let shortRead = kind == .read && readerEnd - start < configuration.initialSegmentSize && !readsToTheEnd(readerEnd)
         guard parts > 1 else {
             startDownload(at: start, limit: limit, kind: kind, wanted: readerEnd - start, continuesStream: continuesStream, shortRead: shortRead)
             return
@@ -100,6 +108,12 @@ extension Resource {
                           shortRead: isLast && shortRead)
             partStart = partEnd
         }
+    }
+
+    /// Whether a read that wants the bytes up to `readerEnd` reads to the end of the resource
+    /// (always false while its length is unknown).
+    func readsToTheEnd(_ readerEnd: Int64) -> Bool {
+        readerEnd >= (info?.totalLength ?? Int64.max)
     }
 
     /// How many connections a read of `wanted` bytes is split across. A short read (less than
@@ -155,7 +169,7 @@ extension Resource {
             segment = segmentSize(atMost: .max, throughput: throughput)
         }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
-                                 segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
+                                 rangeEnd: min(limit, start + segment), segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -173,18 +187,26 @@ extension Resource {
                 let response = try await origin.open(request)
                 guard let (file, start, generation) = try await downloadOpened(id: id, response: response) else { break }
                 var offset = start
+                // Where the bytes of each range after the first go (a multipart response).
+                var rangeEnd = response.length.map { start + $0 } ?? Int64.max
+                var followingRanges = response.followingRanges[...]
                 var iterator = response.body.makeAsyncIterator()
                 while let chunk = try await iterator.next() {
-                    guard !chunk.isEmpty else { continue }
-                    try file.write(chunk, at: offset)
-                    let written = ByteRange(offset: offset, length: Int64(chunk.count))
-                    offset = written.upperBound
-                    guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
+                    var rest = chunk[...]
+                    while !rest.isEmpty {
+                        if offset >= rangeEnd, let next = followingRanges.popFirst() {
+                            offset = next.lowerBound
+                            rangeEnd = next.upperBound
+                        }
+                        let piece = followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset))
+                        try file.write(piece, at: offset)
+                        rest = rest.dropFirst(piece.count)
+                        let written = ByteRange(offset: offset, length: Int64(piece.count))
+                        offset = written.upperBound
+                        guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
+                    }
                 }
-                await holdReadAheadWhileSkimmingMayFollow(id: id)
-                // A hold ends early when the cache shuts down: no request may follow then.
-                try Task.checkCancellation()
-                planned = try await nextSegment(id: id)
+                planned = try await nextSegmentAfterAnySkimmingHold(id: id)
             }
             await downloadEnded(id: id, error: nil)
         } catch {
@@ -192,10 +214,21 @@ extension Resource {
         }
     }
 
+    /// The next request of download `id` once its read-ahead has waited out a skim, if it waits
+    /// (``holdReadAheadWhileSkimmingMayFollow(id:)``); one actor call per request boundary.
+    func nextSegmentAfterAnySkimmingHold(id: Int) async throws -> (any Origin, OriginRequest)? {
+        await holdReadAheadWhileSkimmingMayFollow(id: id)
+        // A hold ends early when the cache shuts down: no request may follow then.
+        try Task.checkCancellation()
+        return try nextSegment(id: id)
+    }
+
     /// The next request of download `id`, or `nil` when it is done: at its limit, into cached
     /// bytes, or idle past the grace period. Segments double (see ``segmentSize(atMost:throughput:)``).
     func nextSegment(id: Int) throws -> (any Origin, OriginRequest)? {
         guard var download = downloads[id] else { return nil }
+        let crosses = crossesCachedBytes
+        if crosses { skipCachedBytes(&download) }
         if download.opened {
             guard download.position < download.limit, !available.contains(download.position) else { return nil }
             if download.skimmedPast {
@@ -214,20 +247,70 @@ extension Resource {
             guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
         }
+        guard !available.contains(download.position), download.position < download.limit else { return nil }
+        // Cut at the first cached byte: a window planned across cached bytes (while the origin
+        // seemed to serve several ranges) must not fetch them once it turns out not to.
+        let following = planFollowingRanges(&download, crossing: crosses)
+        download.rangeEnd = download.segmentEnd
+        download.followingRanges = following
+        if let last = following.last { download.segmentEnd = last.upperBound }
         download.segmentStartedAt = .now
+        download.segmentStartReceived = download.received
         downloads[id] = download
         statistics.originRequests += 1
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
-        let end = download.segmentEnd == Int64.max ? Int64.max : download.segmentEnd
-        return (origin, OriginRequest(range: ByteRange(download.position, end), validator: validator))
+        let end = download.rangeEnd == Int64.max ? Int64.max : download.rangeEnd
+        return (origin, OriginRequest(range: ByteRange(download.position, end), followingRanges: following, validator: validator))
     }
+
+    /// Whether downloads go on past cached bytes: the origin serves several ranges in one
+    /// response, so one request asks for the gaps on both sides of them (a reader that crosses
+    /// the islands a player's seeks left costs one request, not one per gap, and no byte twice).
+    var crossesCachedBytes: Bool {
+        info?.acceptsByteRanges == true && info?.totalLength != nil && origin.servesMultipleRanges
+    }
+
+    /// Moves a download that stands at cached bytes to the gap after them, within its limit.
+    func skipCachedBytes(_ download: inout Download) {
+        guard let run = available.range(containing: download.position), run.upperBound < download.limit else { return }
+        download.position = run.upperBound
+        if !download.opened { download.segmentEnd = min(download.limit, download.position + download.segmentSize) }
+    }
+
+    /// Cuts the download's next request (`[position, segmentEnd)`) at the first cached byte and,
+    /// when `crossing`, returns the gaps after it that the same request asks for: as many as fit
+    /// the missing bytes the request was planned for, at most ``maximumRangesPerRequest`` ranges
+    /// in all.
+    func planFollowingRanges(_ download: inout Download, crossing: Bool) -> [ByteRange] {
+        let planned = download.segmentEnd - download.position
+        guard let cached = available.firstLowerBound(atOrAfter: download.position), cached < download.segmentEnd else { return [] }
+        download.segmentEnd = cached
+        guard crossing else { return [] }
+        var budget = planned - (cached - download.position)
+        // The request's span stays within what the download may fetch.
+        let idleLimit = download.kind == .read ? download.idleLimit : nil
+        let end = min(download.limit, idleLimit ?? Int64.max)
+        guard budget > 0, cached < end else { return [] }
+        var following: [ByteRange] = []
+        for gap in available.gaps(in: ByteRange(cached, end)) {
+            guard budget > 0, following.count + 1 < Self.maximumRangesPerRequest else { break }
+            let range = ByteRange(offset: gap.lowerBound, length: min(gap.count, budget))
+            following.append(range)
+            budget -= range.count
+        }
+        return following
+    }
+
+    /// The most ranges one request asks for: a header of a few hundred bytes, well within what
+    /// servers accept (Apache's `MaxRanges` default is 200; nginx has no limit).
+    static let maximumRangesPerRequest = 16
 
     /// Measures the request that `download` just completed. Its time includes the round trip, so
     /// a short request understates the speed: the segments sized from it come out smaller, never
     /// larger. The resource keeps the last figure for the parts it starts next.
     func recordThroughput(of download: inout Download) {
         let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
-        let fetched = download.position - download.segmentStartPosition
+        let fetched = download.received - download.segmentStartReceived
         guard elapsed > 0, fetched >= configuration.initialSegmentSize / 4 else { return }
         download.throughput = Double(fetched) / elapsed
         connectionThroughput = download.throughput
@@ -282,6 +365,12 @@ extension Resource {
             download.segmentEnd = download.limit
         }
         download.segmentStartPosition = response.offset
+        // The gaps past cached bytes that came in this response (none when the origin sent the first range only).
+        download.followingRanges = response.followingRanges
+        if let length = response.length {
+            download.rangeEnd = response.offset + length
+            if response.followingRanges.isEmpty { download.segmentEnd = min(download.segmentEnd, download.rangeEnd) }
+        }
         if let total = newInfo.totalLength {
             download.limit = min(download.limit, total)
             download.segmentEnd = min(download.segmentEnd, total)
@@ -306,7 +395,16 @@ extension Resource {
         statistics.bytesDownloaded += range.count
         download.received += range.count
         download.position = range.upperBound
-        if download.position >= download.segmentEnd { recordThroughput(of: &download) }
+        if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {
+            let next = download.followingRanges.removeFirst()
+            download.position = next.lowerBound
+            download.rangeEnd = next.upperBound
+        }
+        if download.position >= download.segmentEnd {
+            recordThroughput(of: &download)
+            // The request is done: the next one starts past cached bytes, if the origin allows.
+            if crossesCachedBytes { skipCachedBytes(&download) }
+        }
         wakeWaiters()
         emit(.bytesCached(cut, totalCached: available.coveredByteCount))
         commitIfDue()
@@ -492,17 +590,25 @@ extension Resource {
         continuation.resume()
     }
 
-    /// A player's read of `range` began. The downloads of short reads it reaches into serve a
-    /// stream from now on: a hold ends at once and none follows. Those it does not reach, whose
-    /// own readers are gone, end after their request in flight (the player is skimming).
+    /// A player's read of `range` began. The downloads of short reads it begins in (or just
+    /// before) serve a stream from now on: a hold ends at once and none follows. The others, whose
+    /// own readers are gone, end after their request in flight: the player is skimming, or reads
+    /// the whole file from elsewhere and reaches their bytes with its own download in time.
     func settleShortReadDownloads(for range: ByteRange) {
         for (id, download) in downloads where download.startedForShortRead {
             let readAheadEnd = max(download.position, download.idleLimit ?? download.position) + configuration.joinDistance
             let near = ByteRange(download.start, max(download.start + 1, min(download.limit, readAheadEnd)))
-            if range.overlaps(near) {
+            if ByteRange(max(0, near.lowerBound - configuration.joinDistance), near.upperBound).contains(range.lowerBound) {
                 downloads[id]?.startedForShortRead = false
             } else if !readers.values.contains(where: { near.contains($0.position) && $0.end > $0.position }) {
                 downloads[id]?.skimmedPast = true
+                if download.holdRelease != nil {
+                    // Held, so no request is in flight: it ends now, and the read's own download
+                    // may reach past where it stood.
+                    releaseHold(of: id)
+                    downloadEnded(id: id, error: nil)
+                    continue
+                }
             }
             releaseHold(of: id)
         }

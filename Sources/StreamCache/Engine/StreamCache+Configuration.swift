@@ -50,6 +50,12 @@ extension StreamCache {
         /// The bytes each extra connection fetches before it takes the next part; a range is split
         /// only when more than twice this is missing ahead of the reader.
         public var parallelPartSize: Int64 = 8 << 20
+        /// A long range is split across connections only while one connection brings less than
+        /// this many bytes per second (at the speed the resource's connections last reached;
+        /// before any was measured it is split). Extra connections beat a cloud service's cap on
+        /// each one (4-10 MB/s); a connection faster than this already fills the link, so more of
+        /// them only add requests and compete for it. `nil` splits at any speed.
+        public var parallelDownloadThroughputLimit: Double? = 40_000_000
         /// A short read (a seek, a player's bounded request of less than ``initialSegmentSize``)
         /// on a slow connection is split across up to ``parallelDownloads`` connections while each
         /// extra one saves at least this much of its transfer time, at the speed the resource's

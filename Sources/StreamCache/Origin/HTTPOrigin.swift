@@ -29,6 +29,10 @@ public struct HTTPOrigin: Origin {
         public var forwardsHeadersToHosts: Set<String> = []
         /// The wait for a response head, and between body chunks.
         public var timeout: Duration = .seconds(30)
+        /// Where the origin remembers which hosts serve several ranges in one response (see
+        /// ``OriginRequest/followingRanges``); `nil` asks for one range per request. Share one
+        /// memory among origins on the same host, so each host is tried once.
+        public var multipleRanges: MultipleRangesMemory? = MultipleRangesMemory()
 
         /// The default configuration.
         public init() {}
@@ -43,6 +47,8 @@ public struct HTTPOrigin: Origin {
     /// Behaviour settings.
     public let configuration: Configuration
     private let logger: Logger
+    /// The last URL a response came from: the host ``servesMultipleRanges`` asks the memory about.
+    private let lastAnsweredURL: Locked<URL?>
 
     /// Creates an origin.
     ///
@@ -83,6 +89,7 @@ public struct HTTPOrigin: Origin {
         self.transport = transport
         self.configuration = configuration
         self.logger = logger
+        self.lastAnsweredURL = Locked((locator as? FixedDownloadLocator)?.fixedTarget.url)
     }
 
     public var logDescription: String { locator.logDescription }
@@ -91,40 +98,69 @@ public struct HTTPOrigin: Origin {
     /// Linux), so a response it buffers stays small; no limit otherwise.
     public var maximumRequestLength: Int64? { transport.holdsBackSlowConsumers ? nil : 4 << 20 }
 
+    /// True unless ``Configuration/multipleRanges`` is `nil` or the host answered a request for
+    /// several ranges with one range or the whole file.
+    public var servesMultipleRanges: Bool {
+        guard let memory = configuration.multipleRanges else { return false }
+        return lastAnsweredURL.withLock { $0 }.map(memory.mayAsk) ?? true
+    }
+
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
     }
 
     public func open(_ request: OriginRequest) async throws -> OriginResponse {
-        let first = try await openOnce(range: request.range, validator: request.validator)
-        guard let expectedEnd = first.length.map({ first.offset + $0 }) ?? first.info.totalLength, first.info.acceptsByteRanges else {
+        let first = try await openTryingMultipleRanges(range: request.range, following: request.followingRanges, validator: request.validator)
+        let toTheEnd = first.info.totalLength.flatMap { $0 >= first.offset ? [ByteRange(first.offset, $0)] : nil }
+        guard let ranges = first.ranges ?? toTheEnd, first.info.acceptsByteRanges else {
             return first
         }
         // Wrap the body so that a connection dropped mid-body resumes where it broke off. The
         // wrapper runs in the consumer's task: a chunk costs no extra thread hop.
-        let body = HTTPBody(pulling: ResumingBody(origin: self, info: first.info, start: first.offset, end: expectedEnd, body: first.body))
-        return OriginResponse(info: first.info, offset: first.offset, length: first.length, body: body)
+        let body = HTTPBody(pulling: ResumingBody(origin: self, info: first.info, ranges: ranges, body: first.body))
+        return OriginResponse(info: first.info, offset: first.offset, length: first.length, followingRanges: first.followingRanges, body: body)
     }
 
-    /// Re-opens `[position, end)` and proves it is the same version; otherwise throws `resourceChanged`.
-    fileprivate func resume(at position: Int64, end: Int64, info: ResourceInfo) async throws -> HTTPBody {
-        let ifRange = info.validator.ifRangeValue != nil ? info.validator : nil
-        let response = try await openOnce(range: ByteRange(position, end), validator: ifRange)
-        guard response.offset == position, response.info.acceptsByteRanges, info.isSameVersion(as: response.info) else {
-            response.body.discard()
-            throw StreamCacheError(.resourceChanged, "The resource changed on the origin while it was being downloaded.", range: ByteRange(position, end))
+    /// Opens `range` and, in the same response when the host serves several ranges, `following`;
+    /// asks for `range` alone when the host answered with the whole file instead.
+    private func openTryingMultipleRanges(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
+        guard !following.isEmpty, configuration.multipleRanges != nil else {
+            return try await openOnce(range: range, following: [], validator: validator)
         }
-        return response.body
+        do {
+            return try await openOnce(range: range, following: following, validator: validator)
+        } catch is MultipleRangesRefused {
+            logger.info("the origin answered a request for several ranges with the whole file; asking for one at a time",
+                        metadata: ["origin": "\(logDescription)"])
+            return try await openOnce(range: range, following: [], validator: validator)
+        }
+    }
+
+    /// Re-opens `ranges` (the rest of the range that broke off, then those still due) and proves it
+    /// is the same version; otherwise throws `resourceChanged`.
+    ///
+    /// - Returns: The body and how many of `ranges` it carries: all, or fewer when the host no
+    ///   longer serves several ranges in one response.
+    fileprivate func resume(_ ranges: [ByteRange], info: ResourceInfo) async throws -> (HTTPBody, carried: Int) {
+        let ifRange = info.validator.ifRangeValue != nil ? info.validator : nil
+        let response = try await openTryingMultipleRanges(range: ranges[0], following: Array(ranges.dropFirst()), validator: ifRange)
+        guard response.offset == ranges[0].lowerBound, response.info.acceptsByteRanges, info.isSameVersion(as: response.info) else {
+            response.body.discard()
+            throw StreamCacheError(.resourceChanged, "The resource changed on the origin while it was being downloaded.", range: ranges[0])
+        }
+        return (response.body, 1 + response.followingRanges.count)
     }
 
     /// One logical request: redirects, a credential refresh and transient retries, no body resume.
-    private func openOnce(range: ByteRange?, validator: Validator?) async throws -> OriginResponse {
+    private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
         var attempt = 1
         var refreshed = false
         var relocated = false
         while true {
             let target = try await locator.target()
-            let (response, sentCredentials) = try await sendFollowingRedirects(target: target, range: range, validator: validator)
+            let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
+                                                                                          validator: validator)
+            lastAnsweredURL.withLock { $0 = answeredBy }
             if response.status != 200, response.status != 206 { response.body.discard() }
             if target.expires, !relocated, [403, 404, 410].contains(response.status) {
                 // An expired link: resolve a new one and ask again for the same bytes.
@@ -137,7 +173,8 @@ public struct HTTPOrigin: Origin {
             switch response.status {
             case 200, 206:
                 do {
-                    return try interpret(response, requested: range, target: target)
+                    return try await interpret(response, requested: range, following: following, target: target, answeredBy: answeredBy,
+                                               validator: validator)
                 } catch {
                     response.body.discard()
                     throw error
@@ -199,8 +236,25 @@ public struct HTTPOrigin: Origin {
     }
 
     /// Builds the info and the body's position from a 200 or 206.
-    private func interpret(_ response: HTTPResponse, requested range: ByteRange?, target: DownloadTarget) throws -> OriginResponse {
+    private func interpret(_ response: HTTPResponse, requested range: ByteRange?, following: [ByteRange], target: DownloadTarget,
+                           answeredBy: URL, validator requestedValidator: Validator?) async throws -> OriginResponse {
         let headers = response.headers
+        if !following.isEmpty, let range {
+            if response.status == 206, let boundary = headers["Content-Type"].flatMap(MultipartByteRangesBody.boundary(ofContentType:)) {
+                let parts = MultipartByteRangesBody(body: response.body, boundary: boundary, expected: [range] + following)
+                let total = try await parts.readFirstPartHead()
+                configuration.multipleRanges?.record(answeredBy, served: true)
+                // The parts' own types are the media type; the engine keeps the one it knows.
+                let info = Self.applying(target, to: ResourceInfo(totalLength: total, mimeType: nil, fileName: fileName(from: headers, target: target),
+                                                                  acceptsByteRanges: true, validator: validatorOf(headers)), headers: headers)
+                return OriginResponse(info: info, offset: range.lowerBound, length: range.count, followingRanges: following, body: HTTPBody(pulling: parts))
+            }
+            // One range, or the whole file: this host serves one range per response.
+            configuration.multipleRanges?.record(answeredBy, served: false)
+            // A 200 to an `If-Range` whose tag no longer matches is a new version, not a refusal.
+            let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
+            if response.status == 200, sentIfRange.map({ $0 == validatorOf(headers).ifRangeValue }) ?? true { throw MultipleRangesRefused() }
+        }
         let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
         let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingCharacters(in: .whitespaces))) }
         let mime = headers["Content-Type"]
@@ -226,8 +280,8 @@ public struct HTTPOrigin: Origin {
         return OriginResponse(info: info, offset: 0, length: contentLength, body: response.body)
     }
 
-    private func sendFollowingRedirects(target download: DownloadTarget, range: ByteRange?,
-                                        validator: Validator?) async throws -> (HTTPResponse, sentCredentials: Bool) {
+    private func sendFollowingRedirects(target download: DownloadTarget, ranges: [ByteRange],
+                                        validator: Validator?) async throws -> (HTTPResponse, sentCredentials: Bool, answeredBy: URL) {
         let url = download.url
         var target = url
         var mayCarryCredentials = true
@@ -242,8 +296,10 @@ public struct HTTPOrigin: Origin {
                     sendsCredentials = true
                 }
             }
-            if let range {
-                requestHeaders["Range"] = range.upperBound == Int64.max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.httpLast)"
+            if !ranges.isEmpty {
+                requestHeaders["Range"] = "bytes=" + ranges.map { range in
+                    range.upperBound == Int64.max ? "\(range.lowerBound)-" : "\(range.lowerBound)-\(range.httpLast)"
+                }.joined(separator: ",")
                 // A version from the service's API is not a tag the content host knows.
                 if download.version == nil, let ifRange = validator?.ifRangeValue { requestHeaders["If-Range"] = ifRange }
             }
@@ -251,7 +307,7 @@ public struct HTTPOrigin: Origin {
             guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                   let next = URL(string: location, relativeTo: target)?.absoluteURL
             else {
-                return (response, sendsCredentials)
+                return (response, sendsCredentials, target)
             }
             response.body.discard()
             visited.insert(target)
@@ -306,36 +362,55 @@ extension URL {
     }
 }
 
+/// A request for several ranges was answered with the whole file: ask again for one range.
+private struct MultipleRangesRefused: Error {}
+
 /// A body that, when its connection breaks off, re-opens the rest with `Range` and `If-Range`
 /// (after the retry policy's back-off) and carries on from the same byte, or throws
-/// `resourceChanged` when the origin's version is no longer the same.
+/// `resourceChanged` when the origin's version is no longer the same. A body of several ranges
+/// re-opens the rest of the one that broke off and those still due, in one request when the
+/// host serves several ranges, otherwise one request after another.
 private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
     // @unchecked: `next()` runs in one task at a time (the body's consumer); `current` is also
     // read by `cancel()` from any thread, so it is guarded by `lock`.
     private let origin: HTTPOrigin
     private let info: ResourceInfo
-    private let end: Int64
+    /// The ranges still to deliver; the first is delivered from `position` on.
+    private var ranges: ArraySlice<ByteRange>
     private var position: Int64
+    /// How many of `ranges` the current body carries.
+    private var carried: Int
     private var failures = 0
     private var iterator: HTTPBody.Iterator
     private let current: Locked<(body: HTTPBody, cancelled: Bool)>
 
-    init(origin: HTTPOrigin, info: ResourceInfo, start: Int64, end: Int64, body: HTTPBody) {
+    init(origin: HTTPOrigin, info: ResourceInfo, ranges: [ByteRange], body: HTTPBody) {
         self.origin = origin
         self.info = info
-        self.end = end
-        self.position = start
+        self.ranges = ranges[...]
+        self.position = ranges.first?.lowerBound ?? 0
+        self.carried = ranges.count
         self.iterator = body.makeAsyncIterator()
         self.current = Locked((body, false))
     }
 
     func next() async throws -> Data? {
-        while position < end {
+        while let range = ranges.first {
+            if position >= range.upperBound {
+                ranges.removeFirst()
+                carried -= 1
+                guard let following = ranges.first else { break }
+                position = following.lowerBound
+                // A body re-opened from a host that no longer serves several ranges ends early.
+                if carried == 0 { try await reopen() }
+                continue
+            }
             do {
                 guard let chunk = try await iterator.next() else {
-                    throw StreamCacheError(.badResponse, "The origin ended the body \(end - position) bytes early.", range: ByteRange(position, end))
+                    throw StreamCacheError(.badResponse, "The origin ended the body \(range.upperBound - position) bytes early.",
+                                           range: ByteRange(position, range.upperBound))
                 }
-                let usable = chunk.prefix(Int(clamping: end - position))
+                let usable = chunk.prefix(Int(clamping: range.upperBound - position))
                 guard !usable.isEmpty else { continue }
                 position += Int64(usable.count)
                 failures = 0
@@ -345,19 +420,27 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
                 guard failures < origin.configuration.retry.maxAttempts else { throw error }
                 origin.log("resuming after a broken body", metadata: ["offset": "\(position)", "error": "\(error)"])
                 try await Task.sleep(for: origin.configuration.retry.backoff(beforeAttempt: failures + 1))
-                let body = try await origin.resume(at: position, end: end, info: info)
-                let cancelled = current.withLock { state -> Bool in
-                    state.body = body
-                    return state.cancelled
-                }
-                if cancelled {
-                    body.discard()
-                    throw CancellationError()
-                }
-                iterator = body.makeAsyncIterator()
+                try await reopen()
             }
         }
         return nil
+    }
+
+    /// Opens the ranges still due, from `position` on.
+    private func reopen() async throws {
+        var rest = Array(ranges)
+        rest[0] = ByteRange(position, rest[0].upperBound)
+        let (body, carried) = try await origin.resume(rest, info: info)
+        let cancelled = current.withLock { state -> Bool in
+            state.body = body
+            return state.cancelled
+        }
+        if cancelled {
+            body.discard()
+            throw CancellationError()
+        }
+        self.carried = carried
+        iterator = body.makeAsyncIterator()
     }
 
     func cancel() {

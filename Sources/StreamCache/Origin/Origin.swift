@@ -25,11 +25,19 @@ public protocol Origin: Sendable {
     /// ``StreamCache/Configuration/maximumSegmentSize`` applies. An origin whose client cannot
     /// hold back a response from a slow consumer may have to buffer a whole request in memory.
     var maximumRequestLength: Int64? { get }
+
+    /// Whether a request's ``OriginRequest/followingRanges`` may come in the same response. The
+    /// engine plans a request across cached bytes (a `multipart/byteranges` request for the gaps
+    /// on either side) only when this is true; otherwise each gap is a request of its own.
+    var servesMultipleRanges: Bool { get }
 }
 
 extension Origin {
     /// No limit of the origin's own.
     public var maximumRequestLength: Int64? { nil }
+
+    /// One range per request.
+    public var servesMultipleRanges: Bool { false }
 }
 
 /// A request for part of a resource.
@@ -37,13 +45,19 @@ public struct OriginRequest: Sendable, Hashable {
     /// The bytes wanted, or `nil` for the whole resource. The range may run past the end when the
     /// length is not known yet; the origin then delivers up to the end.
     public var range: ByteRange?
+    /// Further ranges wanted in the same response, in ascending order, each beginning past the end
+    /// of the one before (the cache holds the bytes between). Only an origin whose
+    /// ``Origin/servesMultipleRanges`` is true is given any, and it may deliver fewer: the
+    /// response's ``OriginResponse/followingRanges`` says which came. `range` is bounded then.
+    public var followingRanges: [ByteRange]
     /// The version the cache holds. HTTP origins send it as `If-Range`, so a changed resource
     /// comes back whole (200) with its new validator instead of as a mix of versions.
     public var validator: Validator?
 
     /// Creates a request.
-    public init(range: ByteRange?, validator: Validator? = nil) {
+    public init(range: ByteRange?, followingRanges: [ByteRange] = [], validator: Validator? = nil) {
         self.range = range
+        self.followingRanges = followingRanges
         self.validator = validator
     }
 }
@@ -56,14 +70,24 @@ public struct OriginResponse: Sendable {
     public var offset: Int64
     /// How many bytes the body carries, when known.
     public var length: Int64?
-    /// The bytes, in order from ``offset``.
+    /// The ranges whose bytes the body carries after its first ``length`` bytes, in order: the
+    /// request's ``OriginRequest/followingRanges`` that came in this response (all of them or
+    /// none). Empty for a response to one range.
+    public var followingRanges: [ByteRange]
+    /// The bytes, in order from ``offset``, then those of each of ``followingRanges``.
     public var body: HTTPBody
 
     /// Creates a response.
-    public init(info: ResourceInfo, offset: Int64, length: Int64?, body: HTTPBody) {
+    public init(info: ResourceInfo, offset: Int64, length: Int64?, followingRanges: [ByteRange] = [], body: HTTPBody) {
         self.info = info
         self.offset = offset
         self.length = length
+        self.followingRanges = followingRanges
         self.body = body
+    }
+
+    /// Every range the body carries, in order; `nil` while the first one's length is unknown.
+    public var ranges: [ByteRange]? {
+        length.map { [ByteRange(offset: offset, length: $0)] + followingRanges }
     }
 }

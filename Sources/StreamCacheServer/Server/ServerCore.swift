@@ -14,6 +14,7 @@ final class ServerCore: Sendable {
     let logger: Logger
     /// Parsed playlists, shared by every player and prefetch.
     let playlists = HLSPlaylistLoader()
+    private let multipleRanges = MultipleRangesMemory()
     private let listeningURL = Locked<URL?>(nil)
     private let prefetches = Locked([String: PrefetchState]())
 
@@ -43,7 +44,15 @@ final class ServerCore: Sendable {
     }
 
     func makeOrigin(url: URL, headers: HTTPHeaders, transport: (any HTTPTransport)? = nil) -> any Origin {
-        HTTPOrigin(url: url, headers: headers, transport: transport ?? self.transport, logger: logger)
+        HTTPOrigin(url: url, headers: headers, transport: transport ?? self.transport, configuration: originConfiguration, logger: logger)
+    }
+
+    /// One memory of which hosts serve several ranges per response, for every origin of the
+    /// server: the files of a `--folder` share a host, which is then tried once.
+    var originConfiguration: HTTPOrigin.Configuration {
+        var configuration = HTTPOrigin.Configuration()
+        configuration.multipleRanges = multipleRanges
+        return configuration
     }
 
     func register(url: URL, headers: HTTPHeaders, key: CacheKey?, fileName: String?) -> StreamRegistration {
@@ -91,8 +100,8 @@ final class ServerCore: Sendable {
     func startPlaylistPrefetch(_ stream: StreamRegistry.Stream, location: HLSLocation, variants: HLSVariantSelection, segmentLimit: Int?) -> Task<Void, Never> {
         let id = stream.registration.id
         let key = stream.registration.key
-        let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger] location in
-            HTTPOrigin(url: location.url, headers: location.headers, transport: transport, logger: logger)
+        let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger, originConfiguration] location in
+            HTTPOrigin(url: location.url, headers: location.headers, transport: transport, configuration: originConfiguration, logger: logger)
         }
         let states = prefetches
         return prefetches.withLock { prefetches in

@@ -79,8 +79,9 @@ final class DemoOrigin: Sendable {
                 headers[.contentLength] = "0"
                 return Response(status: .rangeNotSatisfiable, headers: headers)
             }
-            if ranges.count == 1 {
-                range = ranges[0]
+            // Several ranges get the first one only, as many cloud storage hosts answer.
+            if let first = ranges.first {
+                range = first
                 status = .partialContent
                 headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
             }

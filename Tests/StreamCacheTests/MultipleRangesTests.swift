@@ -1,0 +1,134 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// A reader that crosses cached bytes asks for the gaps on both sides of them in one request
+/// (`multipart/byteranges`) when the origin serves several ranges, and one gap per request when
+/// it does not; either way every byte arrives once and exactly.
+@Suite struct MultipleRangesTests {
+    static let size = 8_000_000
+
+    /// A file with cached islands at 2 MB and 5 MB (as a player's seeks leave them: 256 KiB
+    /// each, further apart than a download joins), read whole. Returns the read's bytes, the
+    /// bytes that were missing, and the origin's requests during the read.
+    static func readAcrossIslands(on origin: TestOrigin, transport: TransportKind, data: Data,
+                                  memory: MultipleRangesMemory? = MultipleRangesMemory()) async throws -> (Data, Int64, [TestOrigin.RecordedRequest]) {
+        // The islands' read-ahead waits for the next read, which starts elsewhere and drops it.
+        // One connection, and request sizes that do not depend on the machine's speed.
+        try await withTemporaryCache(configure: {
+            $0.skimmingWindow = .seconds(30)
+            $0.parallelDownloads = 1
+            $0.maximumSegmentDuration = .seconds(60)
+        }) { cache in
+            var configuration = HTTPOrigin.Configuration()
+            configuration.multipleRanges = memory
+            let url = origin.url("/song.mp3")
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport.make(), configuration: configuration))
+            for start in [2_000_000, 5_000_000] {
+                let island = try await song.read(ByteRange(Int64(start), Int64(start + 100_000))).collect()
+                #expect(island == data[start..<start + 100_000])
+            }
+            // The origin records a request once its answer is written; the cache may still be
+            // writing the last chunk.
+            for _ in 0..<250 where origin.requests.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<250 where try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            origin.resetRecords()
+            let missing = Int64(size) - (try await song.cachedRanges.coveredByteCount)
+            #expect(missing == Int64(size - 2 * (256 << 10)))
+            let whole = try await song.read(ByteRange(0, Int64(size))).collect()
+            for _ in 0..<250 where await song.isDownloading { try await Task.sleep(for: .milliseconds(20)) }
+            return (whole, missing, origin.requests)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aReadAcrossCachedIslandsIsOneRequestForAllItsGaps(transport: TransportKind) async throws {
+        let origin = try TestOrigin()
+        origin.servesMultipleRanges = true
+        let data = TestData.random(count: Self.size, seed: 71)
+        origin.setFile("/song.mp3", data: data)
+        let (whole, missing, requests) = try await Self.readAcrossIslands(on: origin, transport: transport, data: data)
+        #expect(TestData.sha256(whole) == TestData.sha256(data))
+        let ranges = requests.map { $0.range ?? "-" }
+        // Requests of 1, 2, 4 and 8 MiB of missing bytes; the two that reach an island ask for
+        // the gaps on both sides of it.
+        #expect(ranges == ["bytes=0-1048575", "bytes=1048576-1999999,2262144-3407871", "bytes=3407872-4999999,5262144-7864319",
+                           "bytes=7864320-7999999"], "requests: \(ranges)")
+        // No cached byte is sent again: the origin sends each missing byte once, plus the
+        // multipart boundaries and part headers (about 100 bytes a part).
+        let sent = requests.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+        #expect(sent >= missing && sent <= missing + 1000, "origin body bytes \(sent) for \(missing) missing bytes")
+    }
+
+    /// An origin that answers with the first range only (as many cloud storage hosts do) costs
+    /// one request per gap, and is asked for one range at a time from then on.
+    @Test(arguments: TransportKind.allCases)
+    func anOriginThatSendsTheFirstRangeOnlyGetsOneRequestPerGap(transport: TransportKind) async throws {
+        let origin = try TestOrigin()
+        let data = TestData.random(count: Self.size, seed: 72)
+        origin.setFile("/song.mp3", data: data)
+        let memory = MultipleRangesMemory()
+        let (whole, missing, requests) = try await Self.readAcrossIslands(on: origin, transport: transport, data: data, memory: memory)
+        #expect(TestData.sha256(whole) == TestData.sha256(data))
+        let ranges = requests.map { $0.range ?? "-" }
+        #expect(ranges == ["bytes=0-1048575", "bytes=1048576-1999999,2262144-3407871", "bytes=2262144-4999999", "bytes=5262144-7999999"],
+                "asked for several ranges again after a refusal: \(ranges)")
+        #expect(requests.reduce(Int64(0)) { $0 + $1.bodyBytesSent } == missing)
+        #expect(!memory.mayAsk(origin.url("/")))
+    }
+
+    /// An origin that answers a request for several ranges with the whole file (ignoring Range
+    /// for it) is asked again for the first range; nothing is cached twice or out of place.
+    @Test(arguments: TransportKind.allCases)
+    func anOriginThatAnswersSeveralRangesWithTheWholeFileIsAskedForOne(transport: TransportKind) async throws {
+        let origin = try TestOrigin()
+        let data = TestData.random(count: Self.size, seed: 73)
+        origin.setFile("/song.mp3", data: data)
+        origin.faults = { _, _, headers, _ in headers["Range"]?.contains(",") == true ? .ignoreRange : nil }
+        let memory = MultipleRangesMemory()
+        let (whole, missing, requests) = try await Self.readAcrossIslands(on: origin, transport: transport, data: data, memory: memory)
+        #expect(TestData.sha256(whole) == TestData.sha256(data))
+        let ranges = requests.map { $0.range ?? "-" }
+        #expect(ranges.filter { $0.contains(",") }.count == 1, "\(ranges)")
+        #expect(requests.filter { $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent } == missing, "\(ranges)")
+        #expect(!memory.mayAsk(origin.url("/")))
+    }
+
+    /// A multipart body whose connection drops mid-part resumes with the rest of that part and
+    /// the parts still due, in one request.
+    @Test(arguments: TransportKind.allCases)
+    func aBrokenMultipartBodyResumesWithTheRangesStillDue(transport: TransportKind) async throws {
+        let server = try TestOrigin()
+        server.servesMultipleRanges = true
+        let data = TestData.random(count: 400_000, seed: 74)
+        server.setFile("/a", data: data)
+        server.faults = { _, _, _, index in index == 0 ? .dropAfter(bytes: 150_000) : nil }
+        let origin = HTTPOrigin(url: server.url("/a"), transport: transport.make())
+        let wanted = [ByteRange(0, 100_000), ByteRange(150_000, 250_000), ByteRange(300_000, 350_000)]
+        let response = try await origin.open(OriginRequest(range: wanted[0], followingRanges: Array(wanted.dropFirst())))
+        #expect(response.followingRanges == Array(wanted.dropFirst()))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        #expect(body == wanted.reduce(into: Data()) { $0.append(data[Int($1.lowerBound)..<Int($1.upperBound)]) })
+        let ranges = server.requests.map { $0.range ?? "-" }
+        #expect(ranges.count == 2, "\(ranges)")
+        // 150,000 body bytes carry the first part (100,000 + its head) and most of the second.
+        #expect(ranges.last?.hasSuffix(",300000-349999") == true && ranges.last?.hasPrefix("bytes=") == true, "\(ranges)")
+    }
+
+    /// A part that is not the range asked for never reaches the cache.
+    @Test func aMultipartPartForOtherBytesIsABadResponse() async throws {
+        let server = try TestOrigin()
+        server.servesMultipleRanges = true
+        let data = TestData.random(count: 400_000, seed: 75)
+        server.setFile("/a", data: data)
+        server.faults = { _, _, _, _ in .wrongContentRange }
+        let origin = HTTPOrigin(url: server.url("/a"))
+        let response = try await origin.open(OriginRequest(range: ByteRange(0, 1000), followingRanges: [ByteRange(5000, 6000)]))
+        await #expect {
+            _ = try await response.body.collect(upTo: 1 << 20)
+        } throws: { error in
+            (error as? StreamCacheError)?.code == .badResponse
+        }
+    }
+}
