@@ -240,7 +240,7 @@ public struct HTTPOrigin: Origin {
                            answeredBy: URL, validator requestedValidator: Validator?) async throws -> OriginResponse {
         let headers = response.headers
         if !following.isEmpty, let range {
-            if response.status == 206, let boundary = headers["Content-Type"].flatMap(MultipartByteRangesBody.boundary(ofContentType:)) {
+            if response.status == 206, let boundary = headers["Content-Type"].flatMap(MultipartByteRangesParser.boundary(ofContentType:)) {
                 let parts = MultipartByteRangesBody(body: response.body, boundary: boundary, expected: [range] + following)
                 let total = try await parts.readFirstPartHead()
                 configuration.multipleRanges?.record(answeredBy, served: true)

@@ -1,0 +1,1 @@
+../../../Sources/StreamCache/Origin/MultipartByteRangesParser.swift
