@@ -23,6 +23,10 @@ package struct MultipartByteRangesParser {
     private var state: State = .head(index: 0)
     /// Received bytes of a part head not complete yet.
     private var head = Data()
+    /// Where the delimiter in `head` ends, once found, and how much of `head` was searched
+    /// already: a head that arrives a byte at a time is not searched again from its start each time.
+    private var delimiterEnd: Int?
+    private var searched = 0
     /// The resource's length, from the first part's `Content-Range` (`nil` when it says `*`).
     package private(set) var completeLength: Int64?
 
@@ -97,18 +101,26 @@ package struct MultipartByteRangesParser {
     /// payload and returns the bytes after the head; `nil` while more bytes are needed.
     private mutating func readHead(of index: Int) throws -> Data? {
         let tooLong = StreamCacheError(.badResponse, "The origin's multipart body has no part header where one was due.")
-        if let start = head.range(of: delimiter)?.upperBound {
-            if head.distance(from: start, to: head.endIndex) >= 2, head[start...].starts(with: Data("--".utf8)) {
+        if delimiterEnd == nil {
+            // A delimiter may begin in the bytes searched before, up to its length less one back.
+            delimiterEnd = head.range(of: delimiter, in: max(0, searched - delimiter.count + 1)..<head.count)?.upperBound
+            searched = delimiterEnd ?? head.count
+        }
+        if let start = delimiterEnd {
+            if head.count - start >= 2, head[start...].starts(with: Data("--".utf8)) {
                 throw StreamCacheError(.badResponse, "The origin's multipart body has \(index) parts, \(expected.count) were asked.")
             }
-            if let end = head.range(of: Data("\r\n\r\n".utf8), in: start..<head.endIndex) {
-                guard head.distance(from: head.startIndex, to: end.upperBound) <= Self.maximumHeadLength else { throw tooLong }
+            if let end = head.range(of: Data("\r\n\r\n".utf8), in: max(start, searched - 3)..<head.count) {
+                guard end.upperBound <= Self.maximumHeadLength else { throw tooLong }
                 let text = String(decoding: head[start..<end.lowerBound], as: UTF8.self)
                 let rest = Data(head[end.upperBound...])
                 head = Data()
+                delimiterEnd = nil
+                searched = 0
                 try begin(part: index, head: text)
                 return rest
             }
+            searched = head.count
         }
         guard head.count <= Self.maximumHeadLength else { throw tooLong }
         return nil
