@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "StreamCache", targets: ["StreamCache"]),
+        .library(name: "StreamCacheURLSession", targets: ["StreamCacheURLSession"]),
         .library(name: "StreamCacheHTTPClient", targets: ["StreamCacheHTTPClient"]),
         .library(name: "StreamCacheHLS", targets: ["StreamCacheHLS"]),
         .library(name: "StreamCacheServer", targets: ["StreamCacheServer"]),
@@ -36,6 +37,17 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // URLSession lives outside the engine: on Linux FoundationNetworking loads libcurl and
+        // some thirty libraries it links (6 MiB resident) into every process that imports it,
+        // and the server and the CLI use AsyncHTTPClient instead.
+        .target(
+            name: "StreamCacheURLSession",
+            dependencies: [
+                "StreamCache",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -81,7 +93,7 @@ let package = Package(
         ),
         .target(
             name: "StreamCacheAVFoundation",
-            dependencies: ["StreamCache"],
+            dependencies: ["StreamCache", "StreamCacheURLSession"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -105,6 +117,7 @@ let package = Package(
             dependencies: [
                 "StreamCache",
                 "StreamCacheHTTPClient",
+                "StreamCacheURLSession",
                 "StreamCacheTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -126,6 +139,7 @@ let package = Package(
             name: "StreamCacheTests",
             dependencies: [
                 "StreamCache",
+                "StreamCacheURLSession",
                 "StreamCacheHTTPClient",
                 "StreamCacheServer",
                 "StreamCacheTestSupport",
@@ -141,6 +155,7 @@ let package = Package(
             name: "StreamCacheHLSTests",
             dependencies: [
                 "StreamCache",
+                "StreamCacheURLSession",
                 "StreamCacheHLS",
                 "StreamCacheServer",
                 "StreamCacheHTTPClient",
@@ -152,6 +167,7 @@ let package = Package(
             name: "StreamCacheSourcesTests",
             dependencies: [
                 "StreamCache",
+                "StreamCacheURLSession",
                 "StreamCacheSources",
                 "StreamCacheServer",
                 "StreamCacheHTTPClient",
@@ -164,6 +180,7 @@ let package = Package(
             dependencies: [
                 "StreamCache",
                 "StreamCacheAVFoundation",
+                "StreamCacheURLSession",
                 "StreamCacheTestSupport",
             ],
             swiftSettings: swiftSettings

@@ -3,6 +3,7 @@ import Foundation
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheTestSupport
+import StreamCacheURLSession
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheSources
 
 /// `streamcache ls SOURCE`: list a WebDAV collection or a cloud folder.
@@ -32,7 +33,7 @@ struct LsCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let entries = try await sources.source(source, transport: URLSessionTransport.shared).list()
+            let entries = try await sources.source(source, transport: AsyncHTTPClientTransport.shared).list()
             for entry in entries {
                 if json {
                     let object: [String: Any] = ["name": entry.name, "folder": entry.isFolder, "size": entry.size.map { $0 as Any } ?? NSNull(),

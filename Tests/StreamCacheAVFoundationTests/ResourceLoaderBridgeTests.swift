@@ -2,6 +2,7 @@ import Foundation
 import StreamCache
 import StreamCacheAVFoundation
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// The bridge behind the AVFoundation front end, driven by a simulated player with AVPlayer's

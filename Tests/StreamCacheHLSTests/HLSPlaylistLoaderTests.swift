@@ -2,6 +2,7 @@ import Foundation
 import StreamCache
 import StreamCacheHLS
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// The loader's freshness rules, on a clock the test moves by hand, with a real cache and a real

@@ -39,13 +39,47 @@ import Testing
         #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: Data(xml.utf8)) }
     }
 
-    /// Found by `Fuzz/run propfind`: an element name that is not UTF-8, and a processing instruction
-    /// without data, crashed swift-corelibs-foundation's XMLParser (a WebDAV server could crash the
-    /// process). Both are now refused before parsing.
-    @Test(arguments: ["PM49AAAAAADf39/f39/fCg==", "PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+/w==", "DTw/Ojo/Pj4=",
-                      "PD94bWwgdmVyc2lvbj0iMS4wIj8+PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+PD9hPz48L2Q6bXVsdGlzdGF0dXM+"])
+    /// Found by `Fuzz/run propfind` when FoundationXML's `XMLParser` read these answers: an element
+    /// name that is not UTF-8, and a processing instruction without data, crashed it (a WebDAV
+    /// server could crash the process). `XMLPullParser` refuses the first three as malformed and
+    /// reads the last as the empty multi-status document it is.
+    @Test(arguments: ["PM49AAAAAADf39/f39/fCg==", "PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+/w==", "DTw/Ojo/Pj4="])
     func bytesThatCrashedXMLParserAreABadResponse(base64: String) throws {
         let data = try #require(Data(base64Encoded: base64))
         #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: data) }
+    }
+
+    @Test func aProcessingInstructionWithoutDataIsSkipped() throws {
+        let data = try #require(Data(base64Encoded: "PD94bWwgdmVyc2lvbj0iMS4wIj8+PGQ6bXVsdGlzdGF0dXMgeG1sbnM6ZD0iREFWOiI+PD9hPz48L2Q6bXVsdGlzdGF0dXM+"))
+        #expect(try PropfindResponse(xml: data).resources.isEmpty)
+    }
+
+    /// What servers other than Apache write: the default namespace, escaped quotes in an ETag, a
+    /// CDATA href, comments, and non-`DAV:` elements with `DAV:` names.
+    @Test func readsEscapedValuesCDATAAndTheDefaultNamespace() throws {
+        let xml = """
+        <?xml version="1.0"?>
+        <!-- generated -->
+        <multistatus xmlns="DAV:">
+          <response><href><![CDATA[/a&b/]]></href>
+            <propstat><prop><resourcetype><collection/></resourcetype></prop><status>HTTP/1.1 200 OK</status></propstat></response>
+          <response xmlns:x="urn:x"><x:href>/not-dav</x:href><href>/music/Caf%C3%A9 &amp; Bar.mp3</href>
+            <propstat><prop><getetag>&quot;5f&#x2D;a&quot;</getetag><getcontentlength>12</getcontentlength>
+              <x:getcontentlength>99</x:getcontentlength></prop><status>HTTP/1.1 200 OK</status></propstat></response>
+        </multistatus>
+        """
+        let answer = try PropfindResponse(xml: Data(xml.utf8))
+        #expect(answer.resources.map(\.href) == ["/a&b/", "/music/Café & Bar.mp3"])
+        #expect(answer.resources[0].isCollection)
+        #expect(answer.resources[1].entityTag == "\"5f-a\"")
+        #expect(answer.resources[1].contentLength == 12)
+    }
+
+    @Test func aDocumentTypeDeclarationIsRefusedSoNoEntityIsExpanded() {
+        let xml = """
+        <?xml version="1.0"?><!DOCTYPE m [<!ENTITY big "aaaaaaaaaa">]>
+        <d:multistatus xmlns:d="DAV:"><d:response><d:href>&big;</d:href></d:response></d:multistatus>
+        """
+        #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: Data(xml.utf8)) }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// The engine against a real loopback origin: exact bytes, origin request and byte counts.

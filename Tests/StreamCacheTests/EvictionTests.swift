@@ -1,6 +1,7 @@
 import Foundation
 import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// Size limit with LRU eviction: least recently used resources go first; pinned resources and

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// Acceptance 6: origins that ignore Range, drop connections, change their ETag or reject

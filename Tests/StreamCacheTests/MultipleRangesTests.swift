@@ -1,6 +1,7 @@
 import Foundation
 import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// A reader that crosses cached bytes asks for the gaps on both sides of them in one request

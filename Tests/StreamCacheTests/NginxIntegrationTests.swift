@@ -2,6 +2,7 @@ import Foundation
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// The engine issue's acceptance against a real nginx on 127.0.0.1 that requires a Bearer token.

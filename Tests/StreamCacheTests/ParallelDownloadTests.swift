@@ -2,6 +2,7 @@ import Foundation
 @testable import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// Long reads, prefetches and background fills split across several origin connections, against

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// Issue 6, acceptance 1: many readers with random ranges over several files while the origin

@@ -2,6 +2,7 @@ import Foundation
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 
 /// The behaviour every ``HTTPTransport`` must have. A new transport joins by adding a case to

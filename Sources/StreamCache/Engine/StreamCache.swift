@@ -6,7 +6,7 @@ import Logging
 ///
 /// ```swift
 /// let cache = try StreamCache(configuration: .init(directory: StreamCache.defaultDirectory()))
-/// let origin = HTTPOrigin(url: songURL, headers: ["Authorization": "OAuth \(token)"])
+/// let origin = HTTPOrigin(url: songURL, headers: ["Authorization": "OAuth \(token)"])  // StreamCacheURLSession
 /// let song = cache.resource(for: CacheKey(url: songURL), origin: origin)
 /// for try await chunk in song.read(ByteRange(0, 64 * 1024)) {
 ///     // chunk.data, chunk.offset, chunk.source (.cache or .origin)

@@ -15,7 +15,8 @@ import Logging
 /// ```swift
 /// let origin = HTTPOrigin(
 ///     url: URL(string: "https://webdav.example/music/a.mp3")!,
-///     headers: ["Authorization": "Basic bWU6c2VjcmV0"]
+///     headers: ["Authorization": "Basic bWU6c2VjcmV0"],
+///     transport: URLSessionTransport.shared  // or AsyncHTTPClientTransport.shared
 /// )
 /// ```
 public struct HTTPOrigin: Origin {
@@ -56,12 +57,14 @@ public struct HTTPOrigin: Origin {
     ///   - url: An `http` or `https` URL.
     ///   - headers: Headers for every request, credentials included.
     ///   - credentials: A provider of authorization headers that can refresh them after a 401.
-    ///   - transport: The HTTP client; the shared ``URLSessionTransport`` by default.
+    ///   - transport: The HTTP client: `URLSessionTransport` (module `StreamCacheURLSession`, which
+    ///     also adds this initializer without `transport:`) or `AsyncHTTPClientTransport`
+    ///     (`StreamCacheHTTPClient`).
     ///   - configuration: Redirect, retry and timeout settings.
     ///   - logger: Where to log; URLs are logged without their query and no header value is logged.
     public init(
         url: URL, headers: HTTPHeaders = [:], credentials: (any CredentialProvider)? = nil,
-        transport: any HTTPTransport = URLSessionTransport.shared, configuration: Configuration = Configuration(),
+        transport: any HTTPTransport, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "streamcache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.init(locator: FixedDownloadLocator(url: url, headers: headers), credentials: credentials, transport: transport,
@@ -80,7 +83,7 @@ public struct HTTPOrigin: Origin {
     ///   - configuration: Redirect, retry and timeout settings.
     ///   - logger: Where to log.
     public init(
-        locator: any DownloadLocator, credentials: (any CredentialProvider)? = nil, transport: any HTTPTransport = URLSessionTransport.shared,
+        locator: any DownloadLocator, credentials: (any CredentialProvider)? = nil, transport: any HTTPTransport,
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "streamcache.origin", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
@@ -94,7 +97,7 @@ public struct HTTPOrigin: Origin {
 
     public var logDescription: String { locator.logDescription }
 
-    /// 4 MiB when the transport cannot hold back a slow consumer (``URLSessionTransport`` on
+    /// 4 MiB when the transport cannot hold back a slow consumer (`URLSessionTransport` on
     /// Linux), so a response it buffers stays small; no limit otherwise.
     public var maximumRequestLength: Int64? { transport.holdsBackSlowConsumers ? nil : 4 << 20 }
 
@@ -338,11 +341,6 @@ public struct HTTPOrigin: Origin {
         let last = target.url.lastPathComponent
         return last.isEmpty || last == "/" ? nil : last
     }
-}
-
-extension URLSessionTransport {
-    /// The transport ``HTTPOrigin`` uses when none is given; one long-lived session per process.
-    public static let shared = URLSessionTransport()
 }
 
 extension URL {

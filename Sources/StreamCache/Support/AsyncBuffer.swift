@@ -5,7 +5,7 @@
 /// reports when the buffer is over its limit so a callback-driven producer, such as a URLSession
 /// delegate, can pause its source until ``onDrain`` fires). When the consumer goes away
 /// (cancelled, or its iterator dropped) ``onCancel`` runs once so the producer stops its work.
-final class AsyncBuffer<Element: Sendable>: Sendable {
+package final class AsyncBuffer<Element: Sendable>: Sendable {
     private struct State {
         /// Taken slots are cleared at once (so a consumed chunk is freed), and compacted later.
         var queue: [(element: Element?, weight: Int)] = []
@@ -22,12 +22,12 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
 
     private let state = Locked(State())
     /// The weight above which producers are held back.
-    let limit: Int
+    package let limit: Int
 
-    init(limit: Int) { self.limit = limit }
+    package init(limit: Int) { self.limit = limit }
 
     /// Sets the action run once when the consumer stops listening. Runs at once if it already has.
-    func setOnCancel(_ action: @escaping @Sendable () -> Void) {
+    package func setOnCancel(_ action: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { state -> Bool in
             if state.isCancelled { return true }
             state.onCancel = action
@@ -37,14 +37,14 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
     }
 
     /// Sets the action run when a paused producer may go on (the buffer drained below half its limit).
-    func setOnDrain(_ action: @escaping @Sendable () -> Void) {
+    package func setOnDrain(_ action: @escaping @Sendable () -> Void) {
         state.withLock { $0.onDrain = action }
     }
 
     /// Appends an element without suspending. Returns `true` when the buffer is now over its
     /// limit: the producer should pause until ``setOnDrain(_:)``'s action runs.
     @discardableResult
-    func offer(_ element: Element, weight: Int) -> Bool {
+    package func offer(_ element: Element, weight: Int) -> Bool {
         let (consumer, pause): (CheckedContinuation<Element?, any Error>?, Bool) = state.withLock { state in
             guard state.terminal == nil, !state.isCancelled else { return (nil, false) }
             if let consumer = state.consumer {
@@ -63,7 +63,7 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
     /// Appends an element, suspending while the buffer is over its limit.
     ///
     /// - Throws: `CancellationError` when the consumer has gone away.
-    func send(_ element: Element, weight: Int) async throws {
+    package func send(_ element: Element, weight: Int) async throws {
         if offer(element, weight: weight) {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let resumeNow: Result<Void, any Error>? = state.withLock { state in
@@ -82,10 +82,10 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
     /// Whether the producer was told to pause and the consumer has not drained the buffer since.
     /// A producer that pauses its source after ``offer(_:weight:)`` returned `true` checks this
     /// afterwards: the consumer may have drained (and fired ``setOnDrain(_:)``) in between.
-    var isPaused: Bool { state.withLock { $0.isPaused } }
+    package var isPaused: Bool { state.withLock { $0.isPaused } }
 
     /// Ends the stream after the queued elements, with an error or normally.
-    func finish(throwing error: (any Error)? = nil) {
+    package func finish(throwing error: (any Error)? = nil) {
         let consumer: CheckedContinuation<Element?, any Error>? = state.withLock { state in
             guard state.terminal == nil else { return nil }
             state.terminal = error.map { .failure($0) } ?? .success(())
@@ -97,7 +97,7 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
     }
 
     /// Called by the consumer when it stops listening; wakes everyone and runs ``onCancel`` once.
-    func cancel() {
+    package func cancel() {
         let (consumer, producers, action) = state.withLock { state in
             guard !state.isCancelled else { return (nil, [], nil) as (CheckedContinuation<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) }
             state.isCancelled = true
@@ -117,7 +117,7 @@ final class AsyncBuffer<Element: Sendable>: Sendable {
     }
 
     /// The next element, `nil` at the end, or the producer's error.
-    func next() async throws -> Element? {
+    package func next() async throws -> Element? {
         // Fast path: an element is queued, so no continuation is needed.
         typealias Ready = (Element, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
         let ready: Ready? = state.withLock { state in

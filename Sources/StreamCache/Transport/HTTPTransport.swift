@@ -3,8 +3,9 @@ import Foundation
 /// Sends one HTTP request and streams its response body: the seam between the engine and an
 /// HTTP client library.
 ///
-/// StreamCache ships ``URLSessionTransport`` (every platform, no extra dependency); the server
-/// module adds one on AsyncHTTPClient. Every conformance must pass the same conformance suite
+/// Each client library lives in a module of its own, so the engine links none: `URLSessionTransport`
+/// (`StreamCacheURLSession`, every platform, for apps) and `AsyncHTTPClientTransport`
+/// (`StreamCacheHTTPClient`, SwiftNIO, for the server and the CLI). Every conformance must pass the same conformance suite
 /// (`TransportConformanceTests`) and must:
 /// - **not follow redirects**: return the 3xx response, so ``HTTPOrigin`` decides which headers
 ///   may follow the redirect to another host;
@@ -21,7 +22,7 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 
     /// Whether a slow consumer holds back the connection, as the requirements above ask. A
-    /// transport that cannot (``URLSessionTransport`` on Linux) buffers what the origin sends, up
+    /// transport that cannot (`URLSessionTransport` on Linux) buffers what the origin sends, up
     /// to a whole response, so ``HTTPOrigin`` keeps its requests short.
     var holdsBackSlowConsumers: Bool { get }
 }
@@ -87,7 +88,7 @@ public struct HTTPBody: AsyncSequence, Sendable {
 
     private let source: Source
 
-    init(buffer: AsyncBuffer<Data>) { self.source = .buffer(buffer) }
+    package init(buffer: AsyncBuffer<Data>) { self.source = .buffer(buffer) }
 
     /// A body whose chunks `source` produces when the consumer asks, in the consumer's task: no
     /// task and no buffer of its own, so each chunk costs no extra thread hop.

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import StreamCache
+import StreamCacheURLSession
 
 /// Answers a player's loading requests for one resource from the cache: the logic behind
 /// AVFoundation's resource-loader delegate, on every platform.

@@ -10,7 +10,7 @@ import StreamCache
 ///
 /// ```swift
 /// let prefetcher = HLSPrefetcher(cache: cache, loader: loader) { location in
-///     HTTPOrigin(url: location.url, headers: location.headers)
+///     HTTPOrigin(url: location.url, headers: location.headers, transport: AsyncHTTPClientTransport.shared)
 /// }
 /// let done = try await prefetcher.prefetch(master, variants: .highestBandwidth) { progress in
 ///     print("\(progress.filesDone)/\(progress.files) files")

@@ -45,7 +45,7 @@ public actor OAuthRefreshingToken: TokenProvider {
     ///   - accessToken: An access token already held, if any; otherwise the first use refreshes.
     ///   - transport: The HTTP client.
     public init(endpoint: Endpoint, clientID: String, clientSecret: String? = nil, refreshToken: String, accessToken: String? = nil,
-                transport: any HTTPTransport = URLSessionTransport.shared) {
+                transport: any HTTPTransport) {
         self.endpoint = endpoint
         self.clientID = clientID
         self.clientSecret = clientSecret

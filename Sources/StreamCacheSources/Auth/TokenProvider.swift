@@ -9,7 +9,8 @@ import StreamCache
 ///
 /// ```swift
 /// let token = StaticToken(ProcessInfo.processInfo.environment["YANDEX_TOKEN"] ?? "")
-/// let refreshing = OAuthRefreshingToken(endpoint: .yandex, clientID: id, clientSecret: secret, refreshToken: refresh)
+/// let refreshing = OAuthRefreshingToken(endpoint: .yandex, clientID: id, clientSecret: secret, refreshToken: refresh,
+///                                       transport: URLSessionTransport.shared)
 /// ```
 public protocol TokenProvider: Sendable {
     /// The current access token.

@@ -16,7 +16,7 @@ public struct BoxSource: Source {
     private let configuration: SourceConfiguration
 
     /// Creates a source for `item`: a file id, or `folder:` and a folder id.
-    public init(item: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(item: String, token: any TokenProvider, configuration: SourceConfiguration) {
         self.item = item
         self.configuration = configuration
         api = CloudAPI(service: "Box", credentials: TokenCredentials(token), transport: configuration.transport)

@@ -16,7 +16,7 @@ public struct DropboxSource: Source {
     private let configuration: SourceConfiguration
 
     /// Creates a source for `path`.
-    public init(path: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(path: String, token: any TokenProvider, configuration: SourceConfiguration) {
         self.path = path.hasPrefix("id:") || path.hasPrefix("/") ? path : "/" + path
         self.configuration = configuration
         api = CloudAPI(service: "Dropbox", credentials: TokenCredentials(token), transport: configuration.transport)

@@ -16,7 +16,7 @@ public struct GoogleDriveSource: Source {
     private let configuration: SourceConfiguration
 
     /// Creates a source for the file or folder `fileID`.
-    public init(fileID: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(fileID: String, token: any TokenProvider, configuration: SourceConfiguration) {
         self.fileID = fileID
         self.configuration = configuration
         api = CloudAPI(service: "Google Drive", credentials: TokenCredentials(token), transport: configuration.transport)

@@ -17,7 +17,7 @@ public struct OneDriveSource: Source {
     private let configuration: SourceConfiguration
 
     /// Creates a source for `item`: a path from the drive's root, or `id:` and an item id.
-    public init(item: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(item: String, token: any TokenProvider, configuration: SourceConfiguration) {
         self.item = item.hasPrefix("id:") || item.hasPrefix("/") ? item : "/" + item
         self.configuration = configuration
         api = CloudAPI(service: "OneDrive", credentials: TokenCredentials(token), transport: configuration.transport)

@@ -58,7 +58,14 @@ public struct SourceConfiguration: Sendable {
     public var logger: Logger
 
     /// Creates a configuration.
-    public init(transport: any HTTPTransport = URLSessionTransport.shared, endpoints: Endpoints = Endpoints(),
+    ///
+    /// - Parameters:
+    ///   - transport: The HTTP client: `URLSessionTransport.shared` (module
+    ///     `StreamCacheURLSession`) in an app, `AsyncHTTPClientTransport.shared`
+    ///     (`StreamCacheHTTPClient`) in a server.
+    ///   - endpoints: API base URLs; the services' real ones by default.
+    ///   - logger: Where origins log (never a secret).
+    public init(transport: any HTTPTransport, endpoints: Endpoints = Endpoints(),
                 logger: Logger = Logger(label: "streamcache.sources", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.transport = transport
         self.endpoints = endpoints

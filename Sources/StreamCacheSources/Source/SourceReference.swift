@@ -33,7 +33,7 @@ public enum SourceReference {
     ///
     /// - Throws: ``StreamCache/StreamCacheError`` (`invalidArgument`) for an unknown or malformed
     ///   reference, or a cloud reference without a token.
-    public static func parse(_ text: String, credentials: SourceCredentials, configuration: SourceConfiguration = SourceConfiguration()) throws -> any Source {
+    public static func parse(_ text: String, credentials: SourceCredentials, configuration: SourceConfiguration) throws -> any Source {
         guard let service = service(of: text) else {
             throw StreamCacheError(.invalidArgument, "'\(text)' is not a source reference; use webdav://, webdavs://, yandex:, dropbox:, gdrive:, onedrive: or box:.")
         }

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import StreamCache
 
 /// A WebDAV `207 Multi-Status` answer to `PROPFIND` (RFC 4918 §9.1), reduced to what a media
@@ -29,39 +26,23 @@ public struct PropfindResponse: Sendable, Hashable {
     /// Parses a multi-status document.
     ///
     /// - Throws: ``StreamCache/StreamCacheError`` (`badResponse`) for anything that is not a
-    ///   well-formed multi-status document.
+    ///   well-formed multi-status document (`XMLPullParser` says what is wrong and where).
     public init(xml data: Data) throws {
-        // swift-corelibs-foundation's XMLParser crashes on element names that are not valid UTF-8 and
-        // on a processing instruction without data (`<?a?>`: strlen of NULL), both found by
-        // `Fuzz/run propfind`. A WebDAV server is not trusted input, so such documents are refused
-        // before they reach it: multi-status bodies are UTF-8 and hold no processing instruction
-        // besides the XML declaration.
-        guard !data.contains(0), String(data: data, encoding: .utf8) != nil, Self.hasNoProcessingInstructions(data) else {
-            throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not a plain UTF-8 XML document.")
+        var reader = MultistatusReader()
+        do {
+            var parser = try XMLPullParser([UInt8](data))
+            while let event = try parser.next() { reader.consume(event) }
+        } catch let error as XMLSyntaxError {
+            throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not well-formed XML: \(error).")
         }
-        let delegate = Delegate()
-        let parser = XMLParser(data: data)
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = delegate
-        guard parser.parse(), delegate.sawMultistatus, delegate.closedMultistatus else {
+        guard reader.sawMultistatus, reader.closedMultistatus else {
             throw StreamCacheError(.badResponse, "The WebDAV server's PROPFIND answer is not a multi-status XML document.")
         }
-        resources = delegate.resources
+        resources = reader.resources
     }
 
-    /// Whether `<?` appears nowhere but in a leading XML declaration.
-    private static func hasNoProcessingInstructions(_ data: Data) -> Bool {
-        let bytes = [UInt8](data)
-        let start = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } ?? bytes.count
-        for index in bytes.indices.dropLast() where bytes[index] == UInt8(ascii: "<") && bytes[index + 1] == UInt8(ascii: "?") {
-            let isDeclaration = index == start && bytes[index...].starts(with: Array("<?xml ".utf8))
-            if !isDeclaration { return false }
-        }
-        return true
-    }
-
-    private final class Delegate: NSObject, XMLParserDelegate {
+    /// Collects resources from the events of a multi-status document. Only `DAV:` elements count.
+    private struct MultistatusReader {
         var resources: [Resource] = []
         var sawMultistatus = false
         var closedMultistatus = false
@@ -71,11 +52,18 @@ public struct PropfindResponse: Sendable, Hashable {
         private var propstatProps: [String: String] = [:]
         private var propstatCollection = false
 
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                    attributes: [String: String] = [:]) {
+        mutating func consume(_ event: XMLPullParser.Event) {
+            switch event {
+            case .start(let name): start(name)
+            case .end(let name): end(name)
+            case .text(let string): text += string
+            }
+        }
+
+        private mutating func start(_ name: XMLPullParser.Name) {
             text = ""
-            guard namespaceURI == "DAV:" else { return }
-            switch name {
+            guard name.namespace == "DAV:" else { return }
+            switch name.local {
             case "multistatus": sawMultistatus = true
             case "response": current = Resource(href: "", isCollection: false)
             case "propstat":
@@ -87,16 +75,16 @@ public struct PropfindResponse: Sendable, Hashable {
             }
         }
 
-        func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
-
-        func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-            if namespaceURI == "DAV:", name == "multistatus" { closedMultistatus = true }
-            guard namespaceURI == "DAV:", current != nil else { return }
+        private mutating func end(_ name: XMLPullParser.Name) {
+            defer { text = "" }
+            guard name.namespace == "DAV:" else { return }
+            if name.local == "multistatus" { closedMultistatus = true }
+            guard current != nil else { return }
             let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            switch name {
+            switch name.local {
             case "href" where current?.href.isEmpty == true: current?.href = value.removingPercentEncoding ?? value
             case "status": inPropstatOK = value.contains(" 200 ") || value.hasSuffix(" 200")
-            case "getcontentlength", "getcontenttype", "getetag", "getlastmodified": propstatProps[name] = value
+            case "getcontentlength", "getcontenttype", "getetag", "getlastmodified": propstatProps[name.local] = value
             case "propstat":
                 // Properties in a non-200 propstat are ones the server does not have.
                 guard inPropstatOK else { break }
@@ -110,7 +98,6 @@ public struct PropfindResponse: Sendable, Hashable {
                 current = nil
             default: break
             }
-            text = ""
         }
     }
 }

@@ -25,7 +25,7 @@ public struct WebDAVSource: Source {
     ///   - user: The user name for Basic authentication.
     ///   - password: The password.
     ///   - configuration: The HTTP client.
-    public init(url: URL, user: String?, password: String?, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(url: URL, user: String?, password: String?, configuration: SourceConfiguration) {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         components?.user = nil
         components?.password = nil

@@ -18,7 +18,7 @@ public struct YandexDiskSource: Source {
     private let configuration: SourceConfiguration
 
     /// Creates a source for `path` (`/Music/a.mp3` or `disk:/Music/a.mp3`).
-    public init(path: String, token: any TokenProvider, configuration: SourceConfiguration = SourceConfiguration()) {
+    public init(path: String, token: any TokenProvider, configuration: SourceConfiguration) {
         let trimmed = path.hasPrefix("disk:") ? String(path.dropFirst(5)) : path
         self.path = trimmed.hasPrefix("/") ? trimmed : "/" + trimmed
         self.configuration = configuration

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import StreamCache
 
 /// An ``HTTPTransport`` on Foundation's `URLSession`, for every platform.
 ///
@@ -246,28 +247,5 @@ extension URLSessionTransport {
         default: reason = "The request to the origin failed (\(nsError.domain) \(nsError.code))."
         }
         return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(nsError))
-    }
-}
-
-/// A `Sendable` snapshot of a non-Sendable error: its domain, code and description.
-public struct SendableErrorDescription: Error, Sendable, CustomStringConvertible {
-    /// The error's domain.
-    public let domain: String
-    /// The error's code.
-    public let code: Int
-    /// The error's description, with URL queries removed.
-    public let description: String
-
-    init(_ error: NSError) {
-        domain = error.domain
-        code = error.code
-        description = error.localizedDescription.replacingOccurrences(of: #"\?[^\s"]*"#, with: "", options: .regularExpression)
-    }
-}
-
-extension Duration {
-    var timeInterval: TimeInterval {
-        let parts = components
-        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
 }

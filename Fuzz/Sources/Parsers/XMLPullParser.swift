@@ -1,0 +1,1 @@
+../../../Sources/StreamCacheSources/Support/XMLPullParser.swift

@@ -1,0 +1,9 @@
+import Foundation
+
+extension Duration {
+    /// The duration in seconds, for Foundation APIs and rate arithmetic.
+    package var timeInterval: TimeInterval {
+        let parts = components
+        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
+    }
+}
