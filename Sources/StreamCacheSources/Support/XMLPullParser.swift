@@ -42,10 +42,13 @@ package struct XMLPullParser {
 
     private let bytes: [UInt8]
     private var position = 0
-    /// The open elements: their qualified names as written (to match end tags) and resolved names.
-    private var open: [(qualified: ArraySlice<UInt8>, name: Name, bindingCount: Int)] = []
-    /// Namespace bindings in scope, innermost last: (prefix, URI); the prefix `""` is the default.
-    private var bindings: [(prefix: String, uri: String?)] = [("xml", "http://www.w3.org/XML/1998/namespace")]
+    /// The open elements: their qualified names as written (to match end tags), resolved names,
+    /// and the prefixes they bind.
+    private var open: [(qualified: ArraySlice<UInt8>, name: Name, boundPrefixes: [String])] = []
+    /// Namespace bindings in scope by prefix, innermost last; the prefix `""` is the default
+    /// namespace, a `nil` URI undeclares it. A dictionary, so a hostile document with thousands of
+    /// declarations costs no scan per element.
+    private var bindings: [String: [String?]] = ["xml": ["http://www.w3.org/XML/1998/namespace"]]
     private var sawRoot = false
     /// The end event an empty-element tag still owes.
     private var pendingEnd: Name?
@@ -123,6 +126,7 @@ package struct XMLPullParser {
         position += 1
         let qualified = try readName()
         var attributes: [(name: ArraySlice<UInt8>, value: String)] = []
+        var attributeNames: Set<ArraySlice<UInt8>> = []
         var selfClosing = false
         while true {
             let hadSpace = skipWhitespace()
@@ -145,24 +149,28 @@ package struct XMLPullParser {
             position += 1
             skipWhitespace()
             let value = try readAttributeValue()
-            guard !attributes.contains(where: { $0.name == name }) else { throw XMLSyntaxError("a repeated attribute", at: position) }
+            guard attributeNames.insert(name).inserted else { throw XMLSyntaxError("a repeated attribute", at: position) }
             attributes.append((name, value))
         }
-        let bindingCount = bindings.count
+        var boundPrefixes: [String] = []
         for attribute in attributes {
             if attribute.name.elementsEqual("xmlns".utf8) {
-                bindings.append(("", attribute.value.isEmpty ? nil : attribute.value))
+                bindings["", default: []].append(attribute.value.isEmpty ? nil : attribute.value)
+                boundPrefixes.append("")
             } else if attribute.name.starts(with: "xmlns:".utf8) {
                 let prefix = String(decoding: attribute.name.dropFirst(6), as: UTF8.self)
                 guard !attribute.value.isEmpty, prefix != "xmlns", prefix != "xml" else {
                     throw XMLSyntaxError("namespace prefix \(prefix) cannot be bound to \"\(attribute.value)\"", at: tagStart)
                 }
-                bindings.append((prefix, attribute.value))
+                bindings[prefix, default: []].append(attribute.value)
+                boundPrefixes.append(prefix)
             }
         }
+        // Bound before the name resolves: an element may use the prefix it declares.
+        open.append((qualified, Name(namespace: nil, local: ""), boundPrefixes))
         let name = try resolve(qualified, at: tagStart)
+        open[open.count - 1].name = name
         sawRoot = true
-        open.append((qualified, name, bindingCount))
         if selfClosing { pendingEnd = name }
         return name
     }
@@ -184,8 +192,7 @@ package struct XMLPullParser {
     }
 
     private mutating func closeElement() {
-        let element = open.removeLast()
-        bindings.removeSubrange(element.bindingCount...)
+        for prefix in open.removeLast().boundPrefixes { bindings[prefix]?.removeLast() }
     }
 
     /// The namespace of `qualified` (`prefix:local` or `local`) in the current scope.
@@ -196,11 +203,11 @@ package struct XMLPullParser {
         guard !local.isEmpty, !local.utf8.contains(UInt8(ascii: ":")), colon.map({ $0 > qualified.startIndex }) ?? true else {
             throw XMLSyntaxError("a malformed qualified name", at: offset)
         }
-        guard let binding = bindings.last(where: { $0.prefix == prefix }) else {
+        guard let uri = bindings[prefix]?.last else {
             if prefix.isEmpty { return Name(namespace: nil, local: local) }
             throw XMLSyntaxError("namespace prefix \(prefix) is not declared", at: offset)
         }
-        return Name(namespace: binding.uri, local: local)
+        return Name(namespace: uri, local: local)
     }
 
     // MARK: - Tokens
