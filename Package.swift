@@ -29,16 +29,25 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .target(
             name: "StreamCache",
             dependencies: [
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
+        ),
+        // The system SQLite (Debian: libsqlite3-dev), read through the index's own small layer
+        // (Store/SQLite/) rather than GRDB, which imports Foundation on Linux and with it
+        // libFoundation, libFoundationInternationalization and ICU: 9 MiB of resident memory in
+        // a server that needs none of them.
+        .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
         // URLSession lives outside the engine: on Linux FoundationNetworking loads libcurl and
         // some thirty libraries it links (6 MiB resident) into every process that imports it,
@@ -57,7 +66,7 @@ let package = Package(
                 "StreamCache",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -73,11 +82,13 @@ let package = Package(
                 "StreamCache",
                 "StreamCacheHLS",
                 "StreamCacheHTTPClient",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                // HummingbirdCore, not Hummingbird: see HTTPService.swift.
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -104,8 +115,10 @@ let package = Package(
                 "StreamCacheHTTPClient",
                 "StreamCacheHLS",
                 "StreamCacheServer",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -21,7 +21,7 @@ mkdir -p "$RESULTS_DIR"
 if [ -n "${STREAMCACHE_BIN:-}" ]; then
   BIN=$STREAMCACHE_BIN  # a binary built elsewhere (A/B runs of two commits)
 else
-  swift build -c release --product streamcache
+  swift build -c release --static-swift-stdlib --product streamcache
   BIN="$(swift build -c release --show-bin-path)/streamcache"
 fi
 STATE=/tmp/streamcache-bench/peer

@@ -5,7 +5,7 @@
 # stop_origin stops it.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-swift build -c release --product streamcache --package-path "$root" >/dev/null
+swift build -c release --static-swift-stdlib --product streamcache --package-path "$root" >/dev/null
 bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
 port=$(free_port)
 

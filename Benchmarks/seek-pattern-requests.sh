@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 if [ -n "${1:-}" ]; then
   BIN=$(realpath "$1")
 else
-  swift build -c release --product streamcache >/dev/null
+  swift build -c release --static-swift-stdlib --product streamcache >/dev/null
   BIN="$(swift build -c release --show-bin-path)/streamcache"
 fi
 BENCH_DIR=${BENCH_DIR:-"$(cd ../shared/bench && pwd)"}

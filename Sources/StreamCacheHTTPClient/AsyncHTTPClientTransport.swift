@@ -1,7 +1,11 @@
 import AsyncHTTPClient
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
-import NIOFoundationCompat
+import NIOFoundationEssentialsCompat
 import NIOHTTP1
 import StreamCache
 // StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.
@@ -152,7 +156,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
 extension HTTPClientError {
     fileprivate var shortDescription: String {
-        String(describing: self).replacingOccurrences(of: #"\?[^\s"]*"#, with: "", options: .regularExpression)
+        SendableErrorDescription.removingQueries(from: String(describing: self))
     }
 }
 

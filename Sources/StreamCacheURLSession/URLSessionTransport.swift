@@ -246,6 +246,6 @@ extension URLSessionTransport {
         case NSURLErrorNotConnectedToInternet: reason = "There is no network connection."
         default: reason = "The request to the origin failed (\(nsError.domain) \(nsError.code))."
         }
-        return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(nsError))
+        return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(domain: nsError.domain, code: nsError.code, description: nsError.localizedDescription))
     }
 }

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// Parsers for argument values several subcommands share.
@@ -15,12 +19,14 @@ enum ArgumentParsing {
     /// `-H 'Name: value'` options; the value is never echoed in errors, since it is often a secret.
     static func headers(_ options: [String]) throws -> HTTPHeaders {
         var result = HTTPHeaders()
-        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
+        // RFC 9110 `tchar`: the unreserved characters of URIs (letters, digits, `-._~`) and these.
+        let symbols = Set("!#$%&'*+^`|".utf8)
+        let isTokenByte = { (byte: UInt8) in URICharacters.isUnreserved(byte) || symbols.contains(byte) }
         for header in options {
             guard let colon = header.firstIndex(of: ":") else { throw ValidationError("A header is not 'Name: value'.") }
-            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains), !value.contains("\r"), !value.contains("\n") else {
+            let name = header[..<colon].trimmingWhitespace()
+            let value = header[header.index(after: colon)...].trimmingWhitespace()
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte), !value.contains("\r"), !value.contains("\n") else {
                 throw ValidationError("Header name '\(name.prefix(40))' is not a valid HTTP field name.")
             }
             result.add(name: name, value: value)
@@ -31,9 +37,9 @@ enum ArgumentParsing {
     /// A size such as `2GB`, `500MB`, `1.5GiB`, `64k` or `1048576` (decimal units are powers of
     /// 1000, `i` units powers of 1024, a bare letter is a power of 1024 as in `du`).
     static func byteCount(_ text: String) throws -> Int64 {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingWhitespace()
         let digits = trimmed.prefix { $0.isNumber || $0 == "." }
-        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let unit = trimmed.dropFirst(digits.count).trimmingWhitespace().lowercased()
         let multipliers: [String: Double] = [
             "": 1, "b": 1,
             "k": 0x400, "kb": 1e3, "kib": 0x400,

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// `streamcache cache …`: inspect and manage the cache directory.
@@ -74,7 +78,7 @@ struct CacheCommand: AsyncParsableCommand {
             for entry in entries {
                 let summary = Summary(entry)
                 let size = summary.size.map(ByteFormat.string) ?? "?"
-                let percent = summary.cachedPercent.map { String(format: "%5.1f%%", $0) } ?? "    ?"
+                let percent = summary.cachedPercent.map { ($0.fixed(1) + "%").leftPadded(to: 6) } ?? "    ?"
                 print("\(percent) [\(CacheCommand.bar(entry.spans, total: entry.info?.totalLength))] \(size)\(entry.pinned ? " pinned" : "")  \(entry.key)")
             }
         }
@@ -95,7 +99,7 @@ struct CacheCommand: AsyncParsableCommand {
             if json { return try CacheCommand.printJSON(summary) }
             print("key:           \(summary.key)")
             print("size:          \(summary.size.map { "\($0) bytes" } ?? "unknown")")
-            print("cached:        \(summary.cachedBytes) bytes\(summary.cachedPercent.map { String(format: " (%.1f%%)", $0) } ?? "")")
+            print("cached:        \(summary.cachedBytes) bytes\(summary.cachedPercent.map { " (" + $0.fixed(1) + "%)" } ?? "")")
             print("ranges:        \(entry.spans.ranges.map { "\($0.lowerBound)-\($0.httpLast)" }.joined(separator: ", "))")
             print("bar:           [\(CacheCommand.bar(entry.spans, total: summary.size))]")
             print("type:          \(summary.mimeType ?? "unknown") (\(summary.uti ?? "-"))")

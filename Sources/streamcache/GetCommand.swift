@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheSources
@@ -84,15 +88,12 @@ struct GetCommand: AsyncParsableCommand {
                 throw Failure.exit(error)
             }
         }
-        let output: FileHandle
+        let output: FileDescriptorOutput
         do {
             if let path = self.output {
-                guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                    throw StreamCacheError(.invalidArgument, "Cannot create the output file \(path).")
-                }
-                output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+                output = try FileDescriptorOutput.create(path: path)
             } else {
-                output = FileHandle.standardOutput
+                output = FileDescriptorOutput.standardOutput
             }
         } catch {
             throw Failure.exit(error)
@@ -127,6 +128,7 @@ struct GetCommand: AsyncParsableCommand {
             }
             progress.finish()
             try? output.synchronize()
+            if self.output != nil { output.close() }
             await cache.shutdown()
         } catch {
             progress.finish()

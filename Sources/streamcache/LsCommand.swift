@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheSources
@@ -36,10 +40,9 @@ struct LsCommand: AsyncParsableCommand {
             let entries = try await sources.source(source, transport: AsyncHTTPClientTransport.shared).list()
             for entry in entries {
                 if json {
-                    let object: [String: Any] = ["name": entry.name, "folder": entry.isFolder, "size": entry.size.map { $0 as Any } ?? NSNull(),
-                                                 "reference": entry.reference]
-                    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                    print(String(decoding: data, as: UTF8.self))
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys]
+                    print(String(decoding: try encoder.encode(JSONLine(entry)), as: UTF8.self))
                 } else {
                     print("\(entry.name)\(entry.isFolder ? "/" : "")\t\(entry.size.map(String.init) ?? "")\t\(entry.reference)")
                 }
@@ -47,5 +50,23 @@ struct LsCommand: AsyncParsableCommand {
         } catch {
             throw Failure.exit(error)
         }
+    }
+}
+
+/// One line of `ls --json`: `{"folder":false,"name":…,"reference":…,"size":…}`, with `null` for an
+/// unknown size.
+private struct JSONLine: Encodable {
+    enum CodingKeys: String, CodingKey { case name, folder, size, reference }
+
+    let entry: SourceEntry
+
+    init(_ entry: SourceEntry) { self.entry = entry }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(entry.name, forKey: .name)
+        try container.encode(entry.isFolder, forKey: .folder)
+        try container.encode(entry.size, forKey: .size)
+        try container.encode(entry.reference, forKey: .reference)
     }
 }

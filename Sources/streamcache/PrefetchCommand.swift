@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 import StreamCacheHLS
 import StreamCacheHTTPClient
@@ -93,6 +97,6 @@ struct PrefetchCommand: AsyncParsableCommand {
     }
 
     private static func printToStandardError(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        FileDescriptorOutput.standardError.write(text)
     }
 }

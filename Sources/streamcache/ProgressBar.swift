@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A one-line progress bar on stderr, redrawn at most ten times a second; silent when disabled.
 final class ProgressBar {
@@ -18,15 +22,15 @@ final class ProgressBar {
             let width = 30
             let filled = Int(fraction * Double(width))
             line += "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "] "
-            line += String(format: "%5.1f%% ", fraction * 100)
+            line += ((fraction * 100).fixed(1) + "% ").leftPadded(to: 7)
         }
         line += "\(ByteFormat.string(done)) \(ByteFormat.string(Int64(rate)))/s  "
-        FileHandle.standardError.write(Data(line.utf8))
+        FileDescriptorOutput.standardError.write(line)
     }
 
     func finish() {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("\n".utf8))
+        FileDescriptorOutput.standardError.write("\n")
     }
 }
 
@@ -40,6 +44,6 @@ enum ByteFormat {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(bytes) B" : value.fixed(1) + " " + units[unit]
     }
 }

@@ -1,5 +1,15 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import StreamCache
 import StreamCacheServer
@@ -199,11 +209,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// Writes a line to stdout unbuffered, so a script reading the first line sees it at once.
     static func printOut(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        FileDescriptorOutput.standardOutput.write((text + "\n"))
     }
 
     static func printError(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        FileDescriptorOutput.standardError.write((text + "\n"))
     }
 
     static func makeLogger(verbose: Bool) -> Logger {

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// `streamcache`: play-while-downloading cache for media, from the command line.
@@ -62,7 +66,7 @@ enum Failure {
             message = "\(error)"
             code = 1
         }
-        FileHandle.standardError.write(Data("streamcache: error: \(message)\n".utf8))
+        FileDescriptorOutput.standardError.write("streamcache: error: \(message)\n")
         return ExitCode(code)
     }
 }

@@ -128,6 +128,22 @@ import Testing
         #expect(key != CacheKey(url: URL(string: "https://cdn.example/a.mp3?sig=other")!))
     }
 
+    /// Keys of URLs are what earlier versions derived with `URLComponents`, so caches made by them
+    /// are found again.
+    @Test func urlKeysKeepTheirEarlierForm() {
+        let cases = [
+            ("http://127.0.0.1:18080/media/a%20b.bin", "http://127.0.0.1:18080/media/a%20b.bin"),
+            ("http://[::1]:8080/x/y#frag", "http://[::1]:8080/x/y"),
+            ("HTTP://Example.COM", "http://example.com"),
+            ("http://example.com/", "http://example.com/"),
+            ("http://user@host:80/p;q#y", "http://host:80/p;q"),
+            ("http://host/a?", "http://host/a"),
+        ]
+        for (url, key) in cases {
+            #expect(CacheKey(url: URL(string: url)!).rawValue == key)
+        }
+    }
+
     @Test func fileStemIsAHashThatCannotEscape() {
         let key = CacheKey("../../etc/passwd")
         #expect(key.fileStem.count == 64)

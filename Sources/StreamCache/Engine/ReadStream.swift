@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Where the bytes of a ``ReadChunk`` came from.
 public enum ChunkSource: String, Sendable, Hashable, Codable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The ordered stream of ``CachedRegion``s that answers one read, for consumers that move bytes
 /// from the cache file themselves (a server sending them with `sendfile`).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Resource {
     /// A download in flight: one origin request at a time filling the gaps of `[position, limit)`
@@ -475,7 +479,7 @@ extension Resource {
         emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))
         if let error, !(error is CancellationError) {
             let streamError = (error as? StreamCacheError)
-                ?? StreamCacheError(.cacheIOFailed, "The download failed: \(error)", underlying: SendableErrorDescription(error as NSError))
+                ?? StreamCacheError(.cacheIOFailed, "The download failed: \(error)", underlying: SendableErrorDescription(error))
             logger.info("download failed", metadata: ["key": "\(key)", "error": "\(streamError)"])
             emit(.error(code: streamError.code.description, message: streamError.message))
             if streamError.code == .resourceChanged, let info {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Resource {
     /// Keeps up to ``StreamCache/Configuration/parallelDownloads`` downloads busy inside `wanted`,

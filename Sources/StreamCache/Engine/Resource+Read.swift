@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Resource {
     /// Reads `range` of the resource as one ordered stream of chunks.

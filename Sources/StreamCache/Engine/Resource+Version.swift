@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Resource {
     /// Tells the resource which version its source holds now, as a cloud service's metadata

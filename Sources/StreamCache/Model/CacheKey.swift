@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The stable name of a cached resource, independent of how it is downloaded.
 ///
@@ -23,20 +27,22 @@ public struct CacheKey: Hashable, Sendable, Codable, CustomStringConvertible, Ex
     public init(stringLiteral value: String) { self.init(value) }
 
     /// Derives a key from a URL with user info removed and the query reduced to a digest.
+    ///
+    /// The key is built from the URL's parts as written (host lower-cased, path still
+    /// percent-encoded), never through `URLComponents.host`, which runs IDNA through ICU: on Linux
+    /// that loads ICU's data into the process on a player's first request.
     public init(url: URL) {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+        guard let scheme = url.scheme else {
             self.init(CacheKey.digest(of: url.absoluteString))
             return
         }
-        let query = components.percentEncodedQuery
-        components.user = nil
-        components.password = nil
-        components.percentEncodedQuery = nil
-        components.fragment = nil
-        components.scheme = components.scheme?.lowercased()
-        components.host = components.host?.lowercased()
-        var text = components.string ?? url.absoluteString
-        if let query, !query.isEmpty { text += "?#" + CacheKey.digest(of: query).prefix(16) }
+        var text = scheme.lowercased() + "://"
+        if let host = url.host(percentEncoded: true)?.lowercased() {
+            text += host.contains(":") ? "[\(host)]" : host
+        }
+        if let port = url.port { text += ":\(port)" }
+        text += url.path(percentEncoded: true)
+        if let query = url.query(percentEncoded: true), !query.isEmpty { text += "?#" + CacheKey.digest(of: query).prefix(16) }
         self.init(text)
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A parsed `Content-Range` response header (RFC 9110 §14.4).
 ///
@@ -20,9 +24,9 @@ public struct ContentRange: Hashable, Sendable {
     /// Parses a header value; returns `nil` for anything RFC 9110 does not allow, including a last
     /// byte before the first or at or past the complete length.
     public init?(headerValue: String) {
-        let value = headerValue.trimmingCharacters(in: .whitespaces)
+        let value = headerValue.trimmingWhitespace()
         guard value.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = value.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let spec = value.dropFirst(6).trimmingWhitespace()
         let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         let lengthPart = parts[1]

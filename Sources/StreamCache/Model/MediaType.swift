@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Maps MIME types, file extensions and leading "magic" bytes to Uniform Type Identifiers.
 ///
@@ -55,7 +59,7 @@ public enum MediaType {
 
     /// The MIME type without parameters, lowercased: `Audio/MPEG; charset=x` → `audio/mpeg`.
     public static func essence(of mimeType: String) -> String {
-        (mimeType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+        (mimeType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "").trimmingWhitespace().lowercased()
     }
 
     /// The lowercased extension of a file name or path, without the dot, or `nil`.

@@ -50,7 +50,8 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         /// A playlist (HLS `.m3u8`) does not follow RFC 8216, or is too large to be one.
         public static let invalidPlaylist = Code(base: .invalidPlaylist)
 
-        /// A stable number for the code, used as the `NSError` code (see ``StreamCacheError/errorCode``).
+        /// A stable number for the code, used as the `NSError` code (`errorCode`, in
+        /// `StreamCacheAVFoundation`).
         /// Numbers are never reused.
         public var number: Int {
             switch base {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// An ``Origin`` for any HTTP(S) URL, with custom headers such as `Authorization: Bearer …`,
@@ -213,7 +217,7 @@ public struct HTTPOrigin: Origin {
                 }
                 attempt += 1
                 var wait = configuration.retry.backoff(beforeAttempt: attempt)
-                if let retryAfter = response.headers["Retry-After"].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }) {
+                if let retryAfter = response.headers["Retry-After"].flatMap({ Int64($0.trimmingWhitespace()) }) {
                     wait = min(.seconds(retryAfter), configuration.retry.maxBackoff)
                 }
                 try await Task.sleep(for: wait)
@@ -229,7 +233,7 @@ public struct HTTPOrigin: Origin {
         var info = info
         if let version = target.version { info.validator = version }
         if let header = target.versionHeader, let value = headers[header.name],
-           let object = try? JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any], let tag = object[header.jsonKey] as? String {
+           let object = try? JSONDecoder().decode([String: JSONStringField].self, from: Data(value.utf8)), let tag = object[header.jsonKey]?.string {
             info.validator = Validator(entityTag: "\"\(tag)\"")
         }
         if let mimeType = target.mimeType { info.mimeType = MediaType.essence(of: mimeType) }
@@ -259,7 +263,7 @@ public struct HTTPOrigin: Origin {
             if response.status == 200, sentIfRange.map({ $0 == validatorOf(headers).ifRangeValue }) ?? true { throw MultipleRangesRefused() }
         }
         let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
-        let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingCharacters(in: .whitespaces))) }
+        let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingWhitespace())) }
         let mime = headers["Content-Type"]
         let name = fileName(from: headers, target: target)
         let validator = validatorOf(headers)
@@ -333,9 +337,9 @@ public struct HTTPOrigin: Origin {
     }
 
     private func fileName(from headers: HTTPHeaders, target: DownloadTarget) -> String? {
-        if let disposition = headers["Content-Disposition"], let range = disposition.range(of: "filename=") {
+        if let disposition = headers["Content-Disposition"], let range = disposition.firstRange(of: "filename=") {
             let name = disposition[range.upperBound...].split(separator: ";").first.map(String.init)?
-                .trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+                .trimming(where: { $0 == "\"" || $0 == " " })
             if let name, !name.isEmpty { return name }
         }
         let last = target.url.lastPathComponent
@@ -447,5 +451,15 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
             return state.body
         }
         body.discard()
+    }
+}
+
+/// A member of a JSON object that is kept only when it is a string: headers such as
+/// `Dropbox-API-Result` hold an object of which one string field matters.
+private struct JSONStringField: Decodable {
+    let string: String?
+
+    init(from decoder: any Decoder) throws {
+        string = try? decoder.singleValueContainer().decode(String.self)
     }
 }

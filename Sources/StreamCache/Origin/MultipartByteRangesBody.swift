@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The bytes of a `multipart/byteranges` answer without its boundaries and part headers: the
 /// payload of each part, in order, as one body (see ``MultipartByteRangesParser`` for what is

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Parses a `multipart/byteranges` body (RFC 9110 §14.6) as it arrives, in any split: yields
 /// the payload of each part, in order, without the boundaries and part headers. No I/O; the
@@ -42,12 +46,12 @@ package struct MultipartByteRangesParser {
 
     /// The `boundary` parameter of a `multipart/byteranges` content type, or `nil` for any other type.
     package static func boundary(ofContentType contentType: String) -> String? {
-        let fields = contentType.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        let fields = contentType.split(separator: ";").map { $0.trimmingWhitespace() }
         guard fields.first?.lowercased() == "multipart/byteranges" else { return nil }
         for field in fields.dropFirst() {
-            let pair = field.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let pair = field.split(separator: "=", maxSplits: 1).map { $0.trimmingWhitespace() }
             guard pair.count == 2, pair[0].lowercased() == "boundary" else { continue }
-            let value = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let value = pair[1].trimming(where: { $0 == "\"" })
             return value.isEmpty || value.count > 70 ? nil : value
         }
         return nil
@@ -103,14 +107,14 @@ package struct MultipartByteRangesParser {
         let tooLong = StreamCacheError(.badResponse, "The origin's multipart body has no part header where one was due.")
         if delimiterEnd == nil {
             // A delimiter may begin in the bytes searched before, up to its length less one back.
-            delimiterEnd = head.range(of: delimiter, in: max(0, searched - delimiter.count + 1)..<head.count)?.upperBound
+            delimiterEnd = head.firstRange(of: delimiter, in: max(0, searched - delimiter.count + 1)..<head.count)?.upperBound
             searched = delimiterEnd ?? head.count
         }
         if let start = delimiterEnd {
             if head.count - start >= 2, head[start...].starts(with: Data("--".utf8)) {
                 throw StreamCacheError(.badResponse, "The origin's multipart body has \(index) parts, \(expected.count) were asked.")
             }
-            if let end = head.range(of: Data("\r\n\r\n".utf8), in: max(start, searched - 3)..<head.count) {
+            if let end = head.firstRange(of: Data("\r\n\r\n".utf8), in: max(start, searched - 3)..<head.count) {
                 guard end.upperBound <= Self.maximumHeadLength else { throw tooLong }
                 let text = String(decoding: head[start..<end.lowerBound], as: UTF8.self)
                 let rest = Data(head[end.upperBound...])

@@ -1,15 +1,22 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import GRDB
+#endif
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A row of the `resource` table: one cached resource.
 ///
-/// Rows are read and written by hand rather than through `Codable`: Codable records make the Swift
-/// runtime look up protocol conformances on first use, which in a binary of this size took over
-/// 10 ms on a player's first request. Dates are Unix timestamps (GRDB's default text format goes
-/// through `DateFormatter`, which loads ICU and time-zone data); text dates of older indexes still decode.
-struct ResourceRecord: FetchableRecord, MutablePersistableRecord, Sendable {
-    static let databaseTableName = "resource"
-
+/// Rows are read and written with explicit column lists: the columns' order in
+/// ``ResourceRecord/columns`` is the order ``init(row:)`` reads them in. Dates are Unix timestamps;
+/// the text dates of indexes written by earlier versions (`2026-11-20 09:15:02.123`, UTC) still
+/// decode.
+struct ResourceRecord: Sendable {
     var id: Int64?
     var key: String
     var dataFileName: String
@@ -24,6 +31,12 @@ struct ResourceRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     var pinned: Bool
     var createdAt: Date
     var lastAccessedAt: Date
+
+    /// The columns ``init(row:)`` reads, in order.
+    static let columns = """
+        "id", "key", "dataFileName", "totalLength", "mimeType", "originalFileName", "acceptsByteRanges", "entityTag", \
+        "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt"
+        """
 
     init(id: Int64?, key: String, dataFileName: String, totalLength: Int64?, mimeType: String?, originalFileName: String?,
          acceptsByteRanges: Bool, entityTag: String?, lastModified: String?, infoKnown: Bool, cachedBytes: Int64, pinned: Bool,
@@ -44,41 +57,48 @@ struct ResourceRecord: FetchableRecord, MutablePersistableRecord, Sendable {
         self.lastAccessedAt = lastAccessedAt
     }
 
-    init(row: Row) throws {
-        id = row["id"]
-        key = row["key"]
-        dataFileName = row["dataFileName"]
-        totalLength = row["totalLength"]
-        mimeType = row["mimeType"]
-        originalFileName = row["originalFileName"]
-        acceptsByteRanges = row["acceptsByteRanges"]
-        entityTag = row["entityTag"]
-        lastModified = row["lastModified"]
-        infoKnown = row["infoKnown"]
-        cachedBytes = row["cachedBytes"]
-        pinned = row["pinned"]
-        createdAt = Date.fromDatabaseValue(row["createdAt"]) ?? Date(timeIntervalSince1970: 0)
-        lastAccessedAt = Date.fromDatabaseValue(row["lastAccessedAt"]) ?? Date(timeIntervalSince1970: 0)
+    /// Reads a row selected with ``columns``.
+    init(row: SQLiteRow) {
+        id = row.int64(0)
+        key = row.text(1)
+        dataFileName = row.text(2)
+        totalLength = row.optionalInt64(3)
+        mimeType = row.optionalText(4)
+        originalFileName = row.optionalText(5)
+        acceptsByteRanges = row.bool(6)
+        entityTag = row.optionalText(7)
+        lastModified = row.optionalText(8)
+        infoKnown = row.bool(9)
+        cachedBytes = row.int64(10)
+        pinned = row.bool(11)
+        createdAt = Self.date(row, 12)
+        lastAccessedAt = Self.date(row, 13)
     }
 
-    func encode(to container: inout PersistenceContainer) throws {
-        container["id"] = id
-        container["key"] = key
-        container["dataFileName"] = dataFileName
-        container["totalLength"] = totalLength
-        container["mimeType"] = mimeType
-        container["originalFileName"] = originalFileName
-        container["acceptsByteRanges"] = acceptsByteRanges
-        container["entityTag"] = entityTag
-        container["lastModified"] = lastModified
-        container["infoKnown"] = infoKnown
-        container["cachedBytes"] = cachedBytes
-        container["pinned"] = pinned
-        container["createdAt"] = createdAt.timeIntervalSince1970
-        container["lastAccessedAt"] = lastAccessedAt.timeIntervalSince1970
+    /// Inserts the record and sets its ``id``.
+    mutating func insert(_ connection: SQLiteConnection) throws {
+        try connection.execute("""
+            INSERT INTO "resource" ("key", "dataFileName", "totalLength", "mimeType", "originalFileName", "acceptsByteRanges", \
+            "entityTag", "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt") \
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, [.text(key), .text(dataFileName)] + mutableValues + [.real(createdAt.timeIntervalSince1970), .real(lastAccessedAt.timeIntervalSince1970)])
+        id = connection.lastInsertRowID
     }
 
-    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+    /// Writes the record's info, byte count, pin and access time to its row.
+    func update(_ connection: SQLiteConnection) throws {
+        guard let id else { return }
+        try connection.execute("""
+            UPDATE "resource" SET "totalLength" = ?, "mimeType" = ?, "originalFileName" = ?, "acceptsByteRanges" = ?, \
+            "entityTag" = ?, "lastModified" = ?, "infoKnown" = ?, "cachedBytes" = ?, "pinned" = ?, "lastAccessedAt" = ? \
+            WHERE "id" = ?
+            """, mutableValues + [.real(lastAccessedAt.timeIntervalSince1970), .integer(id)])
+    }
+
+    private var mutableValues: [SQLiteValue] {
+        [SQLiteValue(totalLength), SQLiteValue(mimeType), SQLiteValue(originalFileName), SQLiteValue(acceptsByteRanges),
+         SQLiteValue(entityTag), SQLiteValue(lastModified), SQLiteValue(infoKnown), .integer(cachedBytes), SQLiteValue(pinned)]
+    }
 
     var info: ResourceInfo? {
         guard infoKnown else { return nil }
@@ -95,62 +115,94 @@ struct ResourceRecord: FetchableRecord, MutablePersistableRecord, Sendable {
         entityTag = info?.validator.entityTag
         lastModified = info?.validator.lastModified
     }
-}
 
-/// A row of the `span` table: bytes `[start, end)` of a resource are durably in its data file.
-struct SpanRecord: FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "span"
-    var resourceId: Int64
-    var start: Int64
-    var end: Int64
-
-    init(resourceId: Int64, start: Int64, end: Int64) {
-        self.resourceId = resourceId
-        self.start = start
-        self.end = end
+    /// A date column: a Unix timestamp, or the `yyyy-MM-dd HH:mm:ss[.SSS]` UTC text of earlier
+    /// indexes; anything else is the epoch (the resource then looks old to the evictor).
+    static func date(_ row: SQLiteRow, _ index: Int32) -> Date {
+        switch row.storageClass(index) {
+        case SQLITE_INTEGER, SQLITE_FLOAT: return Date(timeIntervalSince1970: row.double(index))
+        default: return row.optionalText(index).flatMap(parseLegacyDate) ?? Date(timeIntervalSince1970: 0)
+        }
     }
 
-    init(row: Row) throws {
-        resourceId = row["resourceId"]
-        start = row["start"]
-        end = row["end"]
-    }
-
-    func encode(to container: inout PersistenceContainer) throws {
-        container["resourceId"] = resourceId
-        container["start"] = start
-        container["end"] = end
-    }
-}
-
-enum CacheIndexSchema {
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.create(table: "resource") { t in
-                t.autoIncrementedPrimaryKey("id")
-                t.column("key", .text).notNull().unique()
-                t.column("dataFileName", .text).notNull().unique()
-                t.column("totalLength", .integer)
-                t.column("mimeType", .text)
-                t.column("originalFileName", .text)
-                t.column("acceptsByteRanges", .boolean).notNull().defaults(to: false)
-                t.column("entityTag", .text)
-                t.column("lastModified", .text)
-                t.column("infoKnown", .boolean).notNull().defaults(to: false)
-                t.column("cachedBytes", .integer).notNull().defaults(to: 0)
-                t.column("pinned", .boolean).notNull().defaults(to: false)
-                t.column("createdAt", .datetime).notNull()
-                t.column("lastAccessedAt", .datetime).notNull().indexed()
+    static func parseLegacyDate(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
             }
-            try db.create(table: "span") { t in
-                t.column("resourceId", .integer).notNull().references("resource", onDelete: .cascade)
-                t.column("start", .integer).notNull()
-                t.column("end", .integer).notNull()
-                t.primaryKey(["resourceId", "start"])
-                t.check(sql: "start >= 0 AND \"end\" > start")
+            return value
+        }
+        guard bytes.count >= 19, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[13] == UInt8(ascii: ":"),
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var fraction = 0.0
+        if bytes.count > 20, bytes[19] == UInt8(ascii: "."), let digits = number(20..<bytes.count) {
+            fraction = Double(digits) / pow(10, Double(bytes.count - 20))
+        }
+        var time = tm()
+        time.tm_year = Int32(year - 1900)
+        time.tm_mon = Int32(month - 1)
+        time.tm_mday = Int32(day)
+        time.tm_hour = Int32(hour)
+        time.tm_min = Int32(minute)
+        time.tm_sec = Int32(second)
+        return Date(timeIntervalSince1970: Double(timegm(&time)) + fraction)
+    }
+}
+
+/// The index's schema and its version, in `PRAGMA user_version`.
+///
+/// Version 1 is the schema GRDB's migrator created under the name "v1" in earlier versions of
+/// StreamCache, statement for statement, so their caches open unchanged (their
+/// `grdb_migrations` table is left alone).
+enum CacheIndexSchema {
+    static let version: Int64 = 1
+
+    static let version1 = """
+        CREATE TABLE IF NOT EXISTS "resource" (
+            "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+            "key" TEXT NOT NULL UNIQUE,
+            "dataFileName" TEXT NOT NULL UNIQUE,
+            "totalLength" INTEGER,
+            "mimeType" TEXT,
+            "originalFileName" TEXT,
+            "acceptsByteRanges" BOOLEAN NOT NULL DEFAULT 0,
+            "entityTag" TEXT,
+            "lastModified" TEXT,
+            "infoKnown" BOOLEAN NOT NULL DEFAULT 0,
+            "cachedBytes" INTEGER NOT NULL DEFAULT 0,
+            "pinned" BOOLEAN NOT NULL DEFAULT 0,
+            "createdAt" DATETIME NOT NULL,
+            "lastAccessedAt" DATETIME NOT NULL);
+        CREATE INDEX IF NOT EXISTS "resource_on_lastAccessedAt" ON "resource"("lastAccessedAt");
+        CREATE TABLE IF NOT EXISTS "span" (
+            "resourceId" INTEGER NOT NULL REFERENCES "resource"("id") ON DELETE CASCADE,
+            "start" INTEGER NOT NULL,
+            "end" INTEGER NOT NULL,
+            PRIMARY KEY ("resourceId", "start"),
+            CHECK (start >= 0 AND "end" > start));
+        """
+
+    /// Brings the index at `connection` to ``version``.
+    ///
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) for an index written by a newer version,
+    ///   which this one must not change; ``SQLiteError`` when SQLite fails.
+    static func migrate(_ connection: SQLiteConnection) throws {
+        try connection.transaction(immediate: true) {
+            let current = try connection.firstRow("PRAGMA user_version") { $0.int64(0) } ?? 0
+            guard current <= version else {
+                throw StreamCacheError(.cacheIOFailed, "The cache index has schema version \(current); this StreamCache knows version \(version) and leaves it alone.")
+            }
+            if current < 1 {
+                try connection.executeScript(version1)
+                try connection.executeScript("PRAGMA user_version = \(version)")
             }
         }
-        return migrator
     }
 }

@@ -1,5 +1,13 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import GRDB
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 
 /// The durable half of the cache: one sparse data file per resource plus an SQLite index of
@@ -38,7 +46,7 @@ public final class CacheStore: Sendable {
     /// The cache directory.
     public let directory: URL
     let dataDirectory: URL
-    private let database: DatabasePool
+    private let database: SQLiteDatabase
     private let logger: Logger
     /// The keys the index holds, kept in memory so that a resource the cache has never seen is
     /// recognised without a database round trip on a player's first request.
@@ -54,17 +62,12 @@ public final class CacheStore: Sendable {
         self.logger = logger
         do {
             try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            var configuration = Configuration()
-            configuration.busyMode = .timeout(10)
-            configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            }
-            database = try DatabasePool(path: directory.appendingPathComponent("index.sqlite").path, configuration: configuration)
-            try CacheIndexSchema.migrator.migrate(database)
+            database = try SQLiteDatabase(path: directory.appendingPathComponent("index.sqlite").path, label: "streamcache.index",
+                                          prepare: CacheIndexSchema.migrate)
         } catch let error as StreamCacheError {
             throw error
         } catch {
-            throw StreamCacheError(.cacheIOFailed, "Could not open the cache at \(directory.path): \(error)", underlying: SendableErrorDescription(error as NSError))
+            throw StreamCacheError(.cacheIOFailed, "Could not open the cache at \(directory.path): \(error)", underlying: SendableErrorDescription(error))
         }
         try reconcile()
     }
@@ -80,45 +83,71 @@ public final class CacheStore: Sendable {
     /// deletes files the index does not know.
     private func reconcile() throws {
         let fileManager = FileManager.default
-        try database.write { db in
-            let records = try ResourceRecord.fetchAll(db)
-            var known: Set<String> = []
-            for record in records {
-                guard let id = record.id else { continue }
-                known.insert(record.dataFileName)
-                let path = dataPath(forFileName: record.dataFileName)
-                var spans = RangeSet(try SpanRecord.filter(Column("resourceId") == id).fetchAll(db).map { ByteRange($0.start, $0.end) })
-                let original = spans
-                if let attributes = try? fileManager.attributesOfItem(atPath: path), let size = (attributes[.size] as? NSNumber)?.int64Value {
-                    spans.truncate(toLength: size)
-                } else {
-                    spans = RangeSet()
+        do {
+            try database.writeAndWait { db in
+                let records = try db.rows("SELECT \(ResourceRecord.columns) FROM \"resource\"", [], ResourceRecord.init(row:))
+                var known: Set<String> = []
+                for record in records {
+                    guard let id = record.id else { continue }
+                    known.insert(record.dataFileName)
+                    var spans = try Self.spans(db, id: id)
+                    let original = spans
+                    if let size = Self.fileSize(atPath: dataPath(forFileName: record.dataFileName)) {
+                        spans.truncate(toLength: size)
+                    } else {
+                        spans = RangeSet()
+                    }
+                    if let total = record.totalLength { spans.truncate(toLength: total) }
+                    if spans != original {
+                        logger.info("reconciled the index with a data file", metadata: ["key": "\(record.key)", "before": "\(original.coveredByteCount)", "after": "\(spans.coveredByteCount)"])
+                        try Self.replaceSpans(db, id: id, spans: spans)
+                    } else if spans.coveredByteCount != record.cachedBytes {
+                        try db.execute(#"UPDATE "resource" SET "cachedBytes" = ? WHERE "id" = ?"#, [.integer(spans.coveredByteCount), .integer(id)])
+                    }
                 }
-                if let total = record.totalLength { spans.truncate(toLength: total) }
-                if spans != original {
-                    logger.info("reconciled the index with a data file", metadata: ["key": "\(record.key)", "before": "\(original.coveredByteCount)", "after": "\(spans.coveredByteCount)"])
-                    try Self.replaceSpans(db, id: id, spans: spans)
-                } else if spans.coveredByteCount != record.cachedBytes {
-                    try db.execute(sql: "UPDATE resource SET cachedBytes = ? WHERE id = ?", arguments: [spans.coveredByteCount, id])
+                knownKeys.withLock { $0 = Set(records.map(\.key)) }
+                for name in (try? fileManager.contentsOfDirectory(atPath: dataDirectory.path)) ?? [] where !known.contains(name) {
+                    try? fileManager.removeItem(atPath: dataPath(forFileName: name))
                 }
             }
-            knownKeys.withLock { $0 = Set(records.map(\.key)) }
-            for name in (try? fileManager.contentsOfDirectory(atPath: dataDirectory.path)) ?? [] where !known.contains(name) {
-                try? fileManager.removeItem(atPath: dataPath(forFileName: name))
-            }
+        } catch let error as SQLiteError {
+            throw StreamCacheError(.cacheIOFailed, "Could not read the cache index at \(directory.path): \(error)", underlying: SendableErrorDescription(error))
         }
     }
 
-    private static func replaceSpans(_ db: Database, id: Int64, spans: RangeSet) throws {
-        try SpanRecord.filter(Column("resourceId") == id).deleteAll(db)
-        for range in spans { try SpanRecord(resourceId: id, start: range.lowerBound, end: range.upperBound).insert(db) }
-        try db.execute(sql: "UPDATE resource SET cachedBytes = ? WHERE id = ?", arguments: [spans.coveredByteCount, id])
+    /// The size of the file at `path`, or `nil` when there is none.
+    private static func fileSize(atPath path: String) -> Int64? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Int64(status.st_size)
     }
 
-    private func entry(_ record: ResourceRecord, _ db: Database) throws -> Entry {
+    private static func spans(_ db: SQLiteConnection, id: Int64) throws -> RangeSet {
+        RangeSet(try db.rows(#"SELECT "start", "end" FROM "span" WHERE "resourceId" = ? ORDER BY "start""#, [.integer(id)]) {
+            ByteRange($0.int64(0), $0.int64(1))
+        })
+    }
+
+    private static func replaceSpans(_ db: SQLiteConnection, id: Int64, spans: RangeSet) throws {
+        try db.execute(#"DELETE FROM "span" WHERE "resourceId" = ?"#, [.integer(id)])
+        for range in spans {
+            try db.execute(#"INSERT INTO "span" ("resourceId", "start", "end") VALUES (?, ?, ?)"#,
+                           [.integer(id), .integer(range.lowerBound), .integer(range.upperBound)])
+        }
+        try db.execute(#"UPDATE "resource" SET "cachedBytes" = ? WHERE "id" = ?"#, [.integer(spans.coveredByteCount), .integer(id)])
+    }
+
+    private static func record(_ db: SQLiteConnection, key: CacheKey) throws -> ResourceRecord? {
+        try db.firstRow("SELECT \(ResourceRecord.columns) FROM \"resource\" WHERE \"key\" = ?", [.text(key.rawValue)], ResourceRecord.init(row:))
+    }
+
+    private static func record(_ db: SQLiteConnection, id: Int64) throws -> ResourceRecord? {
+        try db.firstRow("SELECT \(ResourceRecord.columns) FROM \"resource\" WHERE \"id\" = ?", [.integer(id)], ResourceRecord.init(row:))
+    }
+
+    private func entry(_ record: ResourceRecord, _ db: SQLiteConnection) throws -> Entry {
         let id = record.id!
-        let spans = RangeSet(try SpanRecord.filter(Column("resourceId") == id).fetchAll(db).map { ByteRange($0.start, $0.end) })
-        return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: spans, pinned: record.pinned,
+        return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: try Self.spans(db, id: id), pinned: record.pinned,
                      lastAccessedAt: record.lastAccessedAt, dataPath: dataPath(forFileName: record.dataFileName))
     }
 
@@ -133,9 +162,9 @@ public final class CacheStore: Sendable {
                                         cachedBytes: 0, pinned: false, createdAt: Date(), lastAccessedAt: Date())
             try record.insert(db)
             if let id = record.id {
-                try SpanRecord(resourceId: id, start: 0, end: 1).insert(db)
-                _ = try self.entry(record, db)
-                try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date().timeIntervalSince1970, record.key])
+                try Self.replaceSpans(db, id: id, spans: RangeSet([ByteRange(0, 1)]))
+                _ = try Self.record(db, key: CacheKey(record.key)).map { try self.entry($0, db) }
+                try db.execute(#"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" = ?"#, [.real(Date().timeIntervalSince1970), .text(record.key)])
             }
             throw Rollback()
         }
@@ -148,7 +177,7 @@ public final class CacheStore: Sendable {
     public func entry(for key: CacheKey) async throws -> Entry? {
         guard knownKeys.withLock({ $0.contains(key.rawValue) }) else { return nil }
         return try await database.read { db in
-            guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
+            guard let record = try Self.record(db, key: key) else { return nil }
             return try self.entry(record, db)
         }
     }
@@ -157,7 +186,7 @@ public final class CacheStore: Sendable {
     public func openEntry(for key: CacheKey) async throws -> Entry {
         try await database.write { db in
             let now = Date()
-            if var record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) {
+            if var record = try Self.record(db, key: key) {
                 record.lastAccessedAt = now
                 try record.update(db)
                 return try self.entry(record, db)
@@ -174,7 +203,7 @@ public final class CacheStore: Sendable {
     /// Stores the info of resource `id`.
     public func updateInfo(resourceID id: Int64, info: ResourceInfo?) async throws {
         try await database.write { db in
-            guard var record = try ResourceRecord.fetchOne(db, key: id) else { return }
+            guard var record = try Self.record(db, id: id) else { return }
             record.apply(info)
             try record.update(db)
         }
@@ -191,9 +220,8 @@ public final class CacheStore: Sendable {
     func commit(resourceID id: Int64, spans: RangeSet, file: DataFile) async throws {
         try await database.writeWithoutTransaction { db in
             try file.sync()
-            try db.inTransaction {
+            try db.transaction(immediate: true) {
                 try Self.replaceSpans(db, id: id, spans: spans)
-                return .commit
             }
         }
     }
@@ -201,7 +229,7 @@ public final class CacheStore: Sendable {
     /// Forgets every cached byte of resource `id` and its info (the origin's version changed).
     func reset(resourceID id: Int64) async throws {
         try await database.write { db in
-            guard var record = try ResourceRecord.fetchOne(db, key: id) else { return }
+            guard var record = try Self.record(db, id: id) else { return }
             record.apply(nil)
             try record.update(db)
             try Self.replaceSpans(db, id: id, spans: RangeSet())
@@ -211,7 +239,7 @@ public final class CacheStore: Sendable {
     /// Marks resource `key` as accessed now.
     public func touch(_ key: CacheKey) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE resource SET lastAccessedAt = ? WHERE key = ?", arguments: [Date().timeIntervalSince1970, key.rawValue])
+            try db.execute(#"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" = ?"#, [.real(Date().timeIntervalSince1970), .text(key.rawValue)])
         }
     }
 
@@ -221,21 +249,22 @@ public final class CacheStore: Sendable {
     @discardableResult
     public func setPinned(_ pinned: Bool, for key: CacheKey) async throws -> Bool {
         try await database.write { db in
-            try db.execute(sql: "UPDATE resource SET pinned = ? WHERE key = ?", arguments: [pinned, key.rawValue])
-            return db.changesCount > 0
+            try db.execute(#"UPDATE "resource" SET "pinned" = ? WHERE "key" = ?"#, [SQLiteValue(pinned), .text(key.rawValue)])
+            return db.changes > 0
         }
     }
 
     /// Every resource in the index, most recently used first.
     public func entries() async throws -> [Entry] {
         try await database.read { db in
-            try ResourceRecord.order(Column("lastAccessedAt").desc).fetchAll(db).map { try self.entry($0, db) }
+            try db.rows("SELECT \(ResourceRecord.columns) FROM \"resource\" ORDER BY \"lastAccessedAt\" DESC", [], ResourceRecord.init(row:))
+                .map { try self.entry($0, db) }
         }
     }
 
     /// The bytes the index claims over all resources.
     public func totalCachedBytes() async throws -> Int64 {
-        try await database.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(cachedBytes), 0) FROM resource") ?? 0 }
+        try await database.read { db in try db.firstRow(#"SELECT COALESCE(SUM("cachedBytes"), 0) FROM "resource""#) { $0.int64(0) } ?? 0 }
     }
 
     /// Deletes resource `key`: its row, spans and data file.
@@ -244,8 +273,8 @@ public final class CacheStore: Sendable {
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
         let name: String? = try await database.write { db in
-            guard let record = try ResourceRecord.filter(Column("key") == key.rawValue).fetchOne(db) else { return nil }
-            try record.delete(db)
+            guard let record = try Self.record(db, key: key), let id = record.id else { return nil }
+            try db.execute(#"DELETE FROM "resource" WHERE "id" = ?"#, [.integer(id)])
             self.knownKeys.withLock { _ = $0.remove(key.rawValue) }
             return record.dataFileName
         }

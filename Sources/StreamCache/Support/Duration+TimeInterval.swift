@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Duration {
     /// The duration in seconds, for Foundation APIs and rate arithmetic.

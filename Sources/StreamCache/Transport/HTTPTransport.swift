@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Sends one HTTP request and streams its response body: the seam between the engine and an
 /// HTTP client library.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// Loads playlists, keeps the parsed ones in memory, and reloads live playlists as they age.

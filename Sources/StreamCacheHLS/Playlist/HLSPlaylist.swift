@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// An HLS playlist (RFC 8216): a master playlist that lists variant streams, or a media playlist
@@ -445,7 +449,7 @@ public struct HLSPlaylist: Sendable {
             guard text.contains("{$") else { return String(text) }
             var result = ""
             var rest = text
-            while let start = rest.range(of: "{$") {
+            while let start = rest.firstRange(of: "{$") {
                 result += rest[..<start.lowerBound]
                 guard let end = rest[start.upperBound...].firstIndex(of: "}") else { throw HLSSyntaxError("an unterminated {$ variable reference") }
                 let name = String(rest[start.upperBound..<end])

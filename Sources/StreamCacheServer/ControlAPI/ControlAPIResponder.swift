@@ -1,7 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import struct HTTPTypes.HTTPResponse
-import Hummingbird
+import HummingbirdCore
 import NIOCore
 import StreamCache
 import StreamCacheHLS
@@ -47,7 +51,7 @@ struct ControlAPIResponder: Sendable {
 
     static func isAuthorized(_ header: String?, token: String) -> Bool {
         guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
-        return SecretToken.matches(header.dropFirst(7).trimmingCharacters(in: .whitespaces), token)
+        return SecretToken.matches(header.dropFirst(7).trimmingWhitespace(), token)
     }
 
     private func list() async -> Response {

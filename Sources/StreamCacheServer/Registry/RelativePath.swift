@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import StreamCache
 
 /// A path below a served folder, normalized so it can never climb out of the folder.
 ///
@@ -16,7 +21,7 @@ public struct RelativePath: Hashable, Sendable, CustomStringConvertible {
         guard !encoded.isEmpty, encoded.utf8.count <= 4096 else { return nil }
         var segments: [String] = []
         for raw in encoded.split(separator: "/", omittingEmptySubsequences: false) {
-            guard let decoded = String(raw).removingPercentEncoding, Self.isAcceptable(decoded) else { return nil }
+            guard let decoded = String(raw).percentDecoded, Self.isAcceptable(decoded) else { return nil }
             segments.append(decoded)
         }
         self.segments = segments
@@ -29,7 +34,7 @@ public struct RelativePath: Hashable, Sendable, CustomStringConvertible {
 
     /// The path re-encoded for a URL: each segment percent-encoded on its own.
     public var percentEncoded: String {
-        segments.map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathSafe) ?? $0 }.joined(separator: "/")
+        segments.map { $0.percentEncoded(allowing: URICharacters.isUnreserved) }.joined(separator: "/")
     }
 
     /// The last segment: the file name.

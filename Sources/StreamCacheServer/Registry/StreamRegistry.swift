@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 import StreamCacheHLS
 
@@ -18,7 +22,7 @@ public struct StreamRegistration: Sendable, Hashable {
 
     /// The path of the stream URL, percent-encoded: `/s/<id>/<file name>`.
     public var path: String {
-        "/s/\(id)/" + (fileName.addingPercentEncoding(withAllowedCharacters: .urlPathSafe) ?? "file")
+        "/s/\(id)/" + fileName.percentEncoded(allowing: URICharacters.isUnreserved)
     }
 }
 

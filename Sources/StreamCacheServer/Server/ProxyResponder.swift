@@ -1,5 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import Hummingbird
+#endif
+import HummingbirdCore
 import HTTPTypes
 import struct HTTPTypes.HTTPResponse
 import Logging
@@ -7,21 +11,19 @@ import NIOCore
 import StreamCache
 import StreamCacheHLS
 
-/// The request context: Hummingbird's core storage plus the peer's address, which the control
-/// API checks.
-struct ProxyRequestContext: RequestContext {
-    var coreContext: CoreRequestContextStorage
+/// What a response depends on besides the request: the peer's address, which the control API
+/// checks, and the connection's event loop and sendfile slots.
+struct ProxyRequestContext {
     let peerIsLoopback: Bool
     /// The connection's event loop, which body writers wait on (see ``RangeResponder/OutboundPacer``).
     let eventLoop: any EventLoop
     /// Where cached bytes go to be sent with `sendfile` (see ``FileRegionSlots``).
     let fileRegions: FileRegionSlots?
 
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        peerIsLoopback = Self.isLoopback(source.channel.remoteAddress)
-        eventLoop = source.channel.eventLoop
-        fileRegions = FileRegionSlots.slots(for: source.channel)
+    init(channel: any Channel) {
+        peerIsLoopback = Self.isLoopback(channel.remoteAddress)
+        eventLoop = channel.eventLoop
+        fileRegions = FileRegionSlots.slots(for: channel)
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {
@@ -41,7 +43,7 @@ struct ProxyRequestContext: RequestContext {
 /// - `/s/<id>/<file name>` → a registered resource
 /// - `/<token>/<relative path>` → a file below a served folder
 /// - anything else → 404
-struct ProxyResponder: HTTPResponder {
+struct ProxyResponder: Sendable {
     typealias Context = ProxyRequestContext
 
     let server: ServerCore
@@ -67,7 +69,7 @@ struct ProxyResponder: HTTPResponder {
             return await api.respond(to: request, segments: rest[...], peerIsLoopback: context.peerIsLoopback)
         case "s":
             guard segments.count == 3, let stream = server.registry.stream(id: segments[1]),
-                  segments[2].removingPercentEncoding == stream.registration.fileName else { return Self.notFound }
+                  segments[2].percentDecoded == stream.registration.fileName else { return Self.notFound }
             return await respond(to: request, stream: stream, context: context)
         default:
             guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }

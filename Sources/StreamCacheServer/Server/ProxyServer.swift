@@ -1,12 +1,15 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import Hummingbird
+#endif
 import HummingbirdCore
 import Logging
 import NIOCore
 import NIOPosix
 import StreamCache
 import StreamCacheHTTPClient
-// Hummingbird re-exports HTTPTypes.HTTPRequest; the engine's request type is meant here.
+// HummingbirdCore re-exports HTTPTypes.HTTPRequest; the engine's request type is meant here.
 import struct StreamCache.HTTPRequest
 
 /// A local HTTP/1.1 server that lets any player stream through the cache: mpv, ffmpeg, VLC,
@@ -151,7 +154,7 @@ public final class ProxyServer: Sendable {
 
     /// The URL a player opens for `relativePath` below `folder`.
     public func url(for relativePath: String, in folder: FolderMount) -> URL? {
-        RelativePath(encoded: relativePath.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? relativePath)
+        RelativePath(encoded: relativePath.percentEncoded(allowing: URICharacters.isPathAllowed))
             .map { core.absoluteURL(path: folder.path(of: $0)) }
     }
 
@@ -187,19 +190,20 @@ public final class ProxyServer: Sendable {
         // and downloads, origin requests and index writes run in the engine's own tasks on the
         // global executor, so this thread only parses, plans and writes.
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-        let app = Application(
-            responder: ProxyResponder(server: core),
-            server: .http1(configuration: http1Configuration),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+        let responder = ProxyResponder(server: core)
+        let server = try HTTPService.make(
+            address: .hostname(configuration.host, port: configuration.port),
+            http1: http1Configuration,
+            eventLoopGroup: eventLoop,
+            logger: serverLogger,
+            respond: { request, channel in try await responder.respond(to: request, context: ProxyRequestContext(channel: channel)) },
             onServerRunning: { channel in
                 listening.succeed(channel.localAddress?.port ?? configuration.port)
-            },
-            eventLoopGroupProvider: .shared(eventLoop),
-            logger: serverLogger
+            }
         )
         let serve: @Sendable () async throws -> Void = {
             do {
-                try await app.run()
+                try await server.run()
                 listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))
             } catch {
                 listening.fail(error)

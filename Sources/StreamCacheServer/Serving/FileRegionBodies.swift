@@ -1,5 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOHTTP1
 import StreamCache
 

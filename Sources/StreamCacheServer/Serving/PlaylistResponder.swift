@@ -1,6 +1,12 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
-import Hummingbird
+import struct HTTPTypes.HTTPRequest
+import struct HTTPTypes.HTTPResponse
+import HummingbirdCore
 import Logging
 import NIOCore
 import StreamCache

@@ -1,7 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
 import struct HTTPTypes.HTTPResponse
-import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import StreamCache
@@ -169,7 +173,7 @@ struct RangeResponder: Sendable {
     /// RFC 9110 §13.1.5: a range applies only when `If-Range` names the current version, by a
     /// strong entity tag compared strongly or by the exact `Last-Modified` date.
     static func ifRangeAllowsPartial(_ ifRange: String?, validator: Validator) -> Bool {
-        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        guard let ifRange = ifRange?.trimmingWhitespace() else { return true }
         if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
             guard let tag = validator.entityTag, !validator.hasWeakEntityTag, !ifRange.hasPrefix("W/") else { return false }
             return ifRange == tag

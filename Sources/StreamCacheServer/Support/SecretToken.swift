@@ -1,15 +1,24 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import StreamCache
 
 /// Unguessable tokens for stream URLs and the control API, and a comparison that does not leak
 /// how much of a guess was right.
 enum SecretToken {
     /// A token of `bytes` random bytes (128 bits by default) in URL-safe base64 without padding.
     static func make(bytes: Int = 16) -> String {
-        Data(randomBytes(bytes)).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        String(Data(randomBytes(bytes)).base64EncodedString().compactMap { character -> Character? in
+            switch character {
+            case "+": "-"
+            case "/": "_"
+            case "=": nil
+            default: character
+            }
+        })
     }
 
     /// `count` bytes from the system's secure generator, eight per draw: each draw is a system
@@ -37,11 +46,6 @@ enum SecretToken {
     /// Whether `value` can be used in a URL path segment as is: letters, digits, `-`, `_`, `.`, `~`.
     static func isValid(_ value: String) -> Bool {
         !value.isEmpty && value.count <= 128 && value != "." && value != ".."
-            && value.unicodeScalars.allSatisfy { CharacterSet.urlPathSafe.contains($0) }
+            && value.utf8.allSatisfy(URICharacters.isUnreserved)
     }
-}
-
-extension CharacterSet {
-    /// The unreserved characters of RFC 3986.
-    static let urlPathSafe = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
 }

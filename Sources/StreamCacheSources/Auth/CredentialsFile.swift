@@ -1,5 +1,14 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Credentials kept in a JSON file that only its owner can read (mode 0600), so tokens need not
 /// be typed or put in the environment.
@@ -25,6 +34,36 @@ public struct CredentialsFile: Sendable {
         var password: String?
     }
 
+    /// The file's top level: service entries by name, and WebDAV entries under `webdav`.
+    struct Document: Decodable {
+        struct UnexpectedEntry: Error {
+            let name: String
+        }
+
+        struct Name: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        var services: [String: Entry] = [:]
+        var webdav: [String: Entry] = [:]
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Name.self)
+            for name in container.allKeys {
+                if name.stringValue == "webdav", let hosts = try? container.decode([String: Entry].self, forKey: name) {
+                    webdav = hosts
+                } else if let entry = try? container.decode(Entry.self, forKey: name) {
+                    services[name.stringValue] = entry
+                } else {
+                    throw UnexpectedEntry(name: name.stringValue)
+                }
+            }
+        }
+    }
+
     private let services: [String: Entry]
     private let webdav: [String: Entry]
 
@@ -43,27 +82,25 @@ public struct CredentialsFile: Sendable {
     ///   the file, or it is not valid JSON of the documented shape. The message never quotes it.
     public static func load(from url: URL = defaultURL()) throws -> CredentialsFile? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
-        let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0
+        var status = stat()
+        guard stat(url.path, &status) == 0 else {
+            throw StreamCacheError(.invalidArgument, "\(url.path) cannot be read (errno \(errno)).")
+        }
+        let mode = Int(status.st_mode) & 0o777
         guard mode & 0o077 == 0 else {
             throw StreamCacheError(.invalidArgument, "\(url.path) may be read by other users (mode \(String(mode, radix: 8))); run chmod 600 on it.")
         }
         let data = try Data(contentsOf: url)
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        let document: Document
+        do {
+            document = try JSONDecoder().decode(Document.self, from: data)
+        } catch let error as Document.UnexpectedEntry {
+            throw StreamCacheError(.invalidArgument, "The \"\(error.name)\" entry of \(url.path) has an unexpected shape.")
+        } catch {
             throw StreamCacheError(.invalidArgument, "\(url.path) is not a JSON object.")
         }
-        var services: [String: Entry] = [:]
-        var webdav: [String: Entry] = [:]
-        for (name, value) in object {
-            guard let entryData = try? JSONSerialization.data(withJSONObject: value) else { continue }
-            if name == "webdav", let hosts = try? JSONDecoder().decode([String: Entry].self, from: entryData) {
-                webdav = hosts
-            } else if let entry = try? JSONDecoder().decode(Entry.self, from: entryData) {
-                services[name] = entry
-            } else {
-                throw StreamCacheError(.invalidArgument, "The \"\(name)\" entry of \(url.path) has an unexpected shape.")
-            }
-        }
+        let services = document.services
+        let webdav = document.webdav
         return CredentialsFile(services: services, webdav: webdav)
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// An OAuth 2.0 access token renewed with the refresh-token grant (RFC 6749 §6) when the service
@@ -105,9 +109,7 @@ public actor OAuthRefreshingToken: TokenProvider {
 
 /// `application/x-www-form-urlencoded` values.
 enum FormEncoding {
-    private static let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-
     static func encode(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value
+        value.percentEncoded(allowing: URICharacters.isUnreserved)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or folder in Box, named `box:<file id>` or `box:folder:<folder id>`, read through the

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or folder in Dropbox, named `dropbox:/path` (or `dropbox:id:…`), read through API v2
@@ -51,7 +55,9 @@ public struct DropboxSource: Source {
             case 0x22: escaped += "\\\""
             case 0x5C: escaped += "\\\\"
             case 0x20..<0x7F: escaped += String(UnicodeScalar(UInt8(unit)))
-            default: escaped += String(format: "\\u%04x", unit)
+            default:
+                let hex = String(unit, radix: 16)
+                escaped += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             }
         }
         return "{\"path\":\"\(escaped)\"}"

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or folder in Google Drive, named `gdrive:<file id>` (a folder: `gdrive:<folder id>`),

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or folder in OneDrive, named `onedrive:/path` or `onedrive:id:<item id>`, read through

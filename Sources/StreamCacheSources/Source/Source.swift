@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file (or folder) in a cloud service or on a WebDAV server, named the way its user names it.

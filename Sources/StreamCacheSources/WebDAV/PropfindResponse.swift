@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A WebDAV `207 Multi-Status` answer to `PROPFIND` (RFC 4918 §9.1), reduced to what a media
@@ -80,9 +84,9 @@ public struct PropfindResponse: Sendable, Hashable {
             guard name.namespace == "DAV:" else { return }
             if name.local == "multistatus" { closedMultistatus = true }
             guard current != nil else { return }
-            let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let value = text.trimmingWhitespace()
             switch name.local {
-            case "href" where current?.href.isEmpty == true: current?.href = value.removingPercentEncoding ?? value
+            case "href" where current?.href.isEmpty == true: current?.href = value.percentDecoded ?? value
             case "status": inPropstatOK = value.contains(" 200 ") || value.hasSuffix(" 200")
             case "getcontentlength", "getcontenttype", "getetag", "getlastmodified": propstatProps[name.local] = value
             case "propstat":

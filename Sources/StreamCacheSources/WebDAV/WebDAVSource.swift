@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or collection on a WebDAV server (Nextcloud, ownCloud, Yandex WebDAV, NAS boxes),
@@ -101,7 +105,7 @@ public struct WebDAVSource: Source {
         let ownPath = url.path.hasSuffix("/") ? url.path : url.path + "/"
         return answer.resources.compactMap { resource -> SourceEntry? in
             // Hrefs may be absolute URLs or paths; the collection itself is listed too.
-            let path = URL(string: resource.href.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? resource.href)?.path ?? resource.href
+            let path = URL(string: resource.href.percentEncoded(allowing: URICharacters.isPathAllowed))?.path ?? resource.href
             let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
             guard trimmed + "/" != ownPath, trimmed != url.path else { return nil }
             let name = trimmed.split(separator: "/").last.map(String.init) ?? trimmed

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 
 /// A file or folder on Yandex.Disk, named `yandex:/path` (`yandex:disk:/path` works too), read

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheServer
@@ -123,9 +127,9 @@ struct DemoCommand: AsyncParsableCommand {
             }
             let after = origin.snapshot
             let milliseconds = (firstByte ?? .zero).milliseconds
-            let label: String = name.padding(toLength: 21, withPad: " ", startingAt: 0)
+            let label: String = name.rightPadded(to: 21)
             let size: String = ByteFormat.string(received).leftPadded(to: 10)
-            let latency: String = String(format: "%10.1f ms", milliseconds)
+            let latency: String = (milliseconds.fixed(1) + " ms").leftPadded(to: 13)
             let fromOrigin: String = ByteFormat.string(after.bodyBytes - before.bodyBytes).leftPadded(to: 14)
             let requests: String = "\(after.requests - before.requests)".leftPadded(to: 18)
             print("  " + label + size + latency + fromOrigin + requests)
@@ -140,12 +144,6 @@ struct DemoCommand: AsyncParsableCommand {
             print("the origin sent \(ByteFormat.string(counters.bodyBytes)) in \(counters.requests) requests (it rejected \(counters.rejected) without the token).")
             print("Cached: [\(CacheCommand.bar(ranges, total: total, width: 50))] \(ByteFormat.string(ranges.coveredByteCount)) of \(ByteFormat.string(total))")
         }
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: " ", count: width - count) + self
     }
 }
 

@@ -1,9 +1,15 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-import Hummingbird
+#endif
+import HummingbirdCore
 import HTTPTypes
 import struct HTTPTypes.HTTPResponse
 import Logging
+import NIOCore
+import NIOPosix
 import StreamCache
 import StreamCacheServer
 
@@ -27,7 +33,7 @@ final class DemoOrigin: Sendable {
         self.token = "demo-" + UUID().uuidString.lowercased()
         var table: [String: (Data, String)] = [:]
         for file in files {
-            let digest = SHA256.hash(data: file.data).prefix(8).map { String(format: "%02x", $0) }.joined()
+            let digest = SHA256.hash(data: file.data).prefix(8).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             table[file.fileName] = (file.data, "\"\(digest)\"")
         }
         self.files = table
@@ -38,13 +44,14 @@ final class DemoOrigin: Sendable {
     /// Starts listening on a free loopback port and returns the folder URL (`…/music/`).
     func start() async throws -> URL {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = Application(
-            responder: CallbackResponder<BasicRequestContext> { [self] request, _ in self.respond(to: request) },
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-            logger: Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
+        let server = try HTTPService.make(
+            address: .hostname("127.0.0.1", port: 0),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            logger: Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() }),
+            respond: { [self] request, _ in self.respond(to: request) },
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
         )
-        let task = Task { try await app.run() }
+        let task = Task { try await server.run() }
         var port = 0
         for await value in stream {
             port = value

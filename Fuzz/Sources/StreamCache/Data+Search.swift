@@ -1,0 +1,1 @@
+../../../Sources/StreamCache/Support/Data+Search.swift

@@ -1,1 +1,0 @@
-../../../Sources/StreamCache/Model/StreamCacheError+NSError.swift

@@ -1,0 +1,1 @@
+../../../Sources/StreamCache/Support/StringProtocol+PercentEncoding.swift

@@ -1,0 +1,104 @@
+import Foundation
+import GRDB
+@testable import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// The index on disk: caches made by earlier versions (whose index GRDB wrote) open with their
+/// bytes, and an index from a newer version is refused rather than changed.
+@Suite struct CacheIndexTests {
+    /// The index earlier versions created: GRDB's migrator, "v1", dates as GRDB's default text.
+    static func makeGRDBIndex(at path: String, key: CacheKey, dataFileName: String, spans: [(Int64, Int64)]) throws {
+        let queue = try DatabaseQueue(path: path)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "resource") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("key", .text).notNull().unique()
+                t.column("dataFileName", .text).notNull().unique()
+                t.column("totalLength", .integer)
+                t.column("mimeType", .text)
+                t.column("originalFileName", .text)
+                t.column("acceptsByteRanges", .boolean).notNull().defaults(to: false)
+                t.column("entityTag", .text)
+                t.column("lastModified", .text)
+                t.column("infoKnown", .boolean).notNull().defaults(to: false)
+                t.column("cachedBytes", .integer).notNull().defaults(to: 0)
+                t.column("pinned", .boolean).notNull().defaults(to: false)
+                t.column("createdAt", .datetime).notNull()
+                t.column("lastAccessedAt", .datetime).notNull().indexed()
+            }
+            try db.create(table: "span") { t in
+                t.column("resourceId", .integer).notNull().references("resource", onDelete: .cascade)
+                t.column("start", .integer).notNull()
+                t.column("end", .integer).notNull()
+                t.primaryKey(["resourceId", "start"])
+                t.check(sql: "start >= 0 AND \"end\" > start")
+            }
+        }
+        try migrator.migrate(queue)
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO resource (key, dataFileName, totalLength, mimeType, originalFileName, acceptsByteRanges, entityTag,
+                                      infoKnown, cachedBytes, pinned, createdAt, lastAccessedAt)
+                VALUES (?, ?, 4096, 'audio/mpeg', 'song.mp3', 1, '"v1"', 1, 0, 1, '2026-11-20 09:15:02.123', '2026-11-21 10:00:00.500')
+                """, arguments: [key.rawValue, dataFileName])
+            let id = db.lastInsertedRowID
+            for (start, end) in spans {
+                try db.execute(sql: "INSERT INTO span (resourceId, start, \"end\") VALUES (?, ?, ?)", arguments: [id, start, end])
+            }
+        }
+    }
+
+    @Test func anIndexWrittenByGRDBOpensWithItsResourcesSpansAndDates() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = CacheKey("test:song")
+            let data = TestData.random(count: 4096)
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+            try data.write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data",
+                                   spans: [(0, 1024), (2048, 4096)])
+
+            let store = try CacheStore(directory: directory)
+            let entry = try #require(try await store.entry(for: key))
+            #expect(entry.spans == RangeSet([ByteRange(0, 1024), ByteRange(2048, 4096)]))
+            #expect(entry.info?.totalLength == 4096 && entry.info?.fileName == "song.mp3" && entry.info?.validator.entityTag == "\"v1\"")
+            #expect(entry.pinned)
+            // 2026-11-21 10:00:00.500 UTC
+            #expect(abs(entry.lastAccessedAt.timeIntervalSince1970 - 1_795_255_200.5) < 0.001)
+            #expect(try await store.totalCachedBytes() == 3072)
+
+            // It is written to as any index: a new span, then the resource's removal with its spans.
+            try await store.commit(resourceID: entry.id, spans: RangeSet([ByteRange(0, 4096)]), file: try DataFile(path: entry.dataPath))
+            #expect(try await store.entry(for: key)?.spans == RangeSet([ByteRange(0, 4096)]))
+            #expect(try await store.remove(key))
+            let spansLeft = try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM span") ?? -1
+            }
+            #expect(spansLeft == 0)
+        }
+    }
+
+    @Test func anIndexFromANewerVersionIsRefusedAndLeftAlone() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("index.sqlite").path
+            try await DatabaseQueue(path: path).write { db in
+                try db.execute(sql: "CREATE TABLE future (x); PRAGMA user_version = 7")
+            }
+            #expect {
+                try CacheStore(directory: directory)
+            } throws: { error in
+                (error as? StreamCacheError)?.code == .cacheIOFailed && "\(error)".contains("schema version 7")
+            }
+            let version = try await DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") }
+            #expect(version == 7)
+        }
+    }
+
+    @Test func legacyTextDatesParseAsUTC() {
+        #expect(ResourceRecord.parseLegacyDate("1970-01-01 00:00:00")?.timeIntervalSince1970 == 0)
+        #expect(ResourceRecord.parseLegacyDate("2026-11-20 09:15:02.123").map { abs($0.timeIntervalSince1970 - 1_795_166_102.123) < 0.0005 } == true)
+        #expect(ResourceRecord.parseLegacyDate("2026-13-20 09:15:02") == nil)
+        #expect(ResourceRecord.parseLegacyDate("yesterday") == nil)
+    }
+}
