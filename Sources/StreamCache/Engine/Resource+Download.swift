@@ -360,7 +360,7 @@ extension Resource {
                 storeInfo(newInfo)
             }
         }
-        guard var download = downloads[id], let file else { return nil }
+        guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
         download.position = response.offset
         if response.offset < download.segmentStartPosition {

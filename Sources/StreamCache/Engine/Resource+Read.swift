@@ -219,7 +219,7 @@ extension Resource {
             guard readerGeneration == generation else {
                 throw StreamCacheError(.resourceChanged, "The resource changed on the origin during the read; read it again.")
             }
-            guard let file else { throw StreamCacheError(.cacheIOFailed, "The resource was removed from the cache during the read.") }
+            guard let file = try reopenedFile() else { throw StreamCacheError(.cacheIOFailed, "The resource was removed from the cache during the read.") }
             var end = requestedEnd
             if let total = info?.totalLength { end = min(end, total) }
             readers[readerID]?.position = position

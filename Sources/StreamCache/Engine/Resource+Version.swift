@@ -17,7 +17,7 @@ extension Resource {
     ///   - totalLength: The length the source reports, if any.
     /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the cache cannot be read or reset.
     public func expectVersion(_ version: Validator, totalLength: Int64? = nil) async throws {
-        try await ensureLoaded()
+        try await ensureLoaded(needsFile: false)
         guard let current = info else { return }
         var expected = current
         expected.validator = version

@@ -28,6 +28,7 @@ public actor Resource {
     let configuration: StreamCache.Configuration
     let logger: Logger
     let usage: UsageTracker
+    let openFiles: OpenDataFiles
     let onCommit: @Sendable () -> Void
     /// Where missing bytes come from; replaceable from any thread (a refreshed download link).
     nonisolated let originBox: Locked<any Origin>
@@ -39,6 +40,8 @@ public actor Resource {
     var entryID: Int64?
     var lastTouched: ContinuousClock.Instant?
     var file: DataFile?
+    /// The data file's path while ``closeFileIfIdle()`` has closed it; the next use reopens it.
+    var closedFilePath: String?
     var loadTask: Task<Void, any Error>?
     /// The resource's info, once a request has told it.
     public internal(set) var info: ResourceInfo? {
@@ -100,13 +103,14 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         onCommit: @escaping @Sendable () -> Void) {
+         openFiles: OpenDataFiles, onCommit: @escaping @Sendable () -> Void) {
         self.key = key
         self.originBox = Locked(origin)
         self.store = store
         self.configuration = configuration
         self.logger = configuration.logger
         self.usage = usage
+        self.openFiles = openFiles
         self.onCommit = onCommit
     }
 
@@ -115,7 +119,7 @@ public actor Resource {
     /// The bytes of the resource that are cached (written to the data file).
     public var cachedRanges: RangeSet {
         get async throws {
-            try await ensureLoaded()
+            try await ensureLoaded(needsFile: false)
             return available
         }
     }
@@ -123,7 +127,7 @@ public actor Resource {
     /// Whether every byte of the resource is cached (its length must be known).
     public var isComplete: Bool {
         get async throws {
-            try await ensureLoaded()
+            try await ensureLoaded(needsFile: false)
             guard let total = info?.totalLength else { return false }
             return available.contains(ByteRange(0, total))
         }
@@ -165,13 +169,21 @@ public actor Resource {
 
     // MARK: Loading and store operations
 
-    /// Loads the index entry and opens the data file, once.
-    func ensureLoaded() async throws {
-        if isLoaded { return }
+    /// Loads the index entry and opens the data file, once. Every read starts here, so it also
+    /// reopens a file closed while idle and records the file's use (``OpenDataFiles``); a
+    /// question about the cached state (`needsFile: false`) leaves a closed file closed.
+    func ensureLoaded(needsFile: Bool = true) async throws {
+        if isLoaded {
+            guard needsFile else { return }
+            _ = try reopenedFile()
+            openFiles.used(key)
+            return
+        }
         if loadTask == nil, storeChain == nil, !store.knows(key) {
             // A resource the index has never seen: nothing to read, so no task and no wait.
             file = try DataFile(path: store.dataPath(for: key))
             isLoaded = true
+            openFiles.used(key)
             return
         }
         if let loadTask { return try await loadTask.value }
@@ -179,6 +191,27 @@ public actor Resource {
         loadTask = task
         defer { loadTask = nil }
         try await task.value
+        openFiles.used(key)
+    }
+
+    /// The data file, reopened if ``closeFileIfIdle()`` closed it; `nil` before loading and after removal.
+    func reopenedFile() throws -> DataFile? {
+        if file == nil, let path = closedFilePath {
+            file = try DataFile(path: path)
+            closedFilePath = nil
+        }
+        return file
+    }
+
+    /// Closes the data file if nothing uses the resource and every written byte is committed;
+    /// the next use reopens it. Asked by ``OpenDataFiles`` when too many files are open. Readers,
+    /// downloads and commits hold the file object they were given, so its descriptor closes only
+    /// once they are done with it.
+    func closeFileIfIdle() {
+        guard let file, isLoaded, !isActive, pendingBytes == 0, !commitScheduled else { return }
+        closedFilePath = file.path
+        self.file = nil
+        openFiles.closed(key)
     }
 
     /// Reads the index entry (a read transaction, which never waits for writers). A resource the
@@ -234,6 +267,8 @@ public actor Resource {
         isLoaded = false
         entryID = nil
         file = nil
+        closedFilePath = nil
+        openFiles.closed(key)
         info = nil
         available = RangeSet()
         committed = RangeSet()
@@ -261,10 +296,11 @@ public actor Resource {
         pendingBytes = 0
         firstPendingAt = nil
         info = newInfo
-        if let path = file?.path {
-            // Downloads of the old version keep writing into the unlinked file, harmlessly.
+        if let path = file?.path ?? closedFilePath {
+            // Downloads of the old version keep writing into the unlinked file, harmlessly. A file
+            // closed while idle is created anew when it is reopened.
             unlink(path)
-            file = try DataFile(path: path)
+            if file != nil { file = try DataFile(path: path) }
         }
         let store = self.store
         enqueueStoreOperation { [weak self] in

@@ -82,6 +82,12 @@ extension StreamCache {
         /// little further than the first time). Larger gaps, and the start of a file, are left to
         /// readers.
         public var fillsSmallGaps: Bool = true
+        /// How many resources may keep their data file open at once. Beyond it, the least recently
+        /// used idle resources close theirs and reopen it on their next read, so a long-running
+        /// server that has played thousands of files does not run out of file descriptors (256 per
+        /// process by default on macOS, shared with every socket). Resources being read or
+        /// downloaded keep theirs open regardless.
+        public var maximumOpenDataFiles: Int = 64
         /// Written bytes are synced and recorded in the index after this many bytes…
         public var commitBatchBytes: Int64 = 8 << 20
         /// …or after this long, whichever comes first.

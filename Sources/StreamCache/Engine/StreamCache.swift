@@ -28,6 +28,7 @@ public final class StreamCache: Sendable {
     public let store: CacheStore
     private let resources = Locked([CacheKey: Resource]())
     private let usage = UsageTracker()
+    private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
 
     private struct EvictionState {
@@ -41,6 +42,14 @@ public final class StreamCache: Sendable {
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
+        openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
+        openFiles.setCloser { [weak self] keys in
+            guard let self else { return }
+            for key in keys {
+                guard let resource = self.existingResource(for: key) else { continue }
+                Task { await resource.closeFileIfIdle() }
+            }
+        }
     }
 
     /// The resource for `key`, fetched from `origin` when bytes are missing.
@@ -52,7 +61,7 @@ public final class StreamCache: Sendable {
         let (resource, isNew) = resources.withLock { resources -> (Resource, Bool) in
             if let existing = resources[key] { return (existing, false) }
             let created = Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                                   onCommit: { [weak self] in self?.enforceSizeLimit() })
+                                   openFiles: openFiles, onCommit: { [weak self] in self?.enforceSizeLimit() })
             resources[key] = created
             return (created, true)
         }
