@@ -208,7 +208,12 @@ public actor Resource {
     /// downloads and commits hold the file object they were given, so its descriptor closes only
     /// once they are done with it.
     func closeFileIfIdle() {
-        guard let file, isLoaded, !isActive, pendingBytes == 0, !commitScheduled else { return }
+        guard let file, isLoaded else { return }
+        guard !isActive, pendingBytes == 0, !commitScheduled else {
+            // In use: the list moves it to its recent end, so it is not asked again at once.
+            openFiles.refresh(key)
+            return
+        }
         closedFilePath = file.path
         self.file = nil
         openFiles.closed(key)

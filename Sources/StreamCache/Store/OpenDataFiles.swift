@@ -40,6 +40,16 @@ final class OpenDataFiles: Sendable {
         if !surplus.isEmpty { closer?(surplus) }
     }
 
+    /// Marks `key`'s open file as just used, without closing others: a resource that was asked
+    /// to close it while in use.
+    func refresh(_ key: CacheKey) {
+        state.withLock { state in
+            guard state.lastUse[key] != nil else { return }
+            state.clock += 1
+            state.lastUse[key] = state.clock
+        }
+    }
+
     /// Records that `key`'s file is closed (idle, evicted or removed).
     func closed(_ key: CacheKey) {
         state.withLock { _ = $0.lastUse.removeValue(forKey: key) }
