@@ -328,6 +328,35 @@ import Testing
         }
     }
 
+    /// The cache frees idle resources it is not asked for, but a registered stream holds its own:
+    /// its statistics (the control API's) survive any number of folder files played meanwhile.
+    @Test func aRegisteredStreamKeepsItsResourceWhileFolderFilesComeAndGo() async throws {
+        try await Self.withProxy(configure: {
+            $0.maximumRecentResources = 1
+            $0.completesResourcesInBackground = false
+        }) { server, origin in
+            let data = TestData.random(count: 200_000, seed: 310)
+            origin.setFile("/music/registered.bin", data: data)
+            let files = (0..<8).map { index in ("f\(index).bin", TestData.random(count: 30_000 + index, seed: 320 + UInt64(index))) }
+            for (name, fileData) in files { origin.setFile("/music/" + name, data: fileData) }
+            let registration = server.register(url: origin.url("/music/registered.bin"), headers: ["Authorization": Self.secret])
+            let cold = try await Self.curl(server.url(for: registration))
+            #expect(TestData.sha256(cold.body) == TestData.sha256(data))
+
+            let folder = try server.mountFolder(origin.url("/music/"), headers: ["Authorization": Self.secret])
+            for (name, fileData) in files {
+                let response = try await Self.curl(try #require(server.url(for: name, in: folder)))
+                #expect(TestData.sha256(response.body) == TestData.sha256(fileData), "\(name)")
+            }
+            // The registered resource and the most recent folder file; the other seven are freed.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while server.cache.residentResourceCount > 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.cache.residentResourceCount <= 2)
+            let resource = try #require(server.resource(for: registration))
+            #expect(await resource.statistics.bytesServedFromOrigin == 200_000, "the registered resource was made anew")
+        }
+    }
+
     @Test func thirtyTwoConcurrentClientsShareOneDownload() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 8_000_000, seed: 306)

@@ -511,9 +511,10 @@ extension Resource {
               !configuration.completesResourcesInBackground else { return }
         let grace = configuration.idleDownloadGracePeriod
         let positions = downloads.mapValues(\.position)
-        reaper = Task {
+        // Weak: the downloads it watches hold the resource; the watch alone must not.
+        reaper = Task { [weak self] in
             do { try await Task.sleep(for: grace) } catch { return }
-            self.reapIdleDownloads(positionsBefore: positions)
+            await self?.reapIdleDownloads(positionsBefore: positions)
         }
     }
 

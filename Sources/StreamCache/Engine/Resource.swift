@@ -82,7 +82,9 @@ public actor Resource {
     var isShuttingDown = false
 
     var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
-    /// Running totals for this resource in this process.
+    /// Running totals for this resource since it was last made in memory (see
+    /// ``StreamCache/existingResource(for:)``): the cache keeps a resource while it is used or
+    /// recently asked for, and a caller that holds it keeps it too.
     public internal(set) var statistics = ResourceStatistics()
 
     struct ReaderState {
@@ -147,8 +149,10 @@ public actor Resource {
         let id = makeID()
         let (stream, continuation) = AsyncStream<ResourceEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
         eventContinuations[id] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeEventContinuation(id) }
+        // The subscription holds the resource (which stays in memory while it is watched) until
+        // the subscriber ends it or drops the stream.
+        continuation.onTermination = { _ in
+            Task { await self.removeEventContinuation(id) }
         }
         return stream
     }
@@ -250,7 +254,9 @@ public actor Resource {
     }
 
     /// Runs store operations one after another, in the order they were asked for, so a commit
-    /// of an old version can never land after the reset that dropped it.
+    /// of an old version can never land after the reset that dropped it. An operation holds the
+    /// resource until it has run: a resource nobody uses any more is freed from memory only once
+    /// its written bytes are recorded (``ResidentResources``).
     func enqueueStoreOperation(_ operation: @escaping @Sendable () async -> Void) {
         let previous = storeChain
         storeChain = Task {
@@ -308,8 +314,8 @@ public actor Resource {
             if file != nil { file = try DataFile(path: path) }
         }
         let store = self.store
-        enqueueStoreOperation { [weak self] in
-            guard let id = await self?.entryID else { return }
+        enqueueStoreOperation {
+            guard let id = await self.entryID else { return }
             do {
                 try await store.reset(resourceID: id)
                 try await store.updateInfo(resourceID: id, info: newInfo)
@@ -328,8 +334,8 @@ public actor Resource {
         info = newInfo
         guard changed else { return }
         let store = self.store
-        enqueueStoreOperation { [weak self] in
-            guard let id = await self?.entryID else { return }
+        enqueueStoreOperation {
+            guard let id = await self.entryID else { return }
             do { try await store.updateInfo(resourceID: id, info: newInfo) } catch {}
         }
         emit(.infoKnown(newInfo))
@@ -348,7 +354,7 @@ public actor Resource {
     func scheduleCommit() {
         guard pendingBytes > 0, !commitScheduled else { return }
         commitScheduled = true
-        enqueueStoreOperation { [weak self] in await self?.performCommit() }
+        enqueueStoreOperation { await self.performCommit() }
     }
 
     private func performCommit() async {

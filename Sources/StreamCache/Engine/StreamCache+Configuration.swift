@@ -88,6 +88,13 @@ extension StreamCache {
         /// process by default on macOS, shared with every socket). Resources being read or
         /// downloaded keep theirs open regardless.
         public var maximumOpenDataFiles: Int = 64
+        /// How many recently used resources stay in memory while nothing uses them, with their
+        /// cached ranges, info, statistics and connection speed (about 10 KB each). A resource
+        /// being read, downloaded, committed, held by a caller or watched through
+        /// ``Resource/events()`` stays in memory regardless; one freed is made again, from the
+        /// index, when its key is next asked for. A server that probes a library of thousands
+        /// of files so keeps a bounded footprint.
+        public var maximumRecentResources: Int = 256
         /// Written bytes are synced and recorded in the index after this many bytes…
         public var commitBatchBytes: Int64 = 8 << 20
         /// …or after this long, whichever comes first.

@@ -26,7 +26,7 @@ public final class StreamCache: Sendable {
     public let configuration: Configuration
     /// The durable store (files and index).
     public let store: CacheStore
-    private let resources = Locked([CacheKey: Resource]())
+    private let resources: ResidentResources
     private let usage = UsageTracker()
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
@@ -42,12 +42,17 @@ public final class StreamCache: Sendable {
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
-        openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
-        openFiles.setCloser { [weak self] keys in
-            guard let self else { return }
+        resources = ResidentResources(limit: configuration.maximumRecentResources)
+        let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
+        self.openFiles = openFiles
+        openFiles.setCloser { [resources] keys in
             for key in keys {
-                guard let resource = self.existingResource(for: key) else { continue }
-                Task { await resource.closeFileIfIdle() }
+                if let resource = resources.existing(key) {
+                    Task { await resource.closeFileIfIdle() }
+                } else {
+                    // Freed from memory, which closed its file.
+                    openFiles.closed(key)
+                }
             }
         }
     }
@@ -58,26 +63,30 @@ public final class StreamCache: Sendable {
     /// resource already exists, `origin` replaces its origin for future downloads (for example a
     /// refreshed download link).
     public func resource(for key: CacheKey, origin: any Origin) -> Resource {
-        let (resource, isNew) = resources.withLock { resources -> (Resource, Bool) in
-            if let existing = resources[key] { return (existing, false) }
-            let created = Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                                   openFiles: openFiles, onCommit: { [weak self] in self?.enforceSizeLimit() })
-            resources[key] = created
-            return (created, true)
-        }
+        let (resource, isNew) = resources.resource(for: key) { makeResource(key: key, origin: origin) }
         if !isNew { resource.setOrigin(origin) }
         return resource
     }
 
-    /// The resource for `key` if this cache has opened it since it started, without touching its
-    /// origin; `nil` otherwise.
+    private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
+        Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
+                 openFiles: openFiles, onCommit: { [weak self] in self?.enforceSizeLimit() })
+    }
+
+    /// The resource for `key` if it is in memory, without touching its origin; `nil` otherwise.
     ///
+    /// A resource is in memory while anything holds it (a caller, a read, a download, a commit,
+    /// a subscriber to its ``Resource/events()``) and while it is among the
+    /// ``Configuration/maximumRecentResources`` most recently asked for.
     /// Use it to watch or query a resource that a front end opened (``Resource/isIdle``,
     /// ``Resource/statistics``). ``resource(for:origin:)`` would replace the origin its next
     /// download uses, which is what a refreshed link needs and what an observer must not do.
     public func existingResource(for key: CacheKey) -> Resource? {
-        resources.withLock { $0[key] }
+        resources.existing(key)
     }
+
+    /// The number of resources in memory (see ``existingResource(for:)``).
+    public var residentResourceCount: Int { resources.count }
 
     /// Reads `range` of the resource `key` from `origin`; see ``Resource/read(_:)``.
     public func read(_ range: ByteRange, key: CacheKey, origin: any Origin) -> ReadStream {
@@ -104,14 +113,14 @@ public final class StreamCache: Sendable {
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read or downloaded.
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
-        let resource = resources.withLock { $0[key] }
-        if let resource {
-            guard await resource.removeIfIdle() else {
-                throw StreamCacheError(.invalidArgument, "The resource \(key) is in use; stop reading it before removing it.")
-            }
-            return true
+        guard store.knows(key) || resources.existing(key) != nil else { return try await store.remove(key) }
+        // Through the resource's actor, even one made for this: a read that begins meanwhile then
+        // loads the entry before or after the removal, never halfway through it.
+        let resource = resources.resource(for: key, makesRecent: false) { makeResource(key: key, origin: UnreachableOrigin(key: key)) }.resource
+        guard await resource.removeIfIdle() else {
+            throw StreamCacheError(.invalidArgument, "The resource \(key) is in use; stop reading it before removing it.")
         }
-        return try await store.remove(key)
+        return true
     }
 
     /// Deletes every resource that is not in use.
@@ -126,12 +135,12 @@ public final class StreamCache: Sendable {
 
     /// Waits until every written byte of every resource is synced and recorded in the index.
     public func flush() async {
-        for resource in resources.withLock({ Array($0.values) }) { await resource.flush() }
+        for resource in resources.all { await resource.flush() }
     }
 
     /// Stops every download and records what was written. Call before the process exits.
     public func shutdown() async {
-        for resource in resources.withLock({ Array($0.values) }) { await resource.cancelDownloads() }
+        for resource in resources.all { await resource.cancelDownloads() }
         await flush()
         let task = eviction.withLock { $0.task }
         await task?.value

@@ -50,6 +50,10 @@ final class StreamRegistry: Sendable {
         /// Whether a playlist named it (rather than a user registering it); such streams are
         /// not listed and are forgotten first.
         var isDerived = false
+        /// The resource of a stream a user registered, held while it is registered so that the
+        /// cache keeps it in memory and the control API's statistics for it do not reset (the
+        /// cache frees idle resources it is not asked for; see `StreamCache.existingResource(for:)`).
+        var resource: Resource?
     }
 
     struct Folder: Sendable {
@@ -79,17 +83,19 @@ final class StreamRegistry: Sendable {
 
     /// Registers a resource, or returns the existing registration of the same key with its origin
     /// replaced (so scripts can register again with fresh headers and keep the URL).
-    func register(key: CacheKey, fileName: String, sourceDescription: String, origin: any Origin, location: HLSLocation? = nil) -> StreamRegistration {
+    func register(key: CacheKey, fileName: String, sourceDescription: String, origin: any Origin, location: HLSLocation? = nil,
+                  resource: Resource? = nil) -> StreamRegistration {
         state.withLock { state in
             if let id = state.idsByKey[key], var stream = state.streams[id] {
                 stream.origin = origin
                 stream.location = location
                 stream.isDerived = false
+                stream.resource = stream.resource ?? resource
                 state.streams[id] = stream
                 return stream.registration
             }
             let registration = StreamRegistration(id: SecretToken.make(), fileName: fileName, key: key, sourceDescription: sourceDescription)
-            state.streams[registration.id] = Stream(registration: registration, origin: origin, location: location)
+            state.streams[registration.id] = Stream(registration: registration, origin: origin, location: location, resource: resource)
             state.idsByKey[key] = registration.id
             return registration
         }

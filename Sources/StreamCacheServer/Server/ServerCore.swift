@@ -61,8 +61,10 @@ final class ServerCore: Sendable {
 
     func register(url: URL, headers: HTTPHeaders, key: CacheKey?, fileName: String?) -> StreamRegistration {
         let name = fileName.flatMap { $0.isEmpty ? nil : $0 } ?? (url.lastPathComponent.isEmpty || url.lastPathComponent == "/" ? "stream" : url.lastPathComponent)
-        return registry.register(key: key ?? CacheKey(url: url), fileName: name, sourceDescription: url.redactedDescription,
-                                 origin: makeOrigin(url: url, headers: headers), location: HLSLocation(url: url, headers: headers))
+        let key = key ?? CacheKey(url: url)
+        let origin = makeOrigin(url: url, headers: headers)
+        return registry.register(key: key, fileName: name, sourceDescription: url.redactedDescription, origin: origin,
+                                 location: HLSLocation(url: url, headers: headers), resource: cache.resource(for: key, origin: origin))
     }
 
     /// The stream of a file a playlist names.

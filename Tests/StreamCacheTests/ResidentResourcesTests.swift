@@ -1,0 +1,148 @@
+import Foundation
+@testable import StreamCache
+import StreamCacheTestSupport
+import StreamCacheURLSession
+import Testing
+
+/// A long-running process that has read many resources keeps only those in use and the most
+/// recently asked for in memory (``StreamCache/Configuration/maximumRecentResources``); a freed
+/// resource is made again from the index and loses no byte, and one still in use is never split
+/// into two objects.
+@Suite struct ResidentResourcesTests {
+    static func resource(_ cache: StreamCache, _ server: TestOrigin, _ path: String) -> Resource {
+        let url = server.url(path)
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+    }
+
+    static func key(_ server: TestOrigin, _ path: String) -> CacheKey { CacheKey(url: server.url(path)) }
+
+    /// Waits (at most 10 s) until at most `limit` resources are in memory: a resource that has
+    /// just been read is still held for a moment by the tasks that end its read.
+    static func settle(_ cache: StreamCache, atMost limit: Int) async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while cache.residentResourceCount > limit, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return cache.residentResourceCount
+    }
+
+    typealias File = (path: String, data: Data)
+
+    /// An origin serving `count` files of about 60 kB.
+    static func origin(files count: Int, seed: UInt64) throws -> (TestOrigin, [File]) {
+        let server = try TestOrigin()
+        let files = (0..<count).map { index in ("/track\(index).bin", TestData.random(count: 60_000 + index, seed: seed + UInt64(index))) }
+        for (path, data) in files { server.setFile(path, data: data) }
+        return (server, files)
+    }
+
+    /// A fresh cache keeping `recent` idle resources in memory, and an origin serving `count` files.
+    static func withCache(recent: Int, files count: Int, seed: UInt64, _ body: (StreamCache, TestOrigin, [File]) async throws -> Void) async throws {
+        let (server, files) = try origin(files: count, seed: seed)
+        try await withTemporaryCache(configure: {
+            $0.maximumRecentResources = recent
+            $0.completesResourcesInBackground = false
+        }) { cache in
+            try await body(cache, server, files)
+        }
+    }
+
+    @Test func idleResourcesPastTheLimitAreFreedAndMadeAgainFromTheIndex() async throws {
+        try await Self.withCache(recent: 4, files: 30, seed: 500) { cache, server, files in
+            for (path, data) in files {
+                let read = try await Self.resource(cache, server, path).read(from: 0).collect()
+                #expect(TestData.sha256(read) == TestData.sha256(data), "\(path)")
+            }
+            #expect(try await Self.settle(cache, atMost: 4) <= 4)
+            // The last four asked for are the ones kept.
+            for (path, _) in files.suffix(4) { #expect(cache.existingResource(for: Self.key(server, path)) != nil, "\(path)") }
+            #expect(cache.existingResource(for: Self.key(server, files[0].path)) == nil)
+
+            // Every file again: the freed ones come back from the index with all their bytes.
+            let requests = server.requests.count
+            for (path, data) in files {
+                let resource = Self.resource(cache, server, path)
+                #expect(try await resource.cachedRanges == RangeSet([ByteRange(0, Int64(data.count))]), "\(path)")
+                let read = try await resource.read(from: 0).collect()
+                #expect(TestData.sha256(read) == TestData.sha256(data), "\(path)")
+            }
+            #expect(server.requests.count == requests, "a resource made again must not fetch what the index holds")
+            #expect(try await Self.settle(cache, atMost: 4) <= 4)
+        }
+    }
+
+    @Test func aResourceFreedAfterItsReadRecordsItsBytesFirst() async throws {
+        let (server, files) = try Self.origin(files: 12, seed: 600)
+        try await withTemporaryDirectory { directory in
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.maximumRecentResources = 0
+            configuration.completesResourcesInBackground = false
+            configuration.commitInterval = .seconds(3600)
+            let cache = try StreamCache(configuration: configuration)
+            for (path, data) in files {
+                let read = try await Self.resource(cache, server, path).read(from: 0).collect()
+                #expect(TestData.sha256(read) == TestData.sha256(data), "\(path)")
+            }
+            // Nothing holds them, so they go; each one's commit runs before it does.
+            #expect(try await Self.settle(cache, atMost: 0) == 0)
+            await cache.shutdown()
+
+            let reopened = try StreamCache(configuration: configuration)
+            let entries = try await reopened.entries()
+            #expect(entries.count == files.count)
+            for (path, data) in files {
+                let entry = entries.first { $0.key == Self.key(server, path) }
+                #expect(entry?.spans == RangeSet([ByteRange(0, Int64(data.count))]), "\(path)")
+            }
+            await reopened.shutdown()
+        }
+    }
+
+    @Test func aResourceItsCallerHoldsStaysTheSameObject() async throws {
+        try await Self.withCache(recent: 1, files: 10, seed: 700) { cache, server, files in
+            let held = Self.resource(cache, server, files[0].path)
+            _ = try await held.read(ByteRange(0, 10_000)).collect()
+            for (path, _) in files.dropFirst() { _ = try await Self.resource(cache, server, path).read(from: 0).collect() }
+            #expect(try await Self.settle(cache, atMost: 2) <= 2)
+            #expect(cache.existingResource(for: held.key) === held)
+            #expect(Self.resource(cache, server, files[0].path) === held, "a second object for a held key would download its bytes again")
+            #expect(await held.statistics.bytesServedFromOrigin == 10_000)
+        }
+    }
+
+    @Test func aResourceWhoseEventsAreWatchedStaysInMemory() async throws {
+        try await Self.withCache(recent: 1, files: 10, seed: 800) { cache, server, files in
+            let events = await Self.resource(cache, server, files[0].path).events()
+            for (path, _) in files.dropFirst() { _ = try await Self.resource(cache, server, path).read(from: 0).collect() }
+            #expect(try await Self.settle(cache, atMost: 2) <= 2)
+            #expect(cache.existingResource(for: Self.key(server, files[0].path)) != nil, "the subscription holds the resource")
+
+            // What happens to it now reaches the subscriber.
+            let watcher = Task {
+                for await event in events {
+                    if case .committed = event { return true }
+                }
+                return false
+            }
+            let read = try await Self.resource(cache, server, files[0].path).read(from: 0).collect()
+            #expect(TestData.sha256(read) == TestData.sha256(files[0].data))
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(10))
+                watcher.cancel()
+            }
+            #expect(await watcher.value, "no commit event reached the subscriber")
+            timeout.cancel()
+        }
+    }
+
+    /// Dropping a subscription lets the resource go again.
+    @Test func anEndedSubscriptionNoLongerHoldsTheResource() async throws {
+        try await Self.withCache(recent: 0, files: 4, seed: 900) { cache, server, files async throws in
+            var events: AsyncStream<ResourceEvent>? = await Self.resource(cache, server, files[0].path).events()
+            #expect(events != nil)
+            #expect(cache.existingResource(for: Self.key(server, files[0].path)) != nil)
+            events = nil
+            #expect(try await Self.settle(cache, atMost: 0) == 0)
+        }
+    }
+}
