@@ -1,12 +1,18 @@
 # Sourced by the peak-RSS benchmarks: a loopback nginx origin that requires
-# `Authorization: Bearer bench` and serves $work/www, plus the release `streamcache` binary.
+# `Authorization: Bearer bench` and serves $work/www, plus the release `streamcache` binary
+# (or $STREAMCACHE_BIN).
 # Needs: $root (the package) and $work (a scratch directory the caller removes).
 # Sets: $bin, $port; start_origin SIZE_BYTES writes $work/www/big.bin and starts nginx;
 # stop_origin stops it.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-swift build -c release --static-swift-stdlib --product streamcache --package-path "$root" >/dev/null
-bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
+# STREAMCACHE_BIN measures another build (an earlier commit's) instead of building this one.
+if [ -n "${STREAMCACHE_BIN:-}" ]; then
+  bin=$STREAMCACHE_BIN
+else
+  swift build -c release --static-swift-stdlib --product streamcache --package-path "$root" >/dev/null
+  bin="$(swift build -c release --package-path "$root" --show-bin-path)/streamcache"
+fi
 port=$(free_port)
 
 start_origin() {
