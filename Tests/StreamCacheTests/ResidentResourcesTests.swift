@@ -135,6 +135,35 @@ import Testing
         }
     }
 
+    /// Readers in waves, with nothing keeping their resource between waves: the readers of a
+    /// wave share one object and its downloads, the next wave gets a new object that knows every
+    /// byte the earlier ones fetched, and the origin sends each byte once.
+    @Test func readersInWavesWhileResourcesAreFreedFetchEachByteOnce() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 1_500_000, seed: 950)
+        server.setFile("/shared.bin", data: data)
+        server.bytesPerSecond = TestTiming.rate(6_000_000)
+        try await withTemporaryCache(configure: {
+            $0.maximumRecentResources = 0
+            $0.completesResourcesInBackground = false
+        }) { cache in
+            let waves = [ByteRange(0, 500_000), ByteRange(250_000, 1_500_000), ByteRange(0, 1_500_000)]
+            for (number, range) in waves.enumerated() {
+                let expected = TestData.sha256(data.subdata(in: Int(range.lowerBound)..<Int(range.upperBound)))
+                let digests = try await withThrowingTaskGroup(of: String.self) { group in
+                    for _ in 0..<4 {
+                        group.addTask { TestData.sha256(try await Self.resource(cache, server, "/shared.bin").read(range).collect()) }
+                    }
+                    return try await group.reduce(into: [String]()) { $0.append($1) }
+                }
+                #expect(digests.count == 4 && digests.allSatisfy { $0 == expected }, "wave \(number)")
+                // Gone from memory before the next wave begins.
+                #expect(try await Self.settle(cache, atMost: 0) == 0, "wave \(number)")
+            }
+            #expect(server.bodyBytesSent(for: "/shared.bin") == Int64(data.count), "a byte was fetched twice")
+        }
+    }
+
     /// Dropping a subscription lets the resource go again.
     @Test func anEndedSubscriptionNoLongerHoldsTheResource() async throws {
         try await Self.withCache(recent: 0, files: 4, seed: 900) { cache, server, files async throws in
