@@ -3,7 +3,9 @@
 # (or $STREAMCACHE_BIN).
 # Needs: $root (the package) and $work (a scratch directory the caller removes).
 # Sets: $bin, $port; start_origin SIZE_BYTES writes $work/www/big.bin and starts nginx;
-# stop_origin stops it.
+# stop_origin stops it; start_proxy FOLDER TOKEN starts `streamcache serve` on $proxy_port
+# ($proxy_pid) in front of the origin's FOLDER; clean_up stops both and removes $work (callers
+# run it on exit).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # STREAMCACHE_BIN measures another build (an earlier commit's) instead of building this one.
@@ -38,3 +40,21 @@ CONF
 }
 
 stop_origin() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; }
+
+proxy_pid=""
+
+# `streamcache serve` with an empty cache in $work, serving the origin's folder $1 (a path ending
+# in / or empty) below the URL token $2; returns once it answers.
+start_proxy() {
+  proxy_port=$(free_port)
+  "$bin" serve --port "$proxy_port" --cache-dir "$work/cache" --control-token-file "$work/token" \
+    --folder "http://127.0.0.1:$port/$1" -H 'Authorization: Bearer bench' --url-token "$2" >"$work/serve.out" 2>"$work/serve.err" &
+  proxy_pid=$!
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" && break; sleep 0.05; done
+}
+
+clean_up() {
+  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
+  stop_origin
+  rm -rf "$work"
+}

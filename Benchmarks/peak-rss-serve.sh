@@ -9,21 +9,11 @@ size_mb=${1:-200}
 clients=${2:-16}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/streamcache-serve-rss.XXXXXX)
-proxy_pid=""
-cleanup() {
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
-  stop_origin
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
 . "$root/Benchmarks/nginx-origin.sh"
-proxy_port=$(free_port)
 start_origin $((size_mb * 1000 * 1000))
 
-"$bin" serve --port "$proxy_port" --cache-dir "$work/cache" --control-token-file "$work/token" \
-  --folder "http://127.0.0.1:$port/" -H 'Authorization: Bearer bench' --url-token rss >"$work/serve.out" 2>"$work/serve.err" &
-proxy_pid=$!
-for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" && break; sleep 0.05; done
+start_proxy "" rss
 url="http://127.0.0.1:$proxy_port/rss/big.bin"
 expected=$(sha256sum < "$work/www/big.bin" | cut -d' ' -f1)
 

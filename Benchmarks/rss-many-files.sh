@@ -9,15 +9,8 @@ set -euo pipefail
 files=${1:-6000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/streamcache-many-files.XXXXXX)
-proxy_pid=""
-cleanup() {
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
-  stop_origin
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
 . "$root/Benchmarks/nginx-origin.sh"
-proxy_port=$(free_port)
 start_origin 1
 python3 - "$work/www/small" "$files" <<'PY'
 import os, sys
@@ -28,10 +21,7 @@ for index in range(count):
         file.write(os.urandom(20_000))
 PY
 
-"$bin" serve --port "$proxy_port" --cache-dir "$work/cache" --control-token-file "$work/token" \
-  --folder "http://127.0.0.1:$port/small/" -H 'Authorization: Bearer bench' --url-token many >"$work/serve.out" 2>"$work/serve.err" &
-proxy_pid=$!
-for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$proxy_port/" && break; sleep 0.05; done
+start_proxy small/ many
 
 rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$proxy_pid/status"; }
 descriptors() { ls "/proc/$proxy_pid/fd" | wc -l; }
