@@ -166,7 +166,11 @@ public final class Nginx: @unchecked Sendable {
         return .timedOut
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        // Its configuration, logs and temporary directories; every test run made a few.
+        try? FileManager.default.removeItem(at: prefix)
+    }
 
     /// The URL of `path` (relative to the root, starting with `/`).
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
