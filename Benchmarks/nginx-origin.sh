@@ -1,11 +1,14 @@
 # Sourced by the peak-RSS benchmarks: a loopback nginx origin that requires
 # `Authorization: Bearer bench` and serves $work/www, plus the release `streamcache` binary
 # (or $STREAMCACHE_BIN).
-# Needs: $root (the package) and $work (a scratch directory the caller removes).
+# Needs: $root (the package). Makes $work, a scratch directory removed on exit with everything
+# started in it.
 # Sets: $bin, $port; start_origin SIZE_BYTES writes $work/www/big.bin and starts nginx;
 # stop_origin stops it; start_proxy FOLDER TOKEN starts `streamcache serve` on $proxy_port
-# ($proxy_pid) in front of the origin's FOLDER; clean_up stops both and removes $work (callers
-# run it on exit).
+# ($proxy_pid) in front of the origin's FOLDER; clean_up stops both and removes $work.
+work=$(mktemp -d /tmp/streamcache-bench.XXXXXX)
+trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # STREAMCACHE_BIN measures another build (an earlier commit's) instead of building this one.

@@ -6,8 +6,6 @@
 set -euo pipefail
 size_mib=${1:-1024}
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/streamcache-rss.XXXXXX)
-trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
 . "$root/Benchmarks/nginx-origin.sh"
 start_origin $((size_mib * 1024 * 1024))
 

@@ -8,8 +8,6 @@ set -euo pipefail
 size_mb=${1:-200}
 clients=${2:-16}
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/streamcache-serve-rss.XXXXXX)
-trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
 . "$root/Benchmarks/nginx-origin.sh"
 start_origin $((size_mb * 1000 * 1000))
 

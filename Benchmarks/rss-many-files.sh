@@ -8,8 +8,6 @@
 set -euo pipefail
 files=${1:-6000}
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/streamcache-many-files.XXXXXX)
-trap 'clean_up 2>/dev/null || rm -rf "$work"' EXIT
 . "$root/Benchmarks/nginx-origin.sh"
 start_origin 1
 python3 - "$work/www/small" "$files" <<'PY'
