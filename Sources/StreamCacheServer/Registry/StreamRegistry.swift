@@ -63,9 +63,24 @@ final class StreamRegistry: Sendable {
         var transport: (any HTTPTransport)?
     }
 
+    /// A file a playlist names, kept small, since a live stream names new ones forever: its URL
+    /// as a string, its key, and headers shared with the playlist that named it. Its ``Stream``
+    /// is made when it is looked up. As a full ``Stream`` each took about 1.7 KB (50,000 segments
+    /// of one playlist: 85 MiB).
+    private struct DerivedFile: Sendable {
+        var url: String
+        var key: CacheKey
+        var headers: HTTPHeaders
+        var isPlaylist: Bool
+    }
+
     private struct State {
+        /// The streams users registered.
         var streams: [String: Stream] = [:]
         var idsByKey: [CacheKey: String] = [:]
+        /// The files playlists named, by id and by key.
+        var derived: [String: DerivedFile] = [:]
+        var derivedIDsByKey: [CacheKey: String] = [:]
         var folders: [String: Folder] = [:]
         /// Ids of derived streams, oldest first.
         var derivedOrder: [String] = []
@@ -80,6 +95,12 @@ final class StreamRegistry: Sendable {
     static let reservedTokens: Set<String> = ["s", "api"]
 
     private let state = Locked(State())
+    /// Makes the origin of a file a playlist names, when its stream is looked up.
+    private let makeDerivedOrigin: @Sendable (HLSLocation) -> any Origin
+
+    init(makeDerivedOrigin: @escaping @Sendable (HLSLocation) -> any Origin) {
+        self.makeDerivedOrigin = makeDerivedOrigin
+    }
 
     /// Registers a resource, or returns the existing registration of the same key with its origin
     /// replaced (so scripts can register again with fresh headers and keep the URL).
@@ -89,60 +110,78 @@ final class StreamRegistry: Sendable {
             if let id = state.idsByKey[key], var stream = state.streams[id] {
                 stream.origin = origin
                 stream.location = location
-                stream.isDerived = false
                 stream.resource = stream.resource ?? resource
                 state.streams[id] = stream
                 return stream.registration
             }
-            let registration = StreamRegistration(id: SecretToken.make(), fileName: fileName, key: key, sourceDescription: sourceDescription)
+            // A file a playlist named keeps its URL once a user registers it.
+            let id = state.derivedIDsByKey.removeValue(forKey: key) ?? SecretToken.make()
+            state.derived[id] = nil
+            let registration = StreamRegistration(id: id, fileName: fileName, key: key, sourceDescription: sourceDescription)
             state.streams[registration.id] = Stream(registration: registration, origin: origin, location: location, resource: resource)
             state.idsByKey[key] = registration.id
             return registration
         }
     }
 
-    /// Registers a file a playlist names, or returns the registration its URL already has.
-    ///
-    /// - Parameter makeOrigin: Called only when the file is new.
-    func registerDerived(_ location: HLSLocation, isPlaylist: Bool, makeOrigin: () -> any Origin) -> StreamRegistration {
+    /// Registers a file a playlist names, or returns the registration its key already has.
+    func registerDerived(_ location: HLSLocation, isPlaylist: Bool) -> StreamRegistration {
         let key = location.key
         return state.withLock { state in
             if let id = state.idsByKey[key], let stream = state.streams[id] { return stream.registration }
-            let name = location.fileName(fallback: isPlaylist ? "playlist.m3u8" : "file")
-            let registration = StreamRegistration(id: SecretToken.make(), fileName: name, key: key, sourceDescription: location.url.redactedDescription)
-            state.streams[registration.id] = Stream(registration: registration, origin: makeOrigin(), location: location, isPlaylist: isPlaylist, isDerived: true)
-            state.idsByKey[key] = registration.id
-            state.derivedOrder.append(registration.id)
+            if let id = state.derivedIDsByKey[key], let file = state.derived[id] {
+                return Self.registration(id: id, location: HLSLocation(url: location.url, headers: file.headers), key: key, isPlaylist: file.isPlaylist)
+            }
+            // 11 random bytes make 15 characters, which a String holds without an allocation; 88
+            // bits are as far beyond guessing as 128.
+            let id = SecretToken.make(bytes: 11)
+            state.derived[id] = DerivedFile(url: location.url.absoluteString, key: key, headers: location.headers, isPlaylist: isPlaylist)
+            state.derivedIDsByKey[key] = id
+            state.derivedOrder.append(id)
             if state.derivedOrder.count - state.derivedOrderStart > Self.maximumDerivedStreams {
                 let oldest = state.derivedOrder[state.derivedOrderStart]
                 state.derivedOrderStart += 1
-                if let stream = state.streams[oldest], stream.isDerived {
-                    state.streams[oldest] = nil
-                    state.idsByKey[stream.registration.key] = nil
-                }
+                if let file = state.derived.removeValue(forKey: oldest) { state.derivedIDsByKey[file.key] = nil }
                 if state.derivedOrderStart > Self.maximumDerivedStreams {
                     state.derivedOrder.removeFirst(state.derivedOrderStart)
                     state.derivedOrderStart = 0
                 }
             }
-            return registration
+            return Self.registration(id: id, location: location, key: key, isPlaylist: isPlaylist)
         }
+    }
+
+    private static func registration(id: String, location: HLSLocation, key: CacheKey, isPlaylist: Bool) -> StreamRegistration {
+        StreamRegistration(id: id, fileName: location.fileName(fallback: isPlaylist ? "playlist.m3u8" : "file"), key: key,
+                           sourceDescription: location.url.redactedDescription)
     }
 
     func stream(id: some StringProtocol) -> Stream? {
         // Dictionary lookup by an attacker-chosen key: the hash does not compare byte by byte, and
-        // the final equality check is on a 128-bit random value, so timing tells nothing useful.
-        state.withLock { $0.streams[String(id)] }
+        // the final equality check is on a random value of 88 bits or more, so timing tells
+        // nothing useful.
+        let id = String(id)
+        let (registered, derived) = state.withLock { ($0.streams[id], $0.derived[id]) }
+        if let registered { return registered }
+        guard let derived, let url = URL(string: derived.url) else { return nil }
+        let location = HLSLocation(url: url, headers: derived.headers)
+        return Stream(registration: Self.registration(id: id, location: location, key: derived.key, isPlaylist: derived.isPlaylist),
+                      origin: makeDerivedOrigin(location), location: location, isPlaylist: derived.isPlaylist, isDerived: true)
     }
 
     /// The streams users registered (not those playlists named), by file name.
     var streams: [Stream] {
-        state.withLock { $0.streams.values.filter { !$0.isDerived } }.sorted { $0.registration.fileName < $1.registration.fileName }
+        state.withLock { Array($0.streams.values) }.sorted { $0.registration.fileName < $1.registration.fileName }
     }
 
     @discardableResult
     func unregister(id: String) -> StreamRegistration? {
         state.withLock { state in
+            if let file = state.derived.removeValue(forKey: id) {
+                state.derivedIDsByKey[file.key] = nil
+                guard let url = URL(string: file.url) else { return nil }
+                return Self.registration(id: id, location: HLSLocation(url: url, headers: file.headers), key: file.key, isPlaylist: file.isPlaylist)
+            }
             guard let stream = state.streams.removeValue(forKey: id) else { return nil }
             state.idsByKey[stream.registration.key] = nil
             return stream.registration

@@ -12,7 +12,7 @@ import StreamCacheHLS
 final class ServerCore: Sendable {
     let cache: StreamCache
     let configuration: ProxyServer.Configuration
-    let registry = StreamRegistry()
+    let registry: StreamRegistry
     let transport: any HTTPTransport
     let controlToken: String
     let logger: Logger
@@ -34,6 +34,11 @@ final class ServerCore: Sendable {
         self.transport = transport
         self.controlToken = configuration.controlToken ?? SecretToken.make(bytes: 24)
         self.logger = configuration.logger
+        let (logger, multipleRanges) = (configuration.logger, multipleRanges)
+        registry = StreamRegistry { location in
+            HTTPOrigin(url: location.url, headers: location.headers, transport: transport,
+                       configuration: Self.originConfiguration(multipleRanges: multipleRanges), logger: logger)
+        }
     }
 
     /// The server's base URL (`http://127.0.0.1:PORT`), once it listens.
@@ -53,7 +58,9 @@ final class ServerCore: Sendable {
 
     /// One memory of which hosts serve several ranges per response, for every origin of the
     /// server: the files of a `--folder` share a host, which is then tried once.
-    var originConfiguration: HTTPOrigin.Configuration {
+    var originConfiguration: HTTPOrigin.Configuration { Self.originConfiguration(multipleRanges: multipleRanges) }
+
+    private static func originConfiguration(multipleRanges: MultipleRangesMemory) -> HTTPOrigin.Configuration {
         var configuration = HTTPOrigin.Configuration()
         configuration.multipleRanges = multipleRanges
         return configuration
@@ -69,7 +76,7 @@ final class ServerCore: Sendable {
 
     /// The stream of a file a playlist names.
     func registerDerived(_ location: HLSLocation, isPlaylist: Bool) -> StreamRegistration {
-        registry.registerDerived(location, isPlaylist: isPlaylist) { makeOrigin(url: location.url, headers: location.headers) }
+        registry.registerDerived(location, isPlaylist: isPlaylist)
     }
 
     /// Whether `stream` is served as an HLS playlist, as far as is known before its first byte.
