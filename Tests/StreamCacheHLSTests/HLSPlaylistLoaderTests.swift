@@ -1,6 +1,6 @@
 import Foundation
 import StreamCache
-import StreamCacheHLS
+@testable import StreamCacheHLS
 import StreamCacheTestSupport
 import StreamCacheURLSession
 import Testing
@@ -43,6 +43,29 @@ import Testing
             let playlist = try await Self.load(HLSPlaylistLoader(), nextSession, origin.url("/vod.m3u8"))
             #expect(playlist.segments.count == 5 && !playlist.isLive)
             await nextSession.shutdown()
+        }
+    }
+
+    /// Long playlists do not pile up in memory: past `maximumReferences`, the least recently used
+    /// go, and a VOD playlist dropped is read again from the cache, not from the origin.
+    @Test func longPlaylistsPastTheReferenceLimitLeaveMemoryAndComeBackFromTheCache() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        for (name, segments) in [("a", 60), ("b", 60), ("c", 150)] {
+            origin.setFile("/\(name).m3u8", data: Self.mediaPlaylist(segments: segments, ended: true), contentType: "application/vnd.apple.mpegurl")
+        }
+        try await withTemporaryCache { (cache: StreamCache) async throws in
+            let loader = HLSPlaylistLoader(maximumReferences: 100)
+            #expect(try await Self.load(loader, cache, origin.url("/a.m3u8")).segments.count == 60)
+            #expect(await loader.keptReferences == 60)
+            #expect(try await Self.load(loader, cache, origin.url("/b.m3u8")).segments.count == 60)
+            #expect(await loader.keptReferences == 60, "a went when b came")
+            #expect(try await Self.load(loader, cache, origin.url("/a.m3u8")).segments.count == 60)
+            #expect(await loader.keptReferences == 60)
+            #expect(origin.dataRequests(for: "/a.m3u8").count == 1, "a came back from the cache")
+            // One playlist longer than the limit is still kept while it is the one in use.
+            #expect(try await Self.load(loader, cache, origin.url("/c.m3u8")).segments.count == 150)
+            #expect(await loader.keptReferences == 150)
         }
     }
 

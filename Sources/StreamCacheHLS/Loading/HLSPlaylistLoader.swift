@@ -49,6 +49,9 @@ public actor HLSPlaylistLoader {
     }
 
     private let maximumEntries: Int
+    private let maximumReferences: Int
+    /// The URIs named by the playlists in ``entries``: their parsed form is most of their memory.
+    private(set) var keptReferences = 0
     private let now: @Sendable () -> ContinuousClock.Instant
     private var entries: [CacheKey: Entry] = [:]
     private var loading: [CacheKey: Task<LoadedPlaylist, any Error>] = [:]
@@ -58,9 +61,14 @@ public actor HLSPlaylistLoader {
     ///
     /// - Parameters:
     ///   - maximumEntries: Parsed playlists kept in memory; the least recently used go first.
+    ///   - maximumReferences: The most URIs (segments, keys, variants) the kept playlists may name
+    ///     together, so that a few very long ones cannot fill memory: a parsed VOD playlist of
+    ///     50,000 segments takes about 30 MB. The playlist just used is kept whatever its size; a
+    ///     VOD playlist dropped from memory is read again from the cache when asked for.
     ///   - now: The clock; tests pass their own.
-    public init(maximumEntries: Int = 256, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    public init(maximumEntries: Int = 256, maximumReferences: Int = 50_000, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.maximumEntries = max(1, maximumEntries)
+        self.maximumReferences = max(0, maximumReferences)
         self.now = now
     }
 
@@ -99,9 +107,12 @@ public actor HLSPlaylistLoader {
 
     private func use(_ loaded: LoadedPlaylist) -> LoadedPlaylist {
         useCounter += 1
+        keptReferences -= entries[loaded.key]?.loaded.playlist.references.count ?? 0
         entries[loaded.key] = Entry(loaded: loaded, lastUse: useCounter)
-        if entries.count > maximumEntries, let oldest = entries.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
-            entries[oldest] = nil
+        keptReferences += loaded.playlist.references.count
+        while entries.count > maximumEntries || (keptReferences > maximumReferences && entries.count > 1),
+              let oldest = entries.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
+            keptReferences -= entries.removeValue(forKey: oldest)?.loaded.playlist.references.count ?? 0
         }
         return loaded
     }
