@@ -36,8 +36,7 @@ final class ServerCore: Sendable {
         self.logger = configuration.logger
         let (logger, multipleRanges) = (configuration.logger, multipleRanges)
         registry = StreamRegistry { location in
-            HTTPOrigin(url: location.url, headers: location.headers, transport: transport,
-                       configuration: Self.originConfiguration(multipleRanges: multipleRanges), logger: logger)
+            Self.makeOrigin(url: location.url, headers: location.headers, transport: transport, multipleRanges: multipleRanges, logger: logger)
         }
     }
 
@@ -53,7 +52,12 @@ final class ServerCore: Sendable {
     }
 
     func makeOrigin(url: URL, headers: HTTPHeaders, transport: (any HTTPTransport)? = nil) -> any Origin {
-        HTTPOrigin(url: url, headers: headers, transport: transport ?? self.transport, configuration: originConfiguration, logger: logger)
+        Self.makeOrigin(url: url, headers: headers, transport: transport ?? self.transport, multipleRanges: multipleRanges, logger: logger)
+    }
+
+    private static func makeOrigin(url: URL, headers: HTTPHeaders, transport: any HTTPTransport, multipleRanges: MultipleRangesMemory,
+                                   logger: Logger) -> any Origin {
+        HTTPOrigin(url: url, headers: headers, transport: transport, configuration: originConfiguration(multipleRanges: multipleRanges), logger: logger)
     }
 
     /// One memory of which hosts serve several ranges per response, for every origin of the
