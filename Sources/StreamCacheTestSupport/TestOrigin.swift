@@ -81,6 +81,9 @@ public final class TestOrigin: @unchecked Sendable {
         var requests: [RecordedRequest] = []
         var requiredHeaders: [String: String] = [:]
         var bytesPerSecond: Int?
+        var linkBytesPerSecond: Int?
+        /// When the shared link is free again: every chunk of every response waits its turn.
+        var linkFreeAt = ContinuousClock.now
         var servesMultipleRanges = false
         var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)?
         var connections: Set<Int32> = []
@@ -143,6 +146,27 @@ public final class TestOrigin: @unchecked Sendable {
     public var bytesPerSecond: Int? {
         get { state.withLock { $0.bytesPerSecond } }
         set { state.withLock { $0.bytesPerSecond = newValue } }
+    }
+
+    /// Caps the body rate of all responses together, or `nil` for no cap: one link that every
+    /// connection shares (a home line), where a second connection halves the speed of the first.
+    public var linkBytesPerSecond: Int? {
+        get { state.withLock { $0.linkBytesPerSecond } }
+        set { state.withLock { $0.linkBytesPerSecond = newValue } }
+    }
+
+    /// Waits until the shared link (``linkBytesPerSecond``) has carried `count` more bytes, after
+    /// the bytes other responses queued before them.
+    private func waitForLink(_ count: Int) {
+        let done: ContinuousClock.Instant? = state.withLock { state in
+            guard let rate = state.linkBytesPerSecond, rate > 0 else { return nil }
+            let start = max(ContinuousClock.now, state.linkFreeAt)
+            state.linkFreeAt = start + .nanoseconds(Int64(Double(count) / Double(rate) * 1e9))
+            return state.linkFreeAt
+        }
+        guard let done else { return }
+        let wait = done - .now
+        if wait > .zero { Thread.sleep(forTimeInterval: wait.timeInterval) }
     }
 
     /// Decides a fault for each request (`index` counts from 0 over the server's life).
@@ -351,6 +375,8 @@ public final class TestOrigin: @unchecked Sendable {
         let chunk = 64 * 1024
         while sent < limit {
             let count = Int(min(Int64(chunk), limit - sent))
+            // A chunk arrives once the link has carried it.
+            waitForLink(count)
             let start = multipartBody == nil ? Int(range.lowerBound + sent) : Int(sent)
             let ok = (multipartBody ?? file.data).withUnsafeBytes { raw in
                 Self.sendAll(connection, raw.baseAddress! + start, count)

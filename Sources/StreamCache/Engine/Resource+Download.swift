@@ -36,6 +36,14 @@ extension Resource {
         var idleLimit: Int64?
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
+        /// The request in flight as a sample of ``Resource/parallelGain``: when its first chunk
+        /// arrived and how big it was, and the mark of ``ParallelGain/beginReceiving(at:)``.
+        var firstChunkAt: ContinuousClock.Instant?
+        var firstChunkBytes: Int64 = 0
+        var receivingMark: Double?
+        var receivingSince: ContinuousClock.Instant?
+        /// The split short read (see ``ParallelGain``) whose part the first request is.
+        var splitReadID: Int?
         var received: Int64 = 0
         var task: Task<Void, Never>?
         /// Started for a short bounded read (a seek, a probe): its read-ahead waits a moment to see
@@ -104,12 +112,14 @@ extension Resource {
             return
         }
         let partLength = (wanted + Int64(parts) - 1) / Int64(parts)
+        let splitReadID = makeID()
+        parallelGain.beginSplitRead(id: splitReadID, parts: parts)
         var partStart = start
         for part in 0..<parts {
             let isLast = part == parts - 1
             let partEnd = isLast ? start + wanted : partStart + partLength
             startDownload(at: partStart, limit: isLast ? limit : partEnd, kind: kind, firstRequestLength: partEnd - partStart,
-                          shortRead: isLast && shortRead)
+                          shortRead: isLast && shortRead, splitReadID: splitReadID)
             partStart = partEnd
         }
     }
@@ -130,7 +140,8 @@ extension Resource {
     /// transfer is shorter than the gain asked for.
     func shortReadParts(wanted: Int64) -> Int {
         guard let gain = configuration.minimumParallelGain?.timeInterval, gain > 0, configuration.parallelDownloads > 1,
-              wanted < configuration.initialSegmentSize, info?.acceptsByteRanges == true, let throughput = connectionThroughput, throughput > 0
+              wanted < configuration.initialSegmentSize, info?.acceptsByteRanges == true, let throughput = connectionThroughput, throughput > 0,
+              parallelConnectionsMayHelp
         else { return 1 }
         let transfer = Double(wanted) / throughput
         // No part smaller than one TCP window's worth: below that, the round trip is all there is.
@@ -160,9 +171,10 @@ extension Resource {
     ///
     /// `firstRequestLength` sets the first request's length exactly: a part of a split short read
     /// asks for its own bytes and nothing more. `shortRead` marks the download of a seek or a
-    /// probe, whose read-ahead waits to see whether the player skims.
+    /// probe, whose read-ahead waits to see whether the player skims. `splitReadID` names the
+    /// split short read whose part the first request is.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
-                       firstRequestLength: Int64? = nil, shortRead: Bool = false) {
+                       firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil) {
         let id = makeID()
         var segment = configuration.initialSegmentSize
         if let firstRequestLength {
@@ -174,6 +186,7 @@ extension Resource {
         }
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
                                  rangeEnd: min(limit, start + segment), segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
+        downloads[id]?.splitReadID = splitReadID
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -260,6 +273,7 @@ extension Resource {
         if let last = following.last { download.segmentEnd = last.upperBound }
         download.segmentStartedAt = .now
         download.segmentStartReceived = download.received
+        stopReceiving(&download)
         downloads[id] = download
         statistics.originRequests += 1
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
@@ -397,6 +411,7 @@ extension Resource {
             if firstPendingAt == nil { firstPendingAt = .now }
         }
         statistics.bytesDownloaded += range.count
+        noteTransfer(of: range.count, by: &download)
         download.received += range.count
         download.position = range.upperBound
         if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {
@@ -406,6 +421,7 @@ extension Resource {
         }
         if download.position >= download.segmentEnd {
             recordThroughput(of: &download)
+            recordParallelGainSample(of: &download)
             // The request is done: the next one starts past cached bytes, if the origin allows.
             if crossesCachedBytes { skipCachedBytes(&download) }
         }
@@ -473,7 +489,9 @@ extension Resource {
     }
 
     func downloadEnded(id: Int, error: (any Error)?) {
-        guard let download = downloads.removeValue(forKey: id) else { return }
+        guard var download = downloads.removeValue(forKey: id) else { return }
+        stopReceiving(&download)
+        if let splitReadID = download.splitReadID { parallelGain.dropSplitRead(id: splitReadID) }
         usage.end(key)
         scheduleCommit()
         emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))

@@ -18,11 +18,14 @@ extension Resource {
     ///
     /// Nothing happens before the download at the start of `wanted` has answered: the reader's
     /// first bytes never share the link with the parts after them. Nothing happens either while
-    /// one connection is fast (``StreamCache/Configuration/parallelDownloadThroughputLimit``).
+    /// one connection is fast (``StreamCache/Configuration/parallelDownloadThroughputLimit``), nor
+    /// once connections side by side were measured to fetch no faster than one
+    /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
     func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
         let maximum = configuration.parallelDownloads
         guard maximum > 1, configuration.parallelPartSize > 0, let info, info.acceptsByteRanges, let total = info.totalLength else { return }
         if let ceiling = configuration.parallelDownloadThroughputLimit, let throughput = connectionThroughput, throughput >= ceiling { return }
+        guard parallelConnectionsMayHelp else { return }
         let wanted = wanted.clamped(toLength: total)
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }), !head.opened { return }
         // Equal shares of what is left, so the connections finish together; never more than the

@@ -72,6 +72,9 @@ public actor Resource {
     /// How fast one origin connection of this resource last delivered a request (bytes per
     /// second): new parts of a streaming range start at the segment size it allows.
     var connectionThroughput: Double?
+    /// Whether this resource's connections side by side fetch faster than one alone (see
+    /// ``StreamCache/Configuration/minimumParallelSpeedup``).
+    var parallelGain = ParallelGain()
     /// The last download failures (at most 8), numbered: a reader whose wait ended for a re-plan
     /// just before the download failed would otherwise miss the error and start the download again.
     var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []

@@ -60,6 +60,15 @@ extension StreamCache {
         /// each one (4-10 MB/s); a connection faster than this already fills the link, so more of
         /// them only add requests and compete for it. `nil` splits at any speed.
         public var parallelDownloadThroughputLimit: Double? = 40_000_000
+        /// Long ranges and short reads are split across connections only while several
+        /// connections, once measured, fetch at least this many times what one does alone.
+        /// Cloud services cap each connection, so there each one keeps its speed and two fetch
+        /// twice as fast; on a link all connections share (a home line, one traffic shaper) they
+        /// divide its speed, so extra connections only add requests and slow down the part a
+        /// reader waits for. Until a resource has measured both (its first split), it splits
+        /// as the other settings say; a measurement of several connections stands for 30 s.
+        /// `nil` never checks.
+        public var minimumParallelSpeedup: Double? = 1.4
         /// A short read (a seek, a player's bounded request of less than ``initialSegmentSize``)
         /// on a slow connection is split across up to ``parallelDownloads`` connections while each
         /// extra one saves at least this much of its transfer time, at the speed the resource's

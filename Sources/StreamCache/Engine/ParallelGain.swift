@@ -1,0 +1,135 @@
+/// What a resource's own transfers tell about its path to the origin: whether connections side by
+/// side fetch faster than one alone, as with cloud storage that caps each connection, or share one
+/// bottleneck (a home link, a single traffic shaper), where an extra connection adds a request and
+/// halves the speed of the part a reader waits for without adding a byte per second.
+///
+/// Fed one sample per finished origin request: the speed of its body after the first chunk (so
+/// neither the round trip nor a shaper's initial burst counts) and how many of the resource's
+/// requests were receiving meanwhile, on average over its time. A cap on each connection keeps
+/// each one's speed as connections are added; a shared link divides it among them.
+///
+/// A short read split across connections is one sample of its own: the speed of all its parts
+/// together, from the first byte of any to the last byte of all. Its parts are too short to tell
+/// anything one by one, and on a shared link they may well arrive one after the other, each as
+/// fast as one connection alone.
+struct ParallelGain: Sendable {
+    /// How many of the resource's requests are receiving (past their first chunk, not finished).
+    private(set) var receiving = 0
+    /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
+    private var receivingSeconds: Double = 0
+    private var integratedUntil: ContinuousClock.Instant?
+    /// Bytes per second of a request that received alone.
+    private(set) var alone: Double?
+    /// Bytes per second of all requests together while several received.
+    private(set) var together: Double?
+    private(set) var togetherMeasuredAt: ContinuousClock.Instant?
+    /// The split short reads under way, by an identifier of the resource's.
+    private var splitReads: [Int: SplitRead] = [:]
+
+    /// The bytes of a split short read so far.
+    private struct SplitRead {
+        var partsLeft: Int
+        var firstByteAt: ContinuousClock.Instant?
+        var firstChunkBytes: Int64 = 0
+        var bytes: Int64 = 0
+        var lastByteAt: ContinuousClock.Instant?
+    }
+
+    /// How long a measurement of several connections stands. Once it found no gain, nothing is
+    /// split any more, so nothing measures again; after this long a split may try again (the
+    /// path's other traffic may have gone).
+    static let memory: Duration = .seconds(30)
+
+    /// A request starts receiving; returns the mark its ``endReceiving(since:at:)`` takes.
+    mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Double {
+        integrate(until: now)
+        receiving += 1
+        return receivingSeconds
+    }
+
+    /// A request stops receiving (finished, cut, or failed); returns how many requests received
+    /// on average since `mark` (its ``beginReceiving(at:)``), itself included.
+    @discardableResult
+    mutating func endReceiving(since mark: Double, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant = .now) -> Double {
+        integrate(until: now)
+        receiving = max(0, receiving - 1)
+        let elapsed = (now - start).timeInterval
+        return elapsed > 0 ? (receivingSeconds - mark) / elapsed : 1
+    }
+
+    /// A request begins receiving as of its first chunk, which may lie a moment before the last
+    /// change counted: time never runs backwards here.
+    private mutating func integrate(until now: ContinuousClock.Instant) {
+        guard let last = integratedUntil else {
+            integratedUntil = now
+            return
+        }
+        guard now > last else { return }
+        receivingSeconds += Double(receiving) * (now - last).timeInterval
+        integratedUntil = now
+    }
+
+    /// Records the request that received `rate` bytes per second while on average `connections`
+    /// requests of the resource received. A request that overlapped others only in part (between
+    /// 1.1 and 1.5 on average) says little either way and is left out.
+    mutating func record(rate: Double, connections: Double, at now: ContinuousClock.Instant = .now) {
+        guard rate > 0, connections >= 1 else { return }
+        if connections < 1.1 {
+            alone = rate
+        } else if connections >= 1.5 {
+            together = rate * connections
+            togetherMeasuredAt = now
+        }
+    }
+
+    /// A short read split in `parts` requests starts; `id` names it in the calls that follow.
+    mutating func beginSplitRead(id: Int, parts: Int) {
+        splitReads[id] = SplitRead(partsLeft: parts)
+    }
+
+    /// `bytes` of split read `id` arrived. Those within `firstChunkWindow` of its first bytes are
+    /// its first chunk, which does not count toward its speed.
+    mutating func noteSplitRead(id: Int, bytes: Int64, firstChunkWindow: Duration, at now: ContinuousClock.Instant = .now) {
+        guard var read = splitReads[id] else { return }
+        if let first = read.firstByteAt {
+            if now - first < firstChunkWindow { read.firstChunkBytes += bytes }
+        } else {
+            read.firstByteAt = now
+            read.firstChunkBytes = bytes
+        }
+        read.bytes += bytes
+        read.lastByteAt = now
+        splitReads[id] = read
+    }
+
+    /// One part of split read `id` has all its bytes; after the last, the read is a sample of
+    /// several connections if at least `smallestSample` bytes came after its first chunk.
+    mutating func finishSplitReadPart(id: Int, smallestSample: Int64, at now: ContinuousClock.Instant = .now) {
+        guard var read = splitReads[id] else { return }
+        read.partsLeft -= 1
+        guard read.partsLeft <= 0 else {
+            splitReads[id] = read
+            return
+        }
+        splitReads[id] = nil
+        guard let first = read.firstByteAt, let last = read.lastByteAt else { return }
+        let fetched = read.bytes - read.firstChunkBytes
+        let elapsed = (last - first).timeInterval
+        guard fetched >= smallestSample, elapsed > 0 else { return }
+        together = Double(fetched) / elapsed
+        togetherMeasuredAt = now
+    }
+
+    /// Split read `id` will not finish (a part failed or was cancelled): no sample.
+    mutating func dropSplitRead(id: Int) {
+        splitReads[id] = nil
+    }
+
+    /// Whether several connections were measured to fetch at least `minimumSpeedup` times what one
+    /// does alone; `nil` until both were measured (or the measurement of several is older than
+    /// ``memory``).
+    func helps(minimumSpeedup: Double, now: ContinuousClock.Instant = .now) -> Bool? {
+        guard let alone, let together, let togetherMeasuredAt, now - togetherMeasuredAt < Self.memory else { return nil }
+        return together >= alone * minimumSpeedup
+    }
+}
