@@ -13,7 +13,39 @@
 /// anything one by one, and on a shared link they may well arrive one after the other, each as
 /// fast as one connection alone.
 struct ParallelGain: Sendable {
-    /// How many of the resource's requests are receiving (past their first chunk, not finished).
+    /// The bytes of one transfer (a request, or a split read's parts together) as they arrive.
+    /// Its speed leaves out the first chunk: bytes within a window of the first ones (a shaper
+    /// sends its burst at once, and the socket may hand it over in several reads).
+    struct TransferSample: Sendable {
+        let firstByteAt: ContinuousClock.Instant
+        private(set) var firstChunkBytes: Int64
+        private(set) var bytes: Int64
+        private(set) var lastByteAt: ContinuousClock.Instant
+
+        init(firstBytes: Int64, at now: ContinuousClock.Instant) {
+            firstByteAt = now
+            firstChunkBytes = firstBytes
+            bytes = firstBytes
+            lastByteAt = now
+        }
+
+        mutating func note(_ count: Int64, firstChunkWindow: Duration, at now: ContinuousClock.Instant) {
+            if now - firstByteAt < firstChunkWindow { firstChunkBytes += count }
+            bytes += count
+            lastByteAt = now
+        }
+
+        /// Bytes per second after the first chunk, or `nil` when fewer than `smallest` bytes came
+        /// after it.
+        func rate(smallest: Int64) -> Double? {
+            let fetched = bytes - firstChunkBytes
+            let elapsed = (lastByteAt - firstByteAt).timeInterval
+            guard fetched >= smallest, elapsed > 0 else { return nil }
+            return Double(fetched) / elapsed
+        }
+    }
+
+    /// How many of the resource's requests are receiving (from their first bytes until they end).
     private(set) var receiving = 0
     /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
     private var receivingSeconds: Double = 0
@@ -26,13 +58,10 @@ struct ParallelGain: Sendable {
     /// The split short reads under way, by an identifier of the resource's.
     private var splitReads: [Int: SplitRead] = [:]
 
-    /// The bytes of a split short read so far.
+    /// A split short read under way: its parts still to finish, and its bytes so far.
     private struct SplitRead {
         var partsLeft: Int
-        var firstByteAt: ContinuousClock.Instant?
-        var firstChunkBytes: Int64 = 0
-        var bytes: Int64 = 0
-        var lastByteAt: ContinuousClock.Instant?
+        var transfer: TransferSample?
     }
 
     /// How long a measurement of several connections stands. Once it found no gain, nothing is
@@ -40,7 +69,7 @@ struct ParallelGain: Sendable {
     /// path's other traffic may have gone).
     static let memory: Duration = .seconds(30)
 
-    /// A request starts receiving; returns the mark its ``endReceiving(since:at:)`` takes.
+    /// A request starts receiving; returns the mark its ``endReceiving(since:startedAt:at:)`` takes.
     mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Double {
         integrate(until: now)
         receiving += 1
@@ -57,8 +86,7 @@ struct ParallelGain: Sendable {
         return elapsed > 0 ? (receivingSeconds - mark) / elapsed : 1
     }
 
-    /// A request begins receiving as of its first chunk, which may lie a moment before the last
-    /// change counted: time never runs backwards here.
+    /// Adds the time since the last change, times the requests receiving meanwhile.
     private mutating func integrate(until now: ContinuousClock.Instant) {
         guard let last = integratedUntil else {
             integratedUntil = now
@@ -91,14 +119,11 @@ struct ParallelGain: Sendable {
     /// its first chunk, which does not count toward its speed.
     mutating func noteSplitRead(id: Int, bytes: Int64, firstChunkWindow: Duration, at now: ContinuousClock.Instant = .now) {
         guard var read = splitReads[id] else { return }
-        if let first = read.firstByteAt {
-            if now - first < firstChunkWindow { read.firstChunkBytes += bytes }
+        if read.transfer == nil {
+            read.transfer = TransferSample(firstBytes: bytes, at: now)
         } else {
-            read.firstByteAt = now
-            read.firstChunkBytes = bytes
+            read.transfer?.note(bytes, firstChunkWindow: firstChunkWindow, at: now)
         }
-        read.bytes += bytes
-        read.lastByteAt = now
         splitReads[id] = read
     }
 
@@ -112,11 +137,8 @@ struct ParallelGain: Sendable {
             return
         }
         splitReads[id] = nil
-        guard let first = read.firstByteAt, let last = read.lastByteAt else { return }
-        let fetched = read.bytes - read.firstChunkBytes
-        let elapsed = (last - first).timeInterval
-        guard fetched >= smallestSample, elapsed > 0 else { return }
-        together = Double(fetched) / elapsed
+        guard let rate = read.transfer?.rate(smallest: smallestSample) else { return }
+        together = rate
         togetherMeasuredAt = now
     }
 

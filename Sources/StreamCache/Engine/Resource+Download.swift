@@ -36,12 +36,9 @@ extension Resource {
         var idleLimit: Int64?
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
-        /// The request in flight as a sample of ``Resource/parallelGain``: when its first chunk
-        /// arrived and how big it was, and the mark of ``ParallelGain/beginReceiving(at:)``.
-        var firstChunkAt: ContinuousClock.Instant?
-        var firstChunkBytes: Int64 = 0
-        var receivingMark: Double?
-        var receivingSince: ContinuousClock.Instant?
+        /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
+        /// on, with the mark ``ParallelGain/beginReceiving(at:)`` gave it then.
+        var requestSample: (transfer: ParallelGain.TransferSample, receivingMark: Double)?
         /// The split short read (see ``ParallelGain``) whose part the first request is.
         var splitReadID: Int?
         var received: Int64 = 0

@@ -1,59 +1,44 @@
 extension Resource {
     // The samples of ``parallelGain``, and the decisions taken from it. See ``ParallelGain``.
 
-    /// Counts `bytes` that just arrived for `download` into its request's sample: the request is
-    /// receiving from its first bytes on. Bytes that follow them within ``firstChunkWindow``
-    /// belong to the first chunk, whose bytes do not count toward its speed (a shaper sends its
-    /// burst at once, and the socket may hand it over in several reads).
+    /// Counts `bytes` that just arrived for `download` into its request's sample (and its split
+    /// read's, for a part of one): the request is receiving from its first bytes on.
     func noteTransfer(of bytes: Int64, by download: inout Download) {
         let now = ContinuousClock.now
         if let splitReadID = download.splitReadID {
             parallelGain.noteSplitRead(id: splitReadID, bytes: bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
         }
-        guard let firstChunkAt = download.firstChunkAt else {
-            download.firstChunkAt = now
-            download.firstChunkBytes = bytes
-            download.receivingMark = parallelGain.beginReceiving(at: now)
-            download.receivingSince = now
-            return
+        if download.requestSample == nil {
+            download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
+        } else {
+            download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
         }
-        if now - firstChunkAt < Self.firstChunkWindow { download.firstChunkBytes += bytes }
     }
 
     /// Ends the request sample of `download` without recording it: a new request begins, or the
-    /// download ended before its request did.
-    func stopReceiving(_ download: inout Download) {
-        if let mark = download.receivingMark, let since = download.receivingSince {
-            parallelGain.endReceiving(since: mark, startedAt: since)
-        }
-        download.firstChunkAt = nil
-        download.receivingMark = nil
-        download.receivingSince = nil
+    /// download ended before its request did. Returns how many requests received on average
+    /// meanwhile, and the sample.
+    @discardableResult
+    func stopReceiving(_ download: inout Download) -> (connections: Double, transfer: ParallelGain.TransferSample)? {
+        guard let sample = download.requestSample else { return nil }
+        download.requestSample = nil
+        let connections = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt)
+        return (connections, sample.transfer)
     }
 
     /// Hands the request that `download` just completed to ``parallelGain``: its speed after the
     /// first chunk and the connections receiving meanwhile. A request too short to tell (less than
     /// ``smallestGainSample`` after its first chunk) is not counted.
     func recordParallelGainSample(of download: inout Download) {
+        let ended = stopReceiving(&download)
         if let splitReadID = download.splitReadID {
             // A part of a split short read: the read as a whole is the sample.
             download.splitReadID = nil
-            stopReceiving(&download)
             parallelGain.finishSplitReadPart(id: splitReadID, smallestSample: Self.smallestGainSample)
             return
         }
-        guard let mark = download.receivingMark, let since = download.receivingSince else {
-            stopReceiving(&download)
-            return
-        }
-        let now = ContinuousClock.now
-        let connections = parallelGain.endReceiving(since: mark, startedAt: since, at: now)
-        let fetched = download.received - download.segmentStartReceived - download.firstChunkBytes
-        let elapsed = (now - since).timeInterval
-        download.receivingMark = nil  // ended just above
-        stopReceiving(&download)
-        guard fetched >= Self.smallestGainSample, elapsed > 0 else { return }
-        parallelGain.record(rate: Double(fetched) / elapsed, connections: connections, at: now)
+        guard let ended, let rate = ended.transfer.rate(smallest: Self.smallestGainSample) else { return }
+        parallelGain.record(rate: rate, connections: ended.connections)
     }
 
     /// How long after a request's first bytes others still count as its first chunk.
