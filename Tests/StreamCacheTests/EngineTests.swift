@@ -155,11 +155,11 @@ import Testing
         let size = 40_000_000
         let (server, data) = try makeOrigin(size: size)
         let transport = kind.make()
-        // Requests sized by the link alone, seeks in one request each and reads on one
-        // connection: how fast a loaded machine moves bytes does not matter (splitting slow seeks
-        // and long reads has tests of its own).
+        // Seeks in one request each, reads on one connection, and (over URLSession) requests
+        // not bounded by the join wait: how fast a loaded machine moves bytes does not matter
+        // (splitting slow seeks and long reads has tests of its own).
         try await withTemporaryCache(configure: {
-            $0.maximumSegmentDuration = .seconds(3600)
+            $0.maximumJoinWait = .seconds(3600)
             $0.minimumParallelGain = nil
             $0.parallelDownloads = 1
         }) { cache in

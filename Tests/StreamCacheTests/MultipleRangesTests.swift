@@ -16,11 +16,12 @@ import Testing
     static func readAcrossIslands(on origin: TestOrigin, transport: TransportKind, data: Data,
                                   memory: MultipleRangesMemory? = MultipleRangesMemory()) async throws -> (Data, Int64, [TestOrigin.RecordedRequest]) {
         // The islands' read-ahead waits for the next read, which starts elsewhere and drops it.
-        // One connection, and request sizes that do not depend on the machine's speed.
+        // One connection, and request sizes that do not depend on the machine's speed (over
+        // URLSession, requests end within the join wait at the connection's speed).
         try await withTemporaryCache(configure: {
             $0.skimmingWindow = .seconds(30)
             $0.parallelDownloads = 1
-            $0.maximumSegmentDuration = .seconds(60)
+            $0.maximumJoinWait = .seconds(60)
         }) { cache in
             var configuration = HTTPOrigin.Configuration()
             configuration.multipleRanges = memory

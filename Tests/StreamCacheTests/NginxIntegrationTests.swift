@@ -73,13 +73,12 @@ import Testing
     /// Acceptance 2: 256 KiB at 0 %, 50 %, 10 %, 90 %, 30 %, then the whole file. nginx serves
     /// several ranges per response, so the whole read asks for all the gaps between the seeks'
     /// bytes in one request: every byte once, six requests in all. (The proxy's transport, whose
-    /// requests are not capped at 4 MiB; one connection, and requests not cut to half a second
-    /// of transfer, so the count does not depend on the machine's speed.)
+    /// requests are not capped at 4 MiB, and one connection, so the count does not depend on
+    /// the machine's speed.)
     @Test func seekPatternAgainstNginx() async throws {
         try await Self.withNginx { nginx, data in
             try await withTemporaryCache(configure: {
                 $0.parallelDownloads = 1
-                $0.maximumSegmentDuration = .seconds(60)
             }) { cache in
                 let url = nginx.url("/song.mp3")
                 let origin = HTTPOrigin(url: url, headers: ["Authorization": Self.token], transport: AsyncHTTPClientTransport.shared)

@@ -79,10 +79,13 @@ extension Resource {
         if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
             if prefetch { downloads[id]?.kind = .prefetch }
             releaseHold(of: id)
-            // Bytes already requested arrive soonest from the request in flight; so do bytes just past it.
-            if offset < download.segmentEnd || offset - download.position <= configuration.joinDistance { return }
-            // Too far ahead: this seek gets its own download and the old one stops where it starts.
+            if joins(download, at: offset) { return }
+            // Too far ahead: this seek gets its own download and the old one stops where it starts,
+            // cutting its request in flight there if it reaches that far.
             downloads[id]?.limit = offset
+            if offset < download.segmentEnd {
+                logger.debug("request in flight cut for a read ahead of it", metadata: ["key": "\(key)", "at": "\(offset)"])
+            }
             startDownloads(at: offset, limit: download.limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
             return
         }
@@ -93,6 +96,23 @@ extension Resource {
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
         startDownloads(at: offset, limit: limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
+    }
+
+    /// Whether a read at `offset`, inside `download`'s window, waits for it rather than starting
+    /// its own: the download reaches `offset` within ``StreamCache/Configuration/joinDistance``,
+    /// or its request in flight brings it within ``StreamCache/Configuration/maximumJoinWait`` at
+    /// the speed its connection last reached (before any speed is known, a first request is
+    /// short and always joined).
+    ///
+    /// A request in flight is only split by cutting its connection, which loses what the origin
+    /// has already sent past the cut; bytes just past the download's position are worth that
+    /// wait, a seek far into a long request on a slow link is not.
+    func joins(_ download: Download, at offset: Int64) -> Bool {
+        let ahead = offset - download.position
+        if ahead <= configuration.joinDistance { return true }
+        guard offset < download.segmentEnd else { return false }
+        guard let throughput = download.throughput ?? connectionThroughput, throughput > 0 else { return true }
+        return Double(ahead) / throughput <= configuration.maximumJoinWait.timeInterval
     }
 
     /// Starts the download of `[start, limit)` for a reader that wants the bytes up to
@@ -166,8 +186,9 @@ extension Resource {
     /// only add round trips. A reader's first download starts small, since a player's first
     /// request is often a probe it soon drops.
     ///
-    /// `firstRequestLength` sets the first request's length exactly: a part of a split short read
-    /// asks for its own bytes and nothing more. `shortRead` marks the download of a seek or a
+    /// `firstRequestLength` sets the first request's length (within ``largestRequest``): a part
+    /// of a split short read asks for its own bytes and nothing more, a part of a long range for
+    /// its share. `shortRead` marks the download of a seek or a
     /// probe, whose read-ahead waits to see whether the player skims. `splitReadID` names the
     /// split short read whose part the first request is.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
@@ -175,7 +196,7 @@ extension Resource {
         let id = makeID()
         var segment = configuration.initialSegmentSize
         if let firstRequestLength {
-            segment = firstRequestLength
+            segment = min(firstRequestLength, segmentSize(atMost: firstRequestLength, throughput: connectionThroughput))
         } else if kind == .read, let wanted, wanted < segment {
             segment = max(segment / 4, wanted)
         } else if continuesStream, let throughput = connectionThroughput {
@@ -331,19 +352,32 @@ extension Resource {
         connectionThroughput = download.throughput
     }
 
-    /// The size of a download's next request: `limit` (twice the last one, while it grows), but
-    /// no longer than ``StreamCache/Configuration/maximumSegmentDuration`` at `throughput` (a
-    /// seek into the request in flight never waits longer), within
-    /// ``StreamCache/Configuration/initialSegmentSize`` and
+    /// The size of a download's next request: `limit` (twice the last one, while it grows),
+    /// within ``StreamCache/Configuration/initialSegmentSize`` and
     /// ``StreamCache/Configuration/maximumSegmentSize`` (or the origin's
-    /// ``Origin/maximumRequestLength``, when smaller).
+    /// ``Origin/maximumRequestLength``, when smaller), and within
+    /// ``StreamCache/Configuration/parallelPartSize`` while long ranges are split across
+    /// connections: a request in flight cannot be split, so a longer one would keep the tail of
+    /// its range from the other connections.
+    ///
+    /// Requests are not bounded in time: each one costs a round trip and counts against a cloud
+    /// API's quota, and a seek into a long request in flight does not wait for it, the request
+    /// being cut instead (see ``joins(_:at:)``). An origin that cannot stop a transfer
+    /// (``Origin/stopsAbandonedTransfers``) would receive a cut request whole, so its requests
+    /// end within ``StreamCache/Configuration/maximumJoinWait`` at `throughput`, the speed its
+    /// connection last reached: a seek into one waits at most that long.
     func segmentSize(atMost limit: Int64, throughput: Double?) -> Int64 {
         var size = limit
-        if let throughput {
-            size = min(size, Int64(min(throughput * configuration.maximumSegmentDuration.timeInterval, Double(Int64.max / 2))))
+        if !origin.stopsAbandonedTransfers, let throughput {
+            size = min(size, Int64(min(throughput * configuration.maximumJoinWait.timeInterval, Double(Int64.max / 2))))
         }
+        return min(largestRequest, max(configuration.initialSegmentSize, size))
+    }
+
+    /// The most bytes one request of this resource asks for now (see ``segmentSize(atMost:throughput:)``).
+    var largestRequest: Int64 {
         let maximum = min(configuration.maximumSegmentSize, origin.maximumRequestLength ?? .max)
-        return min(maximum, max(configuration.initialSegmentSize, size))
+        return splitsLongRanges ? min(maximum, configuration.parallelPartSize) : maximum
     }
 
     /// Checks the origin's answer against the cached version and decides where writing starts.
@@ -452,13 +486,19 @@ extension Resource {
             download.idleLimit = nil
         } else if download.idleSince == nil {
             download.idleSince = .now
-            // The request in flight is finished (its bytes are on the wire already) unless it is
-            // longer than the whole read-ahead; beyond it, the read-ahead grows with what the
-            // readers took, from the minimum (a probe that read 2 bytes, a player that reads a
-            // little further on its next play) to the maximum (a player that streamed a while).
+            // The request in flight is finished when it ends soon (its bytes are on the wire
+            // already: within the read-ahead, and within ``maximumJoinWait`` at its speed, as a
+            // read would wait for it); a longer one, on a slow link, is cut where the read-ahead
+            // ends. The read-ahead grows with what the readers took, from the minimum (a probe
+            // that read 2 bytes, a player that reads a little further on its next play) to the
+            // maximum (a player that streamed a while).
             let maximum = configuration.idleReadAhead
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
-            let inFlightEnd = download.segmentEnd - download.position <= maximum ? download.segmentEnd : download.position + maximum
+            var finishable = maximum
+            if let throughput = download.throughput ?? connectionThroughput {
+                finishable = min(finishable, Int64(min(throughput * configuration.maximumJoinWait.timeInterval, Double(maximum))))
+            }
+            let inFlightEnd = download.segmentEnd - download.position <= finishable ? download.segmentEnd : download.position
             let readAhead = min(maximum, max(minimum, download.position - download.start))
             download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }

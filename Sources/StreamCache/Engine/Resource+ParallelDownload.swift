@@ -23,9 +23,7 @@ extension Resource {
     /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
     func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
         let maximum = configuration.parallelDownloads
-        guard maximum > 1, configuration.parallelPartSize > 0, let info, info.acceptsByteRanges, let total = info.totalLength else { return }
-        if let ceiling = configuration.parallelDownloadThroughputLimit, let throughput = connectionThroughput, throughput >= ceiling { return }
-        guard parallelConnectionsMayHelp else { return }
+        guard splitsLongRanges, let total = info?.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }), !head.opened { return }
         // Equal shares of what is left, so the connections finish together; never more than the
@@ -40,18 +38,46 @@ extension Resource {
             guard active.count > 1 || wanted.count > 2 * configuration.parallelPartSize else { return }
             var covered = available
             for download in downloads.values where !download.window.isEmpty { covered.insert(download.window) }
-            // A stretch nobody fetches, beyond the reader's own download, is taken first.
+            // A stretch nobody fetches, beyond the reader's own download, is taken first. When
+            // requests can skip cached bytes, the download reaches past them to the next one (a
+            // reader still in cached bytes has no download of its own yet: one per gap between a
+            // player's seeks would cost a request each), and is split like any other.
             if let gap = covered.gaps(in: wanted).first(where: { $0.lowerBound > wanted.lowerBound }) {
-                startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: kind, continuesStream: true)
+                var limit = gap.upperBound
+                if crossesCachedBytes {
+                    let nextWindow = downloads.values.map(\.window).filter { !$0.isEmpty && $0.lowerBound >= gap.upperBound }.map(\.lowerBound).min()
+                    limit = nextWindow ?? wanted.upperBound
+                }
+                startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true)
                 continue
             }
-            func spare(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - max(download.position, download.segmentEnd) }
-            // The donor keeps a part; what it hands over must be worth a connection (a request at least).
-            guard let donor = active.max(by: { spare($0) < spare($1) }), spare(donor) > part + configuration.initialSegmentSize else { return }
-            let split = max(donor.segmentEnd, donor.position + part)
+            // The donor keeps a part, or its request in flight when that is longer; what it hands
+            // over must be worth a connection (a request at least).
+            func split(_ download: Download) -> Int64 { max(download.segmentEnd, download.position + part) }
+            func handover(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - split(download) }
+            guard let donor = active.max(by: { handover($0) < handover($1) }), handover(donor) > configuration.initialSegmentSize else { return }
+            let split = split(donor)
             downloads[donor.id]?.limit = split
-            startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true)
+            // The new download's first request is one part, so what lies past it can be split
+            // again; before any request of the resource has finished, it starts small like a
+            // reader's (nothing tells yet how long a request takes, nor whether the reader stays).
+            let firstRequest = connectionThroughput == nil ? nil : min(part, donor.limit - split)
+            startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest)
         }
+    }
+
+    /// Whether long ranges of this resource are split across connections: more than one is
+    /// allowed, the origin serves ranges of a known length, one connection is slow
+    /// (``StreamCache/Configuration/parallelDownloadThroughputLimit``) or not measured yet, and
+    /// connections side by side were not seen to fetch no faster than one
+    /// (``StreamCache/Configuration/minimumParallelSpeedup``).
+    var splitsLongRanges: Bool {
+        guard configuration.parallelDownloads > 1, configuration.parallelPartSize > 0,
+              info?.acceptsByteRanges == true, info?.totalLength != nil else { return false }
+        if let ceiling = configuration.parallelDownloadThroughputLimit, let throughput = connectionThroughput, throughput >= ceiling {
+            return false
+        }
+        return parallelConnectionsMayHelp
     }
 
     /// Re-plans parallel downloads for everyone who still needs a long range: after a download

@@ -18,22 +18,31 @@ extension StreamCache {
         /// Bytes a read may hold ahead of its consumer before it waits.
         public var readBufferLimit: Int = 4 << 20
         /// A read whose offset a running download will reach within this many bytes waits for that
-        /// download; a read further ahead starts its own (seeks never wait behind a sequential download).
+        /// download; a read further ahead starts its own (seeks never wait behind a sequential
+        /// download), unless the request in flight brings its bytes within ``maximumJoinWait``.
         public var joinDistance: Int64 = 1 << 20
+        /// How long a read may wait for a request in flight to reach its offset. A read further
+        /// ahead inside that request (a seek on a slow link) gets a request of its own, and the
+        /// one in flight is cut where the read begins: the origin's bytes already on the wire
+        /// past that point are lost (on a slow link, a round trip's worth or a socket buffer's),
+        /// which costs less than the seek's wait. Requests themselves are not bounded in time,
+        /// so a long read costs few requests (see ``maximumSegmentSize``). By the same measure, a
+        /// request in flight that no reader needs any more is finished when it ends within this
+        /// time, and is otherwise cut where the idle read-ahead ends (``idleReadAhead``).
+        public var maximumJoinWait: Duration = .milliseconds(500)
         /// The first request of a download asks for this many bytes; later ones double. A read
         /// that wants less (a probe, a short seek) asks for what it wants, but at least a quarter of this.
         public var initialSegmentSize: Int64 = 1 << 20
-        /// The most bytes one origin request asks for. Requests grow to it only on fast links (see
-        /// ``maximumSegmentDuration``). An origin may ask for less
-        /// (``Origin/maximumRequestLength``: ``HTTPOrigin`` over URLSession on Linux, which
-        /// cannot hold back a slow consumer, keeps requests at 4 MiB).
+        /// The most bytes one origin request asks for; a download's requests double up to it.
+        /// While a long range is split across connections (``parallelDownloads``), requests stay
+        /// within ``parallelPartSize``, so that a range's tail can still go to another
+        /// connection. An origin may ask for less (``Origin/maximumRequestLength``:
+        /// ``HTTPOrigin`` over URLSession on Linux, which cannot hold back a slow consumer, keeps
+        /// requests at 4 MiB).
         public var maximumSegmentSize: Int64 = 128 << 20
-        /// How long one origin request may take at the speed the last one reached: a seek into a
-        /// request in flight never waits longer than this for it. Longer requests mean fewer round
-        /// trips, shorter ones quicker seeks on slow links.
-        public var maximumSegmentDuration: Duration = .milliseconds(500)
         /// How long a download that no reader needs goes on: it then stops at the end of its
-        /// request in flight (bytes already on the wire are not thrown away). Once its last reader
+        /// request in flight (bytes already on the wire are not thrown away; see
+        /// ``maximumJoinWait`` for a long request on a slow link). Once its last reader
         /// has left, a download that makes no progress for this long (a stalled origin) is cancelled.
         public var idleDownloadGracePeriod: Duration = .seconds(5)
         /// The most bytes a download that no reader needs may still fetch past its request in

@@ -105,6 +105,10 @@ public struct HTTPOrigin: Origin {
     /// Linux), so a response it buffers stays small; no limit otherwise.
     public var maximumRequestLength: Int64? { transport.holdsBackSlowConsumers ? nil : 4 << 20 }
 
+    /// False when the transport cannot hold back a slow consumer (`URLSessionTransport` on
+    /// Linux): it receives what is on its way regardless, a dropped body included.
+    public var stopsAbandonedTransfers: Bool { transport.holdsBackSlowConsumers }
+
     /// True unless ``Configuration/multipleRanges`` is `nil` or the host answered a request for
     /// several ranges with one range or the whole file.
     public var servesMultipleRanges: Bool {

@@ -30,6 +30,13 @@ public protocol Origin: Sendable {
     /// hold back a response from a slow consumer may have to buffer a whole request in memory.
     var maximumRequestLength: Int64? { get }
 
+    /// Whether dropping a response's body stops its transfer at once. The engine cuts a request
+    /// in flight when a seek lands far ahead in it, or when no reader needs its bytes any more;
+    /// an origin whose client goes on receiving a body it was told to drop (`URLSessionTransport`
+    /// on Linux) would receive such a request whole, so its requests also end within
+    /// ``StreamCache/Configuration/maximumJoinWait`` at the connection's speed.
+    var stopsAbandonedTransfers: Bool { get }
+
     /// Whether a request's ``OriginRequest/followingRanges`` may come in the same response. The
     /// engine plans a request across cached bytes (a `multipart/byteranges` request for the gaps
     /// on either side) only when this is true; otherwise each gap is a request of its own.
@@ -39,6 +46,9 @@ public protocol Origin: Sendable {
 extension Origin {
     /// No limit of the origin's own.
     public var maximumRequestLength: Int64? { nil }
+
+    /// Dropping a body stops its transfer.
+    public var stopsAbandonedTransfers: Bool { true }
 
     /// One range per request.
     public var servesMultipleRanges: Bool { false }
