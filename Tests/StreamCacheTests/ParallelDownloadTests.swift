@@ -239,6 +239,50 @@ import Testing
         }
     }
 
+    /// One slow short request does not make a fast connection look slow: a seek that the origin
+    /// dripped out (as a machine that ran the download late would) leaves the speed a first read
+    /// measured, so the long read that follows is not split. Taking the last figure, the read ran
+    /// on several connections here.
+    ///
+    /// The first read is a whole first segment (1 MiB), whose measured speed stays far above the
+    /// 500 kB/s that counts as slow here even when a loaded machine runs its download late (the
+    /// engine's clock starts when the request is planned: a 256 KiB seek that the origin served in
+    /// 2 ms once measured 288 kB/s while the whole suite ran).
+    @Test func oneSlowSeekDoesNotSplitTheNextLongReadOnAFastConnection() async throws {
+        let (server, data) = try Self.origin(seed: 81)
+        defer { server.stop() }
+        server.bytesPerSecond = nil
+        // The seek's request comes at 100 kB/s; everything else at loopback speed. A connection
+        // counts as slow under 500 kB/s.
+        server.faults = { _, _, headers, _ in headers["Range"]?.hasPrefix("bytes=20000000-") == true ? .drip(bytesPerSecond: 100_000) : nil }
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 4)(&configuration)
+            configuration.minimumParallelGain = nil
+            configuration.parallelDownloadThroughputLimit = 500_000
+        }) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            for (start, length) in [(30_000_000, 1 << 20), (20_000_000, 256 << 10)] {
+                #expect(try await song.read(ByteRange(Int64(start), Int64(start + length))).collect() == data[start..<start + length])
+            }
+            let longReadStart = ContinuousClock.now
+            #expect(try await song.read(ByteRange(1 << 20, 16 << 20)).collect() == data[(1 << 20)..<(16 << 20)])
+            // On one connection each request starts where the one before ended (1, 2, 4, 8 MiB);
+            // a part would start further on. (Requests here take a millisecond, too short to
+            // count overlaps.)
+            let longRead = server.dataRequests(for: Self.path).filter { $0.interval.lowerBound >= longReadStart }
+                .sorted { $0.interval.lowerBound < $1.interval.lowerBound }
+            let spans = longRead.compactMap { request -> ByteRange? in
+                guard let header = request.range, header.hasPrefix("bytes=") else { return nil }
+                let first = header.dropFirst(6).prefix { $0 != "," }.split(separator: "-")
+                guard first.count == 2, let lower = Int64(first[0]), let upper = Int64(first[1]) else { return nil }
+                return ByteRange(lower, upper + 1)
+            }
+            #expect(spans.first?.lowerBound == 1 << 20)
+            #expect(zip(spans, spans.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, "\(longRead.map { $0.range ?? "" })")
+            #expect(Self.requestedRangesAreDisjoint(server))
+        }
+    }
+
     /// With ``StreamCache/Configuration/minimumParallelGain`` off, the same seek is one request.
     @Test func aShortSeekIsOneRequestWhenSplittingIsOff() async throws {
         let (server, data) = try Self.origin(seed: 77)

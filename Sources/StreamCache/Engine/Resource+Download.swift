@@ -343,13 +343,23 @@ extension Resource {
 
     /// Measures the request that `download` just completed. Its time includes the round trip, so
     /// a short request understates the speed: the segments sized from it come out smaller, never
-    /// larger. The resource keeps the last figure for the parts it starts next.
+    /// larger. The resource keeps the figure for the parts it starts next and for whether to
+    /// split at all (``splitsLongRanges``, ``shortReadParts(wanted:)``).
+    ///
+    /// A request shorter than a first segment (a seek, a probe) may set the resource's figure when
+    /// it has none, or raise it, but not lower it: its time is mostly the round trip and how soon
+    /// the machine ran the download, so one late wake-up on a fast link (a 256 KiB seek in 12 ms
+    /// instead of 2 on loopback) would read as a slow connection and split the next long read
+    /// across connections that gain nothing there.
     func recordThroughput(of download: inout Download) {
         let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
         let fetched = download.received - download.segmentStartReceived
         guard elapsed > 0, fetched >= configuration.initialSegmentSize / 4 else { return }
-        download.throughput = Double(fetched) / elapsed
-        connectionThroughput = download.throughput
+        let measured = Double(fetched) / elapsed
+        download.throughput = measured
+        if fetched >= configuration.initialSegmentSize || measured > connectionThroughput ?? 0 {
+            connectionThroughput = measured
+        }
     }
 
     /// The size of a download's next request: `limit` (twice the last one, while it grows),
