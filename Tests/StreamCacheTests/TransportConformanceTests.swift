@@ -104,6 +104,27 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
 
+    /// The same, for a body dropped while the transport holds all it may of it (a consumer slower
+    /// than the origin, as a download on a loaded machine is): the transport's reader then waits
+    /// for room, not for the network, and must still close the connection.
+    @Test(arguments: TransportKind.allCases)
+    func abandoningABodyWhoseBufferIsFullAbortsTheTransfer(kind: TransportKind) async throws {
+        let server = try TestOrigin()
+        let size = 40_000_000
+        server.setFile("/big", data: TestData.random(count: size, seed: 35))
+        server.bytesPerSecond = TestTiming.rate(2_000_000)
+        do {
+            let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
+            var chunks = response.body.makeAsyncIterator()
+            _ = try await chunks.next()
+            // 1.5 s at 2 MB/s fills the transport's 1 MiB and the sockets' buffers behind it.
+            try await Task.sleep(for: TestTiming.time(.milliseconds(1500)))
+        }
+        for _ in 0..<(200 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        let sent = try #require(server.requests.first, "the server is still sending: the connection stayed open").bodyBytesSent
+        #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func refusedConnectionIsOriginUnavailable(kind: TransportKind) async throws {
         // The port stays bound (not listening) during the request, so no parallel test can take it.
