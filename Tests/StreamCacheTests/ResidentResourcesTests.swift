@@ -71,6 +71,26 @@ import Testing
         }
     }
 
+    /// A resource that fell off the recent list while something still held it (a commit, a
+    /// download) comes back on the list when it is asked for again, and the list then drops its
+    /// oldest: the list never outgrows its limit. It used to drop one only when a resource was
+    /// made, so here the list kept both, and the third file stayed in memory with nothing using it.
+    @Test func aResourceAskedForAgainWhileStillHeldKeepsTheListWithinItsLimit() async throws {
+        try await Self.withCache(recent: 1, files: 3, seed: 520) { cache, server, files in
+            let first = Self.resource(cache, server, files[0].path)
+            for (path, data) in files.dropFirst() {
+                let read = try await Self.resource(cache, server, path).read(from: 0).collect()
+                #expect(read == data, "\(path)")
+            }
+            // The first fell off the list (two were made after it), but the test holds it; asked
+            // for again, it is the recent one, and nothing holds the other two.
+            #expect(Self.resource(cache, server, files[0].path) === first)
+            #expect(try await Self.settle(cache, atMost: 1) <= 1)
+            #expect(cache.existingResource(for: Self.key(server, files[2].path)) == nil)
+            withExtendedLifetime(first) {}
+        }
+    }
+
     @Test func aResourceFreedAfterItsReadRecordsItsBytesFirst() async throws {
         let (server, files) = try Self.origin(files: 12, seed: 600)
         try await withTemporaryDirectory { directory in

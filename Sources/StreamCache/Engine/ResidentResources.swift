@@ -43,17 +43,15 @@ final class ResidentResources: Sendable {
         let result = state.withLock { state -> (Resource, Bool) in
             state.clock += 1
             if let existing = state.resources[key]?.resource {
-                if makesRecent, limit > 0 { state.recent[key] = (existing, state.clock) }
+                // One that fell off the list but is still held (a commit, a download) comes back
+                // on it: the list must drop its oldest then too, or it outgrows its limit until
+                // a new resource is made, which may be never.
+                if makesRecent { released = makeRecent(existing, for: key, in: &state) }
                 return (existing, false)
             }
             let created = make()
             state.resources[key] = WeakResource(resource: created)
-            if makesRecent, limit > 0 {
-                state.recent[key] = (created, state.clock)
-                if state.recent.count > limit, let oldest = state.recent.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
-                    released = state.recent.removeValue(forKey: oldest)?.resource
-                }
-            }
+            if makesRecent { released = makeRecent(created, for: key, in: &state) }
             if state.resources.count >= state.sweepAt {
                 state.resources = state.resources.filter { $0.value.resource != nil }
                 state.sweepAt = max(64, 2 * state.resources.count)
@@ -62,6 +60,14 @@ final class ResidentResources: Sendable {
         }
         _ = released
         return result
+    }
+
+    /// Puts `resource` at the recent end of the list, and returns the one that falls off it.
+    private func makeRecent(_ resource: Resource, for key: CacheKey, in state: inout State) -> Resource? {
+        guard limit > 0 else { return nil }
+        state.recent[key] = (resource, state.clock)
+        guard state.recent.count > limit, let oldest = state.recent.min(by: { $0.value.lastUse < $1.value.lastUse })?.key else { return nil }
+        return state.recent.removeValue(forKey: oldest)?.resource
     }
 
     /// The resource for `key` if one is in memory, without making it more recent.
