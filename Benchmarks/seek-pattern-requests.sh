@@ -8,8 +8,9 @@
 #     PROFILE: loopback (default: rand200.bin, no shim), wan (+40 ms per request, one shared 10 MB/s
 #              link) or cloud (+40 ms per request, 4 MB/s per connection, 60 MB/s link), both on
 #              rand30.bin, as ../shared/bench/run_all.sh sets them up.
-#   Env: BENCH_DIR (default ../shared/bench). Starts the bench's origin for the profile (stopping
-#        one that runs with other settings) and stops it on exit.
+#   Env: BENCH_DIR (default ../shared/bench). PATTERN=cold: the whole read alone, on the fresh
+#        proxy (a cold read's requests and speed). Starts the bench's origin for the profile
+#        (stopping one that runs with other settings) and stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${1:-}" ]; then
@@ -43,10 +44,12 @@ sleep 0.3
 : > "$ORIGIN_LOG"
 URL=http://127.0.0.1:$PORT/benchtok/$FILE
 SIZE=$(stat -c %s "$BENCH_MEDIA/$FILE")
-for pct in 0 50 10 90 30; do
-  off=$((SIZE * pct / 100))
-  curl -s -o /dev/null -r $off-$((off + 262143)) -w "seek $pct %: %{time_total} s\n" "$URL"
-done
+if [ "${PATTERN:-seek}" = seek ]; then
+  for pct in 0 50 10 90 30; do
+    off=$((SIZE * pct / 100))
+    curl -s -o /dev/null -r $off-$((off + 262143)) -w "seek $pct %: %{time_total} s\n" "$URL"
+  done
+fi
 curl -s -o /dev/null -w "full read: %{speed_download} B/s\n" "$URL"
 sleep 1.5
 kill $PID; wait $PID 2>/dev/null || true
