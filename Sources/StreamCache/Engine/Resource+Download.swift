@@ -186,11 +186,11 @@ extension Resource {
     /// only add round trips. A reader's first download starts small, since a player's first
     /// request is often a probe it soon drops.
     ///
-    /// `firstRequestLength` sets the first request's length (within ``largestRequest``): a part
-    /// of a split short read asks for its own bytes and nothing more, a part of a long range for
-    /// its share. `shortRead` marks the download of a seek or a
-    /// probe, whose read-ahead waits to see whether the player skims. `splitReadID` names the
-    /// split short read whose part the first request is.
+    /// `firstRequestLength` sets the first request's length (within what
+    /// ``segmentSize(atMost:throughput:)`` allows): a part of a split short read asks for its own
+    /// bytes and nothing more, a part of a long range for its share. `shortRead` marks the
+    /// download of a seek or a probe, whose read-ahead waits to see whether the player skims.
+    /// `splitReadID` names the split short read whose part the first request is.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
                        firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil) {
         let id = makeID()
