@@ -111,8 +111,21 @@ extension Resource {
         let ahead = offset - download.position
         if ahead <= configuration.joinDistance { return true }
         guard offset < download.segmentEnd else { return false }
-        guard let throughput = download.throughput ?? connectionThroughput, throughput > 0 else { return true }
-        return Double(ahead) / throughput <= configuration.maximumJoinWait.timeInterval
+        guard let throughput = speed(of: download), throughput > 0 else { return true }
+        return ahead <= bytesWithinJoinWait(at: throughput)
+    }
+
+    /// The speed `download`'s connection last reached, or the resource's when it has none yet.
+    func speed(of download: Download) -> Double? {
+        download.throughput ?? connectionThroughput
+    }
+
+    /// How many bytes a connection at `throughput` brings within
+    /// ``StreamCache/Configuration/maximumJoinWait``: what a read waits for, what an unneeded
+    /// request in flight still finishes, and how long a request to an origin that cannot stop a
+    /// transfer may be.
+    func bytesWithinJoinWait(at throughput: Double) -> Int64 {
+        Int64(min(throughput * configuration.maximumJoinWait.timeInterval, Double(Int64.max / 2)))
     }
 
     /// Starts the download of `[start, limit)` for a reader that wants the bytes up to
@@ -379,7 +392,7 @@ extension Resource {
     func segmentSize(atMost limit: Int64, throughput: Double?) -> Int64 {
         var size = limit
         if !origin.stopsAbandonedTransfers, let throughput {
-            size = min(size, Int64(min(throughput * configuration.maximumJoinWait.timeInterval, Double(Int64.max / 2))))
+            size = min(size, bytesWithinJoinWait(at: throughput))
         }
         return min(largestRequest, max(configuration.initialSegmentSize, size))
     }
@@ -504,10 +517,7 @@ extension Resource {
             // maximum (a player that streamed a while).
             let maximum = configuration.idleReadAhead
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
-            var finishable = maximum
-            if let throughput = download.throughput ?? connectionThroughput {
-                finishable = min(finishable, Int64(min(throughput * configuration.maximumJoinWait.timeInterval, Double(maximum))))
-            }
+            let finishable = speed(of: download).map { min(maximum, bytesWithinJoinWait(at: $0)) } ?? maximum
             let inFlightEnd = download.segmentEnd - download.position <= finishable ? download.segmentEnd : download.position
             let readAhead = min(maximum, max(minimum, download.position - download.start))
             download.idleLimit = max(inFlightEnd, download.position + readAhead)
