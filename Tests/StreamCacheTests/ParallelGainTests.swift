@@ -24,13 +24,13 @@ import Testing
 
     @Test func connectionsThatKeepTheirSpeedSideBySideHelp() {
         let gain = Self.gain(alone: 4_000_000, twoAtOnce: 4_000_000)
-        #expect(gain.together.map { abs($0 - 8_000_000) < 1 } == true)
+        #expect(gain.together(at: Self.at(300)).map { abs($0 - 8_000_000) < 1 } == true)
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(300)) == true)
     }
 
     @Test func connectionsThatShareOneLinkDoNotHelp() {
         let gain = Self.gain(alone: 10_000_000, twoAtOnce: 5_000_000)
-        #expect(gain.together.map { abs($0 - 10_000_000) < 1 } == true)
+        #expect(gain.together(at: Self.at(300)).map { abs($0 - 10_000_000) < 1 } == true)
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(300)) == false)
     }
 
@@ -52,7 +52,7 @@ import Testing
         let connections = gain.endReceiving(since: long, startedAt: Self.at(0), at: Self.at(200))
         #expect(abs(connections - 1.25) < 1e-9)
         gain.record(rate: 4_000_000, connections: connections)
-        #expect(gain.alone == nil && gain.together == nil)
+        #expect(gain.alone(at: Self.at(200)) == nil && gain.together(at: Self.at(200)) == nil)
     }
 
     /// Two parts of a split read that a shared link delivers one after the other: each part alone
@@ -67,9 +67,9 @@ import Testing
             gain.noteSplitRead(id: 7, bytes: chunk, firstChunkWindow: .milliseconds(2), at: Self.at(milliseconds))
             if index == 1 { gain.finishSplitReadPart(id: 7, smallestSample: chunk, at: Self.at(milliseconds)) }
         }
-        #expect(gain.together == nil, "one part of two is no sample")
+        #expect(gain.together(at: Self.at(1020)) == nil, "one part of two is no sample")
         gain.finishSplitReadPart(id: 7, smallestSample: chunk, at: Self.at(1020))
-        let together = try? #require(gain.together)
+        let together = gain.together(at: Self.at(1020))
         #expect(together.map { abs($0 - Double(3 * chunk) / 0.020) < 1 } == true, "\(String(describing: together))")
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(1020)) == false)
     }
@@ -82,6 +82,54 @@ import Testing
         gain.noteSplitRead(id: 1, bytes: 48 << 10, firstChunkWindow: .milliseconds(2), at: Self.at(1))
         gain.noteSplitRead(id: 1, bytes: 64 << 10, firstChunkWindow: .milliseconds(2), at: Self.at(16))
         gain.finishSplitReadPart(id: 1, smallestSample: 64 << 10, at: Self.at(16))
-        #expect(gain.together.map { abs($0 - Double(64 << 10) / 0.016) < 1 } == true)
+        #expect(gain.together(at: Self.at(16)).map { abs($0 - Double(64 << 10) / 0.016) < 1 } == true)
+    }
+
+    /// A request alone that a busy machine received late does not make connections side by side
+    /// look like a gain: the best sample within the memory counts, and only it.
+    @Test func aSlowSampleDoesNotHideTheBestRecentOne() {
+        var gain = ParallelGain()
+        gain.record(rate: 10_000_000, connections: 1, at: Self.at(0))
+        gain.record(rate: 6_000_000, connections: 1, at: Self.at(1000))
+        gain.record(rate: 5_000_000, connections: 2, at: Self.at(2000))
+        #expect(gain.alone(at: Self.at(2000)) == 10_000_000)
+        #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(2000)) == false, "10 MB/s alone and together: a shared link")
+        // Once the best sample is older than the memory, the later one stands.
+        let later = Self.at(0) + ParallelGain.memory
+        #expect(gain.alone(at: later) == 6_000_000)
+        #expect(gain.helps(minimumSpeedup: 1.4, now: later) == true)
+        // Past the memory of every sample alone, the last one still stands; the samples of
+        // several connections are gone.
+        let muchLater = Self.at(5000) + ParallelGain.memory
+        #expect(gain.alone(at: muchLater) == 6_000_000)
+        #expect(gain.together(at: muchLater) == nil && gain.helps(minimumSpeedup: 1.4, now: muchLater) == nil)
+    }
+}
+
+/// The sliding-window maximum behind ``ParallelGain``'s figures.
+@Suite struct WindowedMaximumTests {
+    @Test func theLargestSampleWithinTheWindowCounts() {
+        var maximum = WindowedMaximum(window: .seconds(10))
+        let start = ContinuousClock.now
+        #expect(maximum.maximum(at: start) == nil && maximum.newest == nil)
+        for (second, value) in [(0, 5.0), (1, 9.0), (2, 3.0), (3, 7.0), (4, 1.0)] {
+            maximum.record(value, at: start + .seconds(second))
+        }
+        #expect(maximum.maximum(at: start + .seconds(4)) == 9)
+        #expect(maximum.maximum(at: start + .seconds(11)) == 7, "9 was recorded 10 s before")
+        #expect(maximum.maximum(at: start + .seconds(12)) == 7)
+        #expect(maximum.maximum(at: start + .seconds(13)) == 1, "7 was recorded 10 s before")
+        #expect(maximum.maximum(at: start + .seconds(14)) == nil, "every sample is older than the window")
+        #expect(maximum.newest == 1)
+    }
+
+    @Test func aLongRunOfEverSmallerSamplesKeepsItsNewest() {
+        var maximum = WindowedMaximum(window: .seconds(3600))
+        let start = ContinuousClock.now
+        for index in 0..<1000 {
+            maximum.record(Double(1000 - index), at: start + .milliseconds(index))
+        }
+        #expect(maximum.newest == 1)
+        #expect((maximum.maximum(at: start + .seconds(1)) ?? 0) > 1, "some larger sample is kept")
     }
 }

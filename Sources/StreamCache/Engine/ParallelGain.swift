@@ -50,11 +50,12 @@ struct ParallelGain: Sendable {
     /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
     private var receivingSeconds: Double = 0
     private var integratedUntil: ContinuousClock.Instant?
-    /// Bytes per second of a request that received alone.
-    private(set) var alone: Double?
-    /// Bytes per second of all requests together while several received.
-    private(set) var together: Double?
-    private(set) var togetherMeasuredAt: ContinuousClock.Instant?
+    /// Bytes per second of requests that received alone: the best within ``memory``, else the
+    /// last one.
+    private var aloneRates = WindowedMaximum(window: Self.memory)
+    /// Bytes per second of all requests together while several received: the best within
+    /// ``memory``.
+    private var togetherRates = WindowedMaximum(window: Self.memory)
     /// The split short reads under way, by an identifier of the resource's.
     private var splitReads: [Int: SplitRead] = [:]
 
@@ -64,10 +65,22 @@ struct ParallelGain: Sendable {
         var transfer: TransferSample?
     }
 
-    /// How long a measurement of several connections stands. Once it found no gain, nothing is
+    /// How long a measurement stands. Once one of several connections found no gain, nothing is
     /// split any more, so nothing measures again; after this long a split may try again (the
-    /// path's other traffic may have gone).
+    /// path's other traffic may have gone). Within it, the best sample of each kind counts (see
+    /// ``WindowedMaximum``): a late wake-up on a busy machine lowers one sample, and a request
+    /// alone measured low would make connections side by side look like a gain.
     static let memory: Duration = .seconds(30)
+
+    /// Bytes per second of one request alone, as far as measured (see ``aloneRates``).
+    func alone(at now: ContinuousClock.Instant = .now) -> Double? {
+        aloneRates.maximum(at: now) ?? aloneRates.newest
+    }
+
+    /// Bytes per second of several requests together, as far as measured within ``memory``.
+    func together(at now: ContinuousClock.Instant = .now) -> Double? {
+        togetherRates.maximum(at: now)
+    }
 
     /// A request starts receiving; returns the mark its ``endReceiving(since:startedAt:at:)`` takes.
     mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Double {
@@ -103,10 +116,9 @@ struct ParallelGain: Sendable {
     mutating func record(rate: Double, connections: Double, at now: ContinuousClock.Instant = .now) {
         guard rate > 0, connections >= 1 else { return }
         if connections < 1.1 {
-            alone = rate
+            aloneRates.record(rate, at: now)
         } else if connections >= 1.5 {
-            together = rate * connections
-            togetherMeasuredAt = now
+            togetherRates.record(rate * connections, at: now)
         }
     }
 
@@ -138,8 +150,7 @@ struct ParallelGain: Sendable {
         }
         splitReads[id] = nil
         guard let rate = read.transfer?.rate(smallest: smallestSample) else { return }
-        together = rate
-        togetherMeasuredAt = now
+        togetherRates.record(rate, at: now)
     }
 
     /// Split read `id` will not finish (a part failed or was cancelled): no sample.
@@ -151,7 +162,7 @@ struct ParallelGain: Sendable {
     /// does alone; `nil` until both were measured (or the measurement of several is older than
     /// ``memory``).
     func helps(minimumSpeedup: Double, now: ContinuousClock.Instant = .now) -> Bool? {
-        guard let alone, let together, let togetherMeasuredAt, now - togetherMeasuredAt < Self.memory else { return nil }
+        guard let alone = alone(at: now), let together = together(at: now) else { return nil }
         return together >= alone * minimumSpeedup
     }
 }
