@@ -74,6 +74,52 @@ import Testing
         }
     }
 
+    /// A request to the end that the player drops after its first bytes (AVPlayer asks for the
+    /// rest of the file and cancels at once) starts no parts: only a reader that streams (a
+    /// quarter of a first segment read) is worth more connections. Before, the parts started as
+    /// soon as the first request answered.
+    @Test func aReadToTheEndDroppedAtOnceStartsNoParts() async throws {
+        let (server, data) = try Self.origin(seed: 82)
+        defer { server.stop() }
+        // 1 MB/s per connection: the first 256 KiB take a quarter of a second.
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            var received = Data()
+            for try await chunk in song.read(from: 0) {
+                received.append(chunk.data)
+                if received.count >= 16 << 10 { break }
+            }
+            #expect(received == data.prefix(received.count))
+            // The origin records a request once it ends: wait until the read-ahead ran out.
+            try await Self.waitUntilIdle(song)
+            // One connection: the first request, and the read-ahead's rest after it.
+            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
+            let spans = Self.firstRanges(of: requests)
+            #expect(server.maximumConcurrency(for: Self.path) == 1, "\(requests.map { $0.range ?? "" })")
+            #expect(spans.first?.lowerBound == 0 && zip(spans, spans.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound },
+                    "\(requests.map { $0.range ?? "" })")
+        }
+    }
+
+    /// A reader that goes on past a quarter of a first segment gets its parts.
+    @Test func aReadToTheEndThatStreamsGetsItsParts() async throws {
+        let (server, data) = try Self.origin(seed: 83)
+        defer { server.stop() }
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            var received = Data()
+            for try await chunk in song.read(from: 0) {
+                received.append(chunk.data)
+                if received.count >= 512 << 10 { break }
+            }
+            #expect(received == data.prefix(received.count))
+            try await Self.waitUntilIdle(song)
+            #expect(server.maximumConcurrency(for: Self.path) >= 2, "\(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
+        }
+    }
+
     @Test func aPrefetchUsesSeveralConnections() async throws {
         let (server, data) = try Self.origin(seed: 72)
         defer { server.stop() }
@@ -187,7 +233,12 @@ import Testing
         server.linkBytesPerSecond = TestTiming.rate(800_000)
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []
-        try await withTemporaryCache(configure: Self.configure(connections: 2)) { (cache: StreamCache) async throws -> Void in
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 2)(&configuration)
+            // A short read-ahead, so that waiting for it to run out takes little time.
+            configuration.idleReadAhead = 64 << 10
+            configuration.minimumIdleReadAhead = 64 << 10
+        }) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             for seek in seeks {
                 #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
@@ -250,9 +301,20 @@ import Testing
         }
     }
 
-    /// Waits (10 s at most) until `resource` has no download left: its read-ahead ran out.
+    /// The first byte range each request asked for, in order.
+    static func firstRanges(of requests: [TestOrigin.RecordedRequest]) -> [ByteRange] {
+        requests.compactMap { request -> ByteRange? in
+            guard let header = request.range, header.hasPrefix("bytes=") else { return nil }
+            let first = header.dropFirst(6).prefix { $0 != "," }.split(separator: "-")
+            guard first.count == 2, let lower = Int64(first[0]), let upper = Int64(first[1]) else { return nil }
+            return ByteRange(lower, upper + 1)
+        }
+    }
+
+    /// Waits (10 s at most, times the sanitizer's slowdown) until `resource` has no download
+    /// left: its read-ahead ran out.
     static func waitUntilIdle(_ resource: Resource) async throws {
-        for _ in 0..<500 where await resource.isDownloading { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<(500 * TestTiming.slowdown) where await resource.isDownloading { try await Task.sleep(for: .milliseconds(20)) }
         #expect(await !resource.isDownloading)
     }
 
@@ -288,12 +350,7 @@ import Testing
             // count overlaps.)
             let longRead = server.dataRequests(for: Self.path).filter { $0.interval.lowerBound >= longReadStart }
                 .sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            let spans = longRead.compactMap { request -> ByteRange? in
-                guard let header = request.range, header.hasPrefix("bytes=") else { return nil }
-                let first = header.dropFirst(6).prefix { $0 != "," }.split(separator: "-")
-                guard first.count == 2, let lower = Int64(first[0]), let upper = Int64(first[1]) else { return nil }
-                return ByteRange(lower, upper + 1)
-            }
+            let spans = Self.firstRanges(of: longRead)
             #expect(spans.first?.lowerBound == 1 << 20)
             #expect(zip(spans, spans.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, "\(longRead.map { $0.range ?? "" })")
             #expect(Self.requestedRangesAreDisjoint(server))

@@ -93,7 +93,7 @@ import Testing
                     let size = try #require(try FileManager.default.attributesOfItem(atPath: root.appendingPathComponent(path).path)[.size] as? Int)
                     let ratio = Double(Self.originBytes(firstLog, path: path)) / Double(size)
                     print("ffprobe + ffmpeg -ss 150 \(path): origin bytes / file size = \(ratio)")
-                    #expect(ratio <= 1.02, "\(path): origin bytes / file size = \(ratio)")
+                    #expect(ratio <= 1.02, "\(path): origin bytes / file size = \(ratio) \(firstLog.filter { $0.path == path }.map { "\($0.range) \($0.bodyBytes) c\($0.connection)" })")
                 }
 
                 try await play()

@@ -60,13 +60,11 @@ extension Resource {
     /// Makes sure a download will deliver `offset`: joins one that reaches it soon, splits one
     /// that would reach it too late, or starts one at `offset` that stops at the next cached byte.
     /// `streamed` is how much the reader has read so far: a download for a reader that streams
-    /// (or a prefetch) starts at the segment size the resource's connections have reached. A
-    /// reader streams once it has read a first segment, or a quarter of one when it reads to the
-    /// end (a player past its probe, such as one that plays on after a skim left no read-ahead).
+    /// (see ``readerStreams(streamed:readerEnd:)``) or a prefetch starts at the segment size the
+    /// resource's connections have reached.
     func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool, streamed: Int64 = 0) throws {
         let kind: Download.Kind = prefetch ? .prefetch : .read
-        let streams = prefetch || streamed >= configuration.initialSegmentSize
-            || (readsToTheEnd(readerEnd) && streamed >= configuration.initialSegmentSize / 4)
+        let streams = prefetch || readerStreams(streamed: streamed, readerEnd: readerEnd)
         if let info, !info.acceptsByteRanges {
             // The origin cannot seek: one sequential download from byte 0 serves everyone.
             if let id = downloads.keys.first {
@@ -152,6 +150,15 @@ extension Resource {
                           shortRead: isLast && shortRead, splitReadID: splitReadID)
             partStart = partEnd
         }
+    }
+
+    /// Whether a reader that has read `streamed` bytes and wants them up to `readerEnd` streams,
+    /// rather than probes: it has read a first segment, or a quarter of one when it reads to the
+    /// end (a player past its probe, such as one that plays on after a skim left no read-ahead).
+    /// A player's request to the end that it drops at once (AVPlayer asks for the rest of the file
+    /// and cancels it, then asks for pieces) never gets that far on a slow connection.
+    func readerStreams(streamed: Int64, readerEnd: Int64) -> Bool {
+        streamed >= configuration.initialSegmentSize || (readsToTheEnd(readerEnd) && streamed >= configuration.initialSegmentSize / 4)
     }
 
     /// Whether a read that wants the bytes up to `readerEnd` reads to the end of the resource

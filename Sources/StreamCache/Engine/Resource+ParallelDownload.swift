@@ -17,7 +17,8 @@ extension Resource {
     /// no download covers (one stopped early) gets a download first.
     ///
     /// Nothing happens before the download at the start of `wanted` has answered: the reader's
-    /// first bytes never share the link with the parts after them. Nothing happens either while
+    /// first bytes never share the link with the parts after them. (Callers also wait until a
+    /// reader streams: see ``partsServe(_:)``.) Nothing happens either while
     /// one connection is fast (``StreamCache/Configuration/parallelDownloadThroughputLimit``), nor
     /// once connections side by side were measured to fetch no faster than one
     /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
@@ -80,12 +81,20 @@ extension Resource {
         return parallelConnectionsMayHelp
     }
 
+    /// Whether `reader`'s range may be split across connections: a prefetch's always, a
+    /// reader's once it streams (``readerStreams(streamed:readerEnd:)``). Parts started for a
+    /// request the player drops at once would each cost a request and fetch bytes nobody asked
+    /// for: on a cloud connection of 4 MB/s, three more requests of a mebibyte or more each.
+    func partsServe(_ reader: ReaderState) -> Bool {
+        reader.isPrefetch || readerStreams(streamed: reader.position - reader.start, readerEnd: reader.end)
+    }
+
     /// Re-plans parallel downloads for everyone who still needs a long range: after a download
     /// answered (its reader's first bytes are in) or finished its part, and when the last reader
     /// left a resource that is filled in the background.
     func replanParallelDownloads() {
         guard configuration.parallelDownloads > 1 else { return }
-        for reader in readers.values {
+        for reader in readers.values where partsServe(reader) {
             addParallelDownloads(in: ByteRange(reader.position, max(reader.position, reader.end)), kind: reader.isPrefetch ? .prefetch : .read)
         }
         if readers.isEmpty, configuration.completesResourcesInBackground {

@@ -245,7 +245,9 @@ extension Resource {
             if let failure = recentFailures.last(where: { $0.number > seen && $0.window.contains(position) }) { throw failure.error }
             readers[readerID]?.failuresSeen = failureCount
             try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached, streamed: position - (readers[readerID]?.start ?? position))
-            addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
+            if let reader = readers[readerID], partsServe(reader) {
+                addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
+            }
             try await waitUntilAvailable(position)
         }
     }
