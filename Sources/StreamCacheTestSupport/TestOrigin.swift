@@ -89,6 +89,8 @@ public final class TestOrigin: @unchecked Sendable {
         var connections: Set<Int32> = []
         var acceptTimes: [ContinuousClock.Instant] = []
         var requestCount = 0
+        /// Requests whose answer is being written (recorded in ``requests`` once it ends).
+        var answering = 0
         var stopped = false
     }
 
@@ -179,6 +181,10 @@ public final class TestOrigin: @unchecked Sendable {
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
     /// When each connection was accepted, in order (see ``RecordedRequest/connection``).
     public var connectionAcceptTimes: [ContinuousClock.Instant] { state.withLock { $0.acceptTimes } }
+
+    /// How many requests are being answered: a request appears in ``requests`` only once its
+    /// answer ends (or the client left it).
+    public var requestsBeingAnswered: Int { state.withLock { $0.answering } }
 
     /// The body bytes sent for `path` (all paths when `nil`).
     public func bodyBytesSent(for path: String? = nil) -> Int64 {
@@ -289,8 +295,10 @@ public final class TestOrigin: @unchecked Sendable {
     private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders) -> Bool {
         let (faultProvider, index) = state.withLock { state in
             state.requestCount += 1
+            state.answering += 1
             return (state.faults, state.requestCount - 1)
         }
+        defer { state.withLock { $0.answering -= 1 } }
         // The fault script runs first, so it may change the file this very request sees.
         let arrival = ContinuousClock.now
         var fault = faultProvider?(method, path, headers, index)

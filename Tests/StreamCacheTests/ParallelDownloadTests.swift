@@ -91,8 +91,7 @@ import Testing
                 if received.count >= 16 << 10 { break }
             }
             #expect(received == data.prefix(received.count))
-            // The origin records a request once it ends: wait until the read-ahead ran out.
-            try await Self.waitUntilIdle(song)
+            try await Self.waitUntilIdle(song, origin: server)
             // One connection: the first request, and the read-ahead's rest after it.
             let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
             let spans = Self.firstRanges(of: requests)
@@ -115,7 +114,7 @@ import Testing
                 if received.count >= 512 << 10 { break }
             }
             #expect(received == data.prefix(received.count))
-            try await Self.waitUntilIdle(song)
+            try await Self.waitUntilIdle(song, origin: server)
             #expect(server.maximumConcurrency(for: Self.path) >= 2, "\(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
         }
     }
@@ -312,10 +311,14 @@ import Testing
     }
 
     /// Waits (10 s at most, times the sanitizer's slowdown) until `resource` has no download
-    /// left: its read-ahead ran out.
-    static func waitUntilIdle(_ resource: Resource) async throws {
+    /// left (its read-ahead ran out) and `origin`, when given, answers no request any more (it
+    /// records a request once its answer ends).
+    static func waitUntilIdle(_ resource: Resource, origin: TestOrigin? = nil) async throws {
         for _ in 0..<(500 * TestTiming.slowdown) where await resource.isDownloading { try await Task.sleep(for: .milliseconds(20)) }
         #expect(await !resource.isDownloading)
+        guard let origin else { return }
+        for _ in 0..<(500 * TestTiming.slowdown) where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(origin.requestsBeingAnswered == 0)
     }
 
     /// One slow short request does not make a fast connection look slow: a seek that the origin
