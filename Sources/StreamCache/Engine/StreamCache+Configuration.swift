@@ -58,7 +58,9 @@ extension StreamCache {
         /// How many origin connections one long read, prefetch or background fill may use at once.
         /// Cloud services cap each connection's speed, so several ranges fetched side by side
         /// fill a file several times faster; 1 turns it off. The part a reader waits for always
-        /// has a connection of its own, and the others start only once its first bytes arrived.
+        /// has a connection of its own, and the others start only once its first bytes arrived
+        /// and the reader streams (it read a quarter of ``initialSegmentSize`` of a read to the
+        /// end, or the whole of it): a player's request that it drops at once starts no other.
         public var parallelDownloads: Int = 4
         /// The bytes each extra connection fetches before it takes the next part; a range is split
         /// only when more than twice this is missing ahead of the reader.
