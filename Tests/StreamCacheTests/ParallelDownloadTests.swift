@@ -74,49 +74,46 @@ import Testing
         }
     }
 
+    /// Reads from byte 0 to the end at 1 MB/s per connection (the first 256 KiB take a quarter of
+    /// a second), leaves after `bytes`, and returns the origin's requests for the file once the
+    /// read-ahead ran out, in the order they began.
+    static func readToTheEnd(leavingAfter bytes: Int, seed: UInt64) async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int) {
+        let (server, data) = try Self.origin(seed: seed)
+        defer { server.stop() }
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        var result: (requests: [TestOrigin.RecordedRequest], concurrency: Int) = ([], 0)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            var received = Data()
+            for try await chunk in song.read(from: 0) {
+                received.append(chunk.data)
+                if received.count >= bytes { break }
+            }
+            #expect(received == data.prefix(received.count))
+            try await Self.waitUntilIdle(song, origin: server)
+            result = (server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound },
+                      server.maximumConcurrency(for: Self.path))
+        }
+        return result
+    }
+
     /// A request to the end that the player drops after its first bytes (AVPlayer asks for the
     /// rest of the file and cancels at once) starts no parts: only a reader that streams (a
     /// quarter of a first segment read) is worth more connections. Before, the parts started as
     /// soon as the first request answered.
     @Test func aReadToTheEndDroppedAtOnceStartsNoParts() async throws {
-        let (server, data) = try Self.origin(seed: 82)
-        defer { server.stop() }
-        // 1 MB/s per connection: the first 256 KiB take a quarter of a second.
-        server.bytesPerSecond = TestTiming.rate(1_000_000)
-        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
-            var received = Data()
-            for try await chunk in song.read(from: 0) {
-                received.append(chunk.data)
-                if received.count >= 16 << 10 { break }
-            }
-            #expect(received == data.prefix(received.count))
-            try await Self.waitUntilIdle(song, origin: server)
-            // One connection: the first request, and the read-ahead's rest after it.
-            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            let spans = Self.firstRanges(of: requests)
-            #expect(server.maximumConcurrency(for: Self.path) == 1, "\(requests.map { $0.range ?? "" })")
-            #expect(spans.first?.lowerBound == 0 && zip(spans, spans.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound },
-                    "\(requests.map { $0.range ?? "" })")
-        }
+        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: 16 << 10, seed: 82)
+        // One connection: the first request, and the read-ahead's rest after it.
+        let spans = Self.firstRanges(of: requests)
+        #expect(concurrency == 1, "\(requests.map { $0.range ?? "" })")
+        #expect(spans.first?.lowerBound == 0 && zip(spans, spans.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound },
+                "\(requests.map { $0.range ?? "" })")
     }
 
     /// A reader that goes on past a quarter of a first segment gets its parts.
     @Test func aReadToTheEndThatStreamsGetsItsParts() async throws {
-        let (server, data) = try Self.origin(seed: 83)
-        defer { server.stop() }
-        server.bytesPerSecond = TestTiming.rate(1_000_000)
-        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
-            var received = Data()
-            for try await chunk in song.read(from: 0) {
-                received.append(chunk.data)
-                if received.count >= 512 << 10 { break }
-            }
-            #expect(received == data.prefix(received.count))
-            try await Self.waitUntilIdle(song, origin: server)
-            #expect(server.maximumConcurrency(for: Self.path) >= 2, "\(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
-        }
+        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: 512 << 10, seed: 83)
+        #expect(concurrency >= 2, "\(requests.map { $0.range ?? "" })")
     }
 
     @Test func aPrefetchUsesSeveralConnections() async throws {
