@@ -244,8 +244,9 @@ extension Resource {
             let seen = readers[readerID]?.failuresSeen ?? failureCount
             if let failure = recentFailures.last(where: { $0.number > seen && $0.window.contains(position) }) { throw failure.error }
             readers[readerID]?.failuresSeen = failureCount
-            try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached, streamed: position - (readers[readerID]?.start ?? position))
-            if let reader = readers[readerID], partsServe(reader) {
+            let reader = readers[readerID]
+            try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached, streamed: position - (reader?.start ?? position))
+            if let reader, partsServe(reader) {
                 addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
             }
             try await waitUntilAvailable(position)
