@@ -38,7 +38,8 @@ PORT=18094
 "$BIN" serve --port $PORT --cache-dir "$STATE/cache" --control-token-file "$STATE/token" \
   --folder "$(origin_base)/media/" -H "Authorization: Bearer $ORIGIN_TOKEN" --url-token benchtok >"$STATE/serve.log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; ./origin.sh stop >/dev/null 2>&1; rm -rf "$STATE"' EXIT
+# Each step is excused: errexit also holds in the trap, and a step that fails would skip the rest.
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; ./origin.sh stop >/dev/null 2>&1 || true; rm -rf "$STATE"' EXIT
 wait_port $PORT
 sleep 0.3
 : > "$ORIGIN_LOG"

@@ -302,6 +302,15 @@ extension Resource {
             guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
         }
+        if download.kind == .read, let paceEnd = playbackLimit(of: download) {
+            // Far enough ahead of every player it serves: it ends here, and the reader starts the
+            // next one once it has played half its window (``keepPlaybackWindowFilled(for:cachedEnd:)``).
+            guard download.position < paceEnd else {
+                logger.debug("download paused ahead of a player", metadata: ["key": "\(key)", "at": "\(download.position)"])
+                return nil
+            }
+            download.segmentEnd = min(download.segmentEnd, max(paceEnd, download.position + configuration.initialSegmentSize))
+        }
         guard !available.contains(download.position), download.position < download.limit else { return nil }
         // Cut at the first cached byte: a window planned across cached bytes (while the origin
         // seemed to serve several ranges) must not fetch them once it turns out not to.

@@ -82,11 +82,12 @@ extension Resource {
     }
 
     /// Whether `reader`'s range may be split across connections: a prefetch's always, a
-    /// reader's once it streams (``readerStreams(streamed:readerEnd:)``). Parts started for a
+    /// reader's once it streams (``readerStreams(streamed:readerEnd:)``), unless it plays in real
+    /// time (``playbackWindow(of:)``: one connection keeps ahead of it). Parts started for a
     /// request the player drops at once would each cost a request and fetch bytes nobody asked
     /// for: on a cloud connection of 4 MB/s, three more requests of a mebibyte or more each.
     func partsServe(_ reader: ReaderState) -> Bool {
-        reader.isPrefetch || readerStreams(streamed: reader.position - reader.start, readerEnd: reader.end)
+        reader.isPrefetch || (readerStreams(streamed: reader.position - reader.start, readerEnd: reader.end) && playbackWindow(of: reader) == nil)
     }
 
     /// Re-plans parallel downloads for everyone who still needs a long range: after a download

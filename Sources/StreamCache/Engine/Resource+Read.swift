@@ -166,7 +166,8 @@ extension Resource {
     func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
         try await ensureLoaded()
         let id = makeID()
-        readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch)
+        readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,
+                                  pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))
         usage.begin(key)
         statistics.reads += 1
         reaper?.cancel()
@@ -214,6 +215,9 @@ extension Resource {
         statistics.bytesServedFromOrigin += servedOrigin
         var position = position
         var replans = 0
+        if !skipCached, configuration.playbackReadAhead != nil {
+            readers[readerID]?.pace.reader(at: position, cached: available.contains(position))
+        }
         while true {
             try Task.checkCancellation()
             guard readerGeneration == generation else {
@@ -232,7 +236,12 @@ extension Resource {
                     replans = 0
                     continue
                 }
-                return .available(cut, file)
+                // Steps are measured out only to tell a player's pace (``PlaybackPace``).
+                guard configuration.playbackReadAhead != nil, let reader = readers[readerID], !skipCached else { return .available(cut, file) }
+                readers[readerID]?.pace.handedOutStep()
+                keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
+                let step = min(cut.count, reader.pace.stepLimit)
+                return .available(ByteRange(position, position + step), file)
             }
             // Counts waits that ended without the byte at `position` arriving (downloads that stopped
             // short); progress resets it.

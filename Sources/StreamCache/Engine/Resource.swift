@@ -100,6 +100,8 @@ public actor Resource {
         /// Prefetches keep their downloads going, but only readers that deliver bytes make a
         /// download "needed" for the idle grace period.
         var isPrefetch: Bool
+        /// How fast the reader consumes, and how long its next step may be.
+        var pace: PlaybackPace
     }
 
     struct Waiter {

@@ -95,6 +95,18 @@ extension StreamCache {
         /// the read the player waits for. A read that reaches into the read-ahead, or none, lets it
         /// go on. `nil` reads ahead at once.
         public var skimmingWindow: Duration? = .milliseconds(50)
+        /// While every reader of a download plays in real time (it comes back for cached bytes at
+        /// its own pace, its media's bitrate), the download stays at most this much playing time
+        /// ahead of them, at the rate they were seen to read, and the next one starts once half
+        /// of it is played: watching the first minutes of a long video does not pull the whole
+        /// file over a metered link, and playback never waits for the origin. Readers that wait
+        /// for the origin, or read faster than anything plays (a tool, a copy), are never held
+        /// back; nor are prefetches, nor anything when ``completesResourcesInBackground`` is on.
+        /// `nil` never holds a download back.
+        public var playbackReadAhead: Duration? = .seconds(60)
+        /// The fewest bytes a download stays ahead of a player in real time (see
+        /// ``playbackReadAhead``): smaller files, and a minute of most audio, are fetched whole.
+        public var minimumPlaybackReadAhead: Int64 = 32 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
         /// Whether a resource nobody reads fetches its small holes: gaps of at most

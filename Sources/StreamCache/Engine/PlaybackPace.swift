@@ -1,0 +1,73 @@
+/// How fast a player consumes one read, as the engine sees it: the rate at which the reader asks
+/// for the next bytes while they are already cached.
+///
+/// A player that plays in real time (AVPlayer, mpv, a browser's `<video>`) reads at its media's
+/// bitrate once its own buffer is full, and holds the connection back in between; a player that
+/// waits for the origin, or a tool that reads as fast as it can, never shows such a rate. The
+/// engine keeps a download that serves only readers with a known rate within
+/// ``StreamCache/Configuration/playbackReadAhead`` of playing time ahead of them (see
+/// ``Resource/playbackWindow(of:)``), so watching the first minutes of a long video does not pull
+/// the whole file over a metered link, while the read-ahead still covers a minute of playback.
+///
+/// The reader's position only moves when it asks for its next step, so steps start at
+/// ``StreamCache/Configuration/chunkSize`` and double while the reader comes back for more at
+/// once (a reader that drains the cache at disk speed soon gets its bytes in a few long steps,
+/// each one region for `sendfile`), and fall back to one chunk when it comes back late (a
+/// player's pace: its position is then known to a chunk and its socket buffers).
+struct PlaybackPace {
+    /// A rate is measured over a stretch at least this long, during which the reader never waited.
+    static let measuringInterval: Duration = .seconds(1)
+    /// A reader back for its next step within this time drains the cache faster than any media
+    /// plays (a chunk of 1 MiB in 50 ms is 20 MB/s, 160 Mbit/s): its steps grow.
+    static let quickReturn: Duration = .milliseconds(50)
+
+    /// Where the current measuring stretch began; `nil` while the reader waits for a download.
+    private var stretchStart: (at: ContinuousClock.Instant, position: Int64)?
+    /// When the last step was handed out.
+    private var lastStepAt: ContinuousClock.Instant?
+    /// The bytes per second the reader consumed over its last two complete stretches (the lower
+    /// of the two), or its first, if it has one and has not waited since. A player first fills
+    /// its own buffer and the sockets' at the speed of the cache; the lower figure is its bitrate.
+    private(set) var rate: Double?
+    /// The rate of the last complete stretch alone.
+    private var lastStretchRate: Double?
+    /// The most bytes the reader's next step hands out.
+    private(set) var stepLimit: Int64
+    private let smallestStep: Int64
+
+    init(smallestStep: Int64) {
+        self.smallestStep = max(1, smallestStep)
+        stepLimit = self.smallestStep
+    }
+
+    /// The reader asks for its next bytes at `position`; `cached` tells whether they are cached
+    /// (it consumes at its own pace) or it must wait for a download (its rate is then unknown).
+    mutating func reader(at position: Int64, cached: Bool, now: ContinuousClock.Instant = .now) {
+        guard cached else {
+            stretchStart = nil
+            rate = nil
+            lastStretchRate = nil
+            stepLimit = smallestStep
+            return
+        }
+        if let lastStepAt {
+            let quick = now - lastStepAt <= Self.quickReturn
+            stepLimit = !quick ? smallestStep : stepLimit > Int64.max / 2 ? .max : stepLimit * 2
+        }
+        guard let start = stretchStart else {
+            stretchStart = (now, position)
+            return
+        }
+        let elapsed = now - start.at
+        guard elapsed >= Self.measuringInterval else { return }
+        let stretchRate = Double(max(0, position - start.position)) / elapsed.timeInterval
+        rate = min(stretchRate, lastStretchRate ?? stretchRate)
+        lastStretchRate = stretchRate
+        stretchStart = (now, position)
+    }
+
+    /// A step was handed out to the reader.
+    mutating func handedOutStep(now: ContinuousClock.Instant = .now) {
+        lastStepAt = now
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+@testable import StreamCache
+import StreamCacheHTTPClient
+import StreamCacheTestSupport
+import Testing
+
+/// A player that plays in real time keeps its download a window of playing time ahead of it, not
+/// the whole file ahead; readers that wait for the origin or read flat out are never held back.
+@Suite struct PlaybackPaceTests {
+    @Test func aRateIsMeasuredOnlyWhileTheReaderFindsItsBytesCached() {
+        var pace = PlaybackPace(smallestStep: 1 << 20)
+        let start = ContinuousClock.now
+        pace.reader(at: 0, cached: true, now: start)
+        pace.reader(at: 400_000, cached: true, now: start + .milliseconds(500))
+        #expect(pace.rate == nil, "half a second is too short to tell a bitrate from a burst")
+        pace.reader(at: 1_000_000, cached: true, now: start + .seconds(1))
+        #expect(pace.rate == 1_000_000)
+        pace.reader(at: 1_500_000, cached: true, now: start + .seconds(2))
+        #expect(pace.rate == 500_000, "the lower of the last two seconds: the first filled buffers")
+        pace.reader(at: 2_300_000, cached: true, now: start + .seconds(3))
+        #expect(pace.rate == 500_000)
+        pace.reader(at: 3_100_000, cached: true, now: start + .seconds(4))
+        #expect(pace.rate == 800_000, "a player that plays faster gets a wider window a second later")
+        pace.reader(at: 3_200_000, cached: false, now: start + .milliseconds(4100))
+        #expect(pace.rate == nil, "a reader that waits for the origin shows the origin's speed, not its own")
+        pace.reader(at: 3_300_000, cached: true, now: start + .milliseconds(4500))
+        #expect(pace.rate == nil)
+    }
+
+    @Test func stepsGrowWhileTheReaderComesBackAtOnceAndShrinkWhenItTakesItsTime() {
+        let chunk: Int64 = 1 << 20
+        var pace = PlaybackPace(smallestStep: chunk)
+        var now = ContinuousClock.now
+        pace.reader(at: 0, cached: true, now: now)
+        #expect(pace.stepLimit == chunk)
+        for expected in [2 * chunk, 4 * chunk, 8 * chunk] {
+            pace.handedOutStep(now: now)
+            now += .milliseconds(1)
+            pace.reader(at: 0, cached: true, now: now)
+            #expect(pace.stepLimit == expected)
+        }
+        pace.handedOutStep(now: now)
+        now += .milliseconds(300)
+        pace.reader(at: 0, cached: true, now: now)
+        #expect(pace.stepLimit == chunk, "a player's pace: its position is known to a chunk")
+        for _ in 0..<70 {
+            pace.handedOutStep(now: now)
+            pace.reader(at: 0, cached: true, now: now)
+        }
+        #expect(pace.stepLimit == .max, "doubling stops at the largest step, without overflowing")
+    }
+
+    static let path = "/film.bin"
+
+    /// A 10 MB file whose first 2 MB are cached, on an origin as fast as loopback, read by a player
+    /// that takes 1 MB/s for 4 s (its bitrate) and then the rest as fast as it comes, with a window
+    /// of one second (at least 1 MB). Without the window, the player reaching the end of the cached
+    /// bytes after 2 s would have the origin send all the rest at once. Rates and sizes shrink under
+    /// the sanitizer's slowdown; times do not.
+    @Test func aPlayerInRealTimeKeepsItsDownloadAWindowAheadAndNeverWaits() async throws {
+        let size = TestTiming.rate(10_000_000)
+        let playerRate = TestTiming.rate(1_000_000)
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: size, seed: 811)
+        server.setFile(Self.path, data: data)
+        let window = Int64(TestTiming.rate(1_000_000))
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 1
+            configuration.chunkSize = max(4096, TestTiming.rate(65_536))
+            // The engine sees a reader where its read buffer ends: keep that close to the player.
+            configuration.readBufferLimit = 2 * configuration.chunkSize
+            configuration.initialSegmentSize = Int64(TestTiming.rate(262_144))
+            configuration.playbackReadAhead = .seconds(1)
+            configuration.minimumPlaybackReadAhead = window
+            // Under the sanitizer's slowdown the uncached 0.8 MB would count as a small hole to fill.
+            configuration.fillsSmallGaps = false
+        }) { (cache: StreamCache) async throws -> Void in
+            let url = server.url(Self.path)
+            let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
+            try await film.prefetch(ByteRange(0, Int64(2 * playerRate)))
+            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            server.resetRecords()
+            var received = Data()
+            let clock = ContinuousClock()
+            let began = clock.now
+            var iterator = film.read(from: 0).makeAsyncIterator()
+            // When the player had taken how much.
+            var played: [(at: ContinuousClock.Instant, bytes: Int64)] = [(began, 0)]
+            // Plays 4 s: each chunk is due when the bitrate reaches it.
+            while clock.now - began < .seconds(4) {
+                guard let chunk = try await iterator.next() else { break }
+                received.append(chunk.data)
+                played.append((clock.now, Int64(received.count)))
+                let due = began + .seconds(Double(received.count) / Double(playerRate))
+                if due > clock.now { try await Task.sleep(until: due, clock: clock) }
+            }
+            let total = Int64(received.count)
+            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            let requests = server.requests
+            let fetched = Int64(2 * playerRate) + server.bodyBytesSent(for: Self.path)
+            print("playing in real time: played \(total), cached \(fetched) in \(requests.count) requests")
+            #expect(fetched <= total + 2 * window, "played \(total), cached \(fetched): \(requests.map { $0.range ?? "" })")
+            #expect(requests.count >= 2, "the download paused and started again: \(requests.map { $0.range ?? "" })")
+            // Each download starts well before the player reaches its first byte (half a window
+            // before the engine's reader does, which is the read buffer ahead of the player): the
+            // player never waits for the origin.
+            for request in requests {
+                let first = try #require(request.range.flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) })
+                let playedThen = played.last { $0.at <= request.interval.lowerBound }?.bytes ?? 0
+                #expect(first - playedThen >= window / 4, "a request for bytes from \(first) began when the player had taken \(playedThen)")
+            }
+
+            while let chunk = try await iterator.next() { received.append(chunk.data) }
+            #expect(TestData.sha256(received) == TestData.sha256(data))
+            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(Int64(2 * playerRate) + server.bodyBytesSent(for: Self.path) == Int64(size), "each byte came from the origin once")
+        }
+    }
+
+    /// A reader that drains a cached file at disk speed is never taken for a player: it gets the
+    /// file in a few long steps.
+    @Test func aReaderThatReadsFlatOutIsNotPaced() async throws {
+        let size = 12_000_000
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: size, seed: 812)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.playbackReadAhead = .seconds(1)
+            configuration.minimumPlaybackReadAhead = 1 << 20
+        }) { (cache: StreamCache) async throws -> Void in
+            let url = server.url(Self.path)
+            let file = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
+            try await file.prefetch()
+            var regions = 0
+            var received = Data()
+            for try await region in file.regions(ByteRange(0, Int64.max)) {
+                regions += 1
+                var bytes = Data(count: Int(region.range.count))
+                _ = try bytes.withUnsafeMutableBytes { try region.read(into: $0, at: region.range.lowerBound) }
+                received.append(bytes)
+            }
+            #expect(TestData.sha256(received) == TestData.sha256(data))
+            // Steps of 1, 2, 4 MiB and the rest; a loaded machine may come back late once or twice.
+            #expect(regions <= 8, "\(regions) regions for 12 MB")
+        }
+    }
+}
