@@ -8,42 +8,16 @@
 #     BIN:     a release `streamcache` binary (default, or "": this checkout's release build, built first).
 #     PROFILE: cloud (default: +40 ms per request, 4 MB/s per connection, 60 MB/s link), wan (+40 ms
 #              per request, one shared 10 MB/s link) or loopback, as ../shared/bench/run_all.sh sets them up.
-#   Env: RATE (bytes per second the player takes, default 1000000: 8 Mbit/s), SECONDS_PLAYED (default 20),
-#        BENCH_DIR (default ../shared/bench). Starts the bench's origin for the profile (stopping one
-#        that runs with other settings) and stops it on exit.
+#   Env: RATE (bytes per second the player takes, default 1000000: 8 Mbit/s), SECONDS_PLAYED (default
+#        20), BENCH_DIR (default ../shared/bench), SERVE_ARGS, KEEP_LOG (see serve-on-bench-origin.sh).
+#        Starts the bench's origin for the profile (stopping one that runs with other settings) and
+#        stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "${1:-}" ]; then
-  BIN=$(realpath "$1")
-else
-  swift build -c release --static-swift-stdlib --product streamcache >/dev/null
-  BIN="$(swift build -c release --show-bin-path)/streamcache"
-fi
-PROFILE=${2:-cloud}
-case $PROFILE in
-  loopback) export ORIGIN_DELAY_MS=0 ORIGIN_LINK_MBYTES=0 ORIGIN_CONN_MBYTES=0 ;;
-  wan) export ORIGIN_DELAY_MS=40 ORIGIN_LINK_MBYTES=10 ORIGIN_CONN_MBYTES=0 ;;
-  cloud) export ORIGIN_DELAY_MS=40 ORIGIN_LINK_MBYTES=60 ORIGIN_CONN_MBYTES=4 ;;
-  *) echo "unknown profile $PROFILE (loopback, wan, cloud)" >&2; exit 2 ;;
-esac
+. Benchmarks/serve-on-bench-origin.sh
 FILE=rand200.bin
-export ORIGIN_RATE=0
-BENCH_DIR=${BENCH_DIR:-"$(cd ../shared/bench && pwd)"}
-cd "$BENCH_DIR"
-. ./bench.env
-./gen_media.sh >/dev/null
-./origin.sh stop >/dev/null 2>&1 || true
-./origin.sh start >/dev/null
-STATE=$(mktemp -d /tmp/streamcache-playback.XXXXXX)
 PORT=18095
-"$BIN" serve --port $PORT --cache-dir "$STATE/cache" --control-token-file "$STATE/token" \
-  --folder "$(origin_base)/media/" -H "Authorization: Bearer $ORIGIN_TOKEN" --url-token benchtok ${SERVE_ARGS:-} >"$STATE/serve.log" 2>&1 &
-PID=$!
-# Each step is excused: errexit also holds in the trap, and a step that fails would skip the rest.
-trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; ./origin.sh stop >/dev/null 2>&1 || true; [ -z "${KEEP_LOG:-}" ] || cp "$STATE/serve.log" "$KEEP_LOG"; rm -rf "$STATE"' EXIT
-wait_port $PORT
-sleep 0.3
-: > "$ORIGIN_LOG"
+serve_on_bench_origin "${1:-}" "${2:-cloud}" $PORT playback
 python3 - "http://127.0.0.1:$PORT/benchtok/$FILE" "${RATE:-1000000}" "${SECONDS_PLAYED:-20}" <<'EOF'
 import http.client, sys, time, urllib.parse
 url, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
