@@ -236,8 +236,12 @@ extension Resource {
                     replans = 0
                     continue
                 }
-                // Steps are measured out only to tell a player's pace (``PlaybackPace``).
-                guard configuration.playbackReadAhead != nil, let reader = readers[readerID], !skipCached else { return .available(cut, file) }
+                // Steps are measured out only to tell a player's pace (``PlaybackPace``), which
+                // matters only while bytes it will read are missing: a read of cached bytes to its
+                // end (a warm read) gets them in one step, as one `sendfile` region.
+                guard configuration.playbackReadAhead != nil, cut.upperBound < end, let reader = readers[readerID], !skipCached else {
+                    return .available(cut, file)
+                }
                 readers[readerID]?.pace.handedOutStep()
                 keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
                 let step = min(cut.count, reader.pace.stepLimit)
