@@ -11,8 +11,8 @@
 ///
 /// The reader's position only moves when it asks for its next step, so steps start at
 /// ``StreamCache/Configuration/chunkSize`` (1 MiB) and double while the reader comes back for more
-/// at once (a reader that drains the cache at disk speed gets 200 MB in 8 steps, each one region
-/// for `sendfile`), and fall back to one chunk when it comes back late: a player's position is
+/// at once (a reader that drains the cache at disk speed gets 200 MB of cached bytes in 8 steps,
+/// each one region for `sendfile`; a read whose cached run reaches its end gets it in one), and fall back to one chunk when it comes back late: a player's position is
 /// then known to a chunk, its read buffer and its socket buffers, and its rate within its first
 /// seconds. A player also comes back at once while it fills its sockets' buffers at first, so
 /// faster growth makes its steps long before its rate is known: with steps growing fourfold from
