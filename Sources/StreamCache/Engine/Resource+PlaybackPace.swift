@@ -30,9 +30,9 @@ extension Resource {
     /// has half a window of playing time (30 s by default) to stay ahead, and a player never
     /// catches up with a paused download.
     func keepPlaybackWindowFilled(for reader: ReaderState, cachedEnd: Int64) {
+        // `reader.end` is already cut to the resource's length (`nextStep`).
         guard let window = playbackWindow(of: reader), cachedEnd < reader.end, cachedEnd - reader.position < window / 2,
               !downloads.values.contains(where: { $0.window.contains(cachedEnd) }) else { return }
-        if let total = info?.totalLength, cachedEnd >= total { return }
         logger.debug("download resumed ahead of a player", metadata: ["key": "\(key)", "at": "\(cachedEnd)"])
         try? ensureDownload(covering: cachedEnd, readerEnd: reader.end, prefetch: false, streamed: reader.position - reader.start)
     }
