@@ -56,12 +56,16 @@ public final class TestOrigin: @unchecked Sendable {
         public var status: Int
         /// The body bytes written to the socket.
         public var bodyBytesSent: Int64
+        /// The bytes of the file those body bytes carried, in the order sent (a multipart body's
+        /// parts, without their headers; a cut body's first bytes only).
+        public var servedRanges: [ByteRange] = []
         /// When the request arrived and when its answer was written.
         public var interval: ClosedRange<ContinuousClock.Instant>
         /// Which connection carried it: 0 for the first one the server accepted, 1 for the next…
         public var connection: Int
         /// The `Range` header, if any.
         public var range: String? { headers["Range"] }
+
     }
 
     /// A file the server serves.
@@ -310,9 +314,15 @@ public final class TestOrigin: @unchecked Sendable {
             Thread.sleep(forTimeInterval: seconds)
             fault = nil
         }
+        // Where each range of the file starts in the body: one range, or a multipart body's parts.
+        var bodyLayout: [(bodyOffset: Int64, range: ByteRange)] = []
         func record(_ status: Int, _ sent: Int64) {
+            let served = bodyLayout.compactMap { part -> ByteRange? in
+                let count = min(part.range.count, sent - part.bodyOffset)
+                return count > 0 ? ByteRange(offset: part.range.lowerBound, length: count) : nil
+            }
             state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
-                                                               interval: arrival...ContinuousClock.now, connection: number)) }
+                                                               servedRanges: served, interval: arrival...ContinuousClock.now, connection: number)) }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:]) -> Bool {
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: 0\r\n"
@@ -351,11 +361,13 @@ public final class TestOrigin: @unchecked Sendable {
                 let shown = index == 1 && contentRangeStart != range.lowerBound ? ByteRange(offset: part.lowerBound + 1, length: part.count) : part
                 body.append(Data("\r\n--\(Self.multipartBoundary)\r\nContent-Type: \(file.contentType ?? "application/octet-stream")\r\n".utf8))
                 body.append(Data("Content-Range: bytes \(shown.lowerBound)-\(shown.upperBound - 1)/\(total)\r\n\r\n".utf8))
+                bodyLayout.append((Int64(body.count), part))
                 body.append(file.data[Int(part.lowerBound)..<Int(part.upperBound)])
             }
             body.append(Data("\r\n--\(Self.multipartBoundary)--\r\n".utf8))
             multipartBody = body
         }
+        if multipartBody == nil { bodyLayout = [(0, range)] }
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(multipartBody?.count ?? Int(range.count))\r\n"
         let omitsContentRange: Bool = if case .missingContentRange = fault { true } else { false }
         if status == 206, !omitsContentRange, multipartBody == nil {

@@ -15,8 +15,7 @@ import Testing
 
     /// Waits (bounded) until the resource has no download running.
     static func waitForDownloads(_ resource: Resource) async throws {
-        for _ in 0..<100 where await resource.isDownloading { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(await !resource.isDownloading, "a download is still running")
+        #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10)), "a download is still running")
     }
 
     /// Checks that `request` received exactly the origin's bytes from its requested offset.

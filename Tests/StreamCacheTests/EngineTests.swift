@@ -169,7 +169,7 @@ import Testing
                 let start = Int64(size * percent / 100)
                 let part = try await song.read(ByteRange(start, start + 262_144)).collect()
                 #expect(part == data[Int(start)..<Int(start) + 262_144])
-                for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+                try await waitUntilNoDownload(of: song, within: .seconds(60))
                 #expect(server.dataRequests(for: Self.path).count <= 2 * (index + 1), "seek \(index + 1) at \(percent) %")
             }
             let whole = try await song.read(from: 0).collect()
@@ -201,8 +201,7 @@ import Testing
                 let part = try await song.read(ByteRange(Int64(start), Int64(start) + 100_000)).collect()
                 #expect(part == data[start..<start + 100_000])
             }
-            for _ in 0..<100 where await song.isDownloading { try await Task.sleep(for: .milliseconds(50)) }
-            #expect(await !song.isDownloading)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
             let cached = try await song.cachedRanges.coveredByteCount
             // The origin counts a request's bytes once its answer is written.
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached { try await Task.sleep(for: .milliseconds(50)) }
@@ -226,12 +225,11 @@ import Testing
             let song = resource(cache, server)
             // Cached first: a stretch from 1.3 MB (its own read-ahead runs past it).
             #expect(try await song.read(ByteRange(1_300_000, 1_400_000)).collect() == data[1_300_000..<1_400_000])
-            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitUntilNoDownload(of: song, within: .seconds(60))
             // A read at the start: its read-ahead (512 KiB past where it left, at most 256 KiB in)
             // ends at most 768 KiB in, less than `joinDistance` (1 MiB) short of 1.3 MB.
             #expect(try await song.read(ByteRange(0, 100_000)).collect() == data[0..<100_000])
-            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
-            #expect(await !song.isDownloading)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, 1_400_000)), "cached: \(cached)")
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
@@ -252,8 +250,7 @@ import Testing
         }) { cache in
             let song = resource(cache, server)
             #expect(try await song.read(ByteRange(0, 2)).collect() == data[0..<2])
-            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
-            #expect(await !song.isDownloading)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
             // The origin records a request once its answer is written.
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
@@ -314,7 +311,7 @@ import Testing
             let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
             #expect(ranges.first == "bytes=0-262143", "\(ranges)")
             #expect(ranges.dropFirst().first?.hasPrefix("bytes=262144-") == true, "the download went on where it was: \(ranges)")
-            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitUntilNoDownload(of: song, within: .seconds(60))
             let cached = try await song.cachedRanges
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
@@ -330,8 +327,7 @@ import Testing
         try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .seconds(300) }) { cache in
             let song = resource(cache, server)
             #expect(try await song.read(ByteRange(0, 3_000_000)).collect() == data[0..<3_000_000])
-            for _ in 0..<2400 where await song.isDownloading { try await Task.sleep(for: .milliseconds(25)) }
-            #expect(await !song.isDownloading)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, 6_000_000)), "cached: \(cached)")
             #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "cached: \(cached)")

@@ -316,12 +316,8 @@ import Testing
             try await reader.value
             reader.cancel()
             let resource = try #require(server.resource(for: registration))
-            var downloading = true
-            for _ in 0..<100 where downloading {
-                try await Task.sleep(for: .milliseconds(100))
-                downloading = await resource.isDownloading
-            }
-            #expect(!downloading, "the download must stop once nobody reads")
+            #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(100)),
+                    "the download must stop once nobody reads")
             for _ in 0..<50 where origin.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
             let sent = origin.bodyBytesSent(for: "/long.bin")
             #expect(sent < Int64(size) / 2, "the origin kept sending after the client left: \(sent) bytes")
