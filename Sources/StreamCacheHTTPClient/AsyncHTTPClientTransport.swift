@@ -61,6 +61,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     private let client: HTTPClient
     private let ownsClient: Bool
     private let bufferLimit: Int
+    /// The connections the transport's own client opens to one host; `nil` for a client the
+    /// caller made (its pool is the caller's to tell).
+    public let maximumConnectionsPerHost: Int?
 
     /// Creates a transport with its own client on the shared event-loop group.
     public init(configuration: Configuration = Configuration()) {
@@ -76,6 +79,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
         self.bufferLimit = configuration.bufferLimit
+        self.maximumConnectionsPerHost = configuration.maximumConnectionsPerHost
     }
 
     /// Creates a transport on a client the caller owns and shuts down. Configure the client not to
@@ -84,6 +88,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         self.client = client
         self.ownsClient = false
         self.bufferLimit = bufferLimit
+        self.maximumConnectionsPerHost = nil
     }
 
     deinit {

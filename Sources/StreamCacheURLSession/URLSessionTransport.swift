@@ -17,6 +17,8 @@ public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
     private let delegate: SessionDelegate
     private let bufferLimit: Int
+    /// The most connections opened to one host at once.
+    public let maximumConnectionsPerHost: Int?
 
     /// Creates a transport.
     ///
@@ -37,6 +39,7 @@ public final class URLSessionTransport: HTTPTransport {
         self.delegate = delegate
         self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
         self.bufferLimit = bufferLimit
+        self.maximumConnectionsPerHost = maximumConnectionsPerHost
     }
 
     /// `false` on Linux, where a data task cannot be suspended safely (see `TaskControl`).

@@ -148,9 +148,11 @@ import Testing
             try await file.prefetch(ByteRange(0, cached))
             let partly = try await regions(of: ByteRange(0, 39_500_000), cachedEnd: cached)
             #expect(TestData.sha256(partly.bytes) == TestData.sha256(data.prefix(39_500_000)))
-            // Steps of 1, 2, 4, 8 and 16 MiB and the rest of the cached bytes; a loaded machine may
-            // come back late once. Thirty-eight steps if they did not grow.
-            #expect(partly.count <= 8, "\(partly.count) regions for 39 MB cached")
+            // Steps of 1, 2, 4, 8 and 16 MiB and the rest of the cached bytes: six. Each time a
+            // loaded machine comes back late (copying a step of 8 MiB took over 50 ms in a full
+            // suite), steps start again from 1 MiB: up to five more for one such return, and
+            // twelve allows it. Thirty-eight steps if they did not grow.
+            #expect(partly.count <= 12, "\(partly.count) regions for 39 MB cached")
             try await file.prefetch()
             let whole = try await regions(of: ByteRange(0, Int64.max))
             #expect(TestData.sha256(whole.bytes) == TestData.sha256(data))

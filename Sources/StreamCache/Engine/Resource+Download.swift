@@ -53,6 +53,9 @@ extension Resource {
         /// A read began elsewhere after the short read's readers left (the player skims): the
         /// download ends after its request in flight.
         var skimmedPast = false
+        /// The download's place among those no reader waits for (``BulkConnectionGate``), if it
+        /// is one: it sends its first request once the gate lets it through.
+        var gateTicket: BulkConnectionGate.Ticket?
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
     }
@@ -63,6 +66,9 @@ extension Resource {
     /// (see ``readerStreams(streamed:readerEnd:)``) or a prefetch starts at the segment size the
     /// resource's connections have reached.
     func ensureDownload(covering offset: Int64, readerEnd: Int64, prefetch: Bool, streamed: Int64 = 0) throws {
+        // The cache is shutting down: nothing starts again (a waiting download let through by the
+        // gate as another ends would otherwise send a request after the shutdown).
+        guard !isShuttingDown else { throw CancellationError() }
         let kind: Download.Kind = prefetch ? .prefetch : .read
         let streams = prefetch || readerStreams(streamed: streamed, readerEnd: readerEnd)
         if let info, !info.acceptsByteRanges {
@@ -77,6 +83,8 @@ extension Resource {
         if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
             if prefetch { downloads[id]?.kind = .prefetch }
             releaseHold(of: id)
+            // A reader waits for it now: it goes past the gate, if it still waits there.
+            if !prefetch, let ticket = download.gateTicket { connectionGate.admitNow(ticket) }
             if joins(download, at: offset) { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts,
             // cutting its request in flight there if it reaches that far.
@@ -211,8 +219,13 @@ extension Resource {
     /// bytes and nothing more, a part of a long range for its share. `shortRead` marks the
     /// download of a seek or a probe, whose read-ahead waits to see whether the player skims.
     /// `splitReadID` names the split short read whose part the first request is.
+    ///
+    /// A download no reader waits for (`bulk`: by default a prefetch's or a background fill's; the
+    /// extra parts of a long read too) waits for a place at the origin's host first (see
+    /// ``BulkConnectionGate``), and plans its first request once it has one.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
-                       firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil) {
+                       firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil, bulk: Bool? = nil) {
+        guard !isShuttingDown else { return }
         let id = makeID()
         var segment = configuration.initialSegmentSize
         if let firstRequestLength {
@@ -228,9 +241,33 @@ extension Resource {
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
+        if bulk ?? (kind != .read), let kept = configuration.connectionsKeptForReaders, let connections = origin.connectionLimit {
+            let ticket = connectionGate.makeTicket(host: connections.host, capacity: connections.connections - kept)
+            downloads[id]?.gateTicket = ticket
+            downloads[id]?.task = Task { await self.runDownload(id: id, after: ticket) }
+            return
+        }
         // The first request is planned here, on the actor, so the download task can send it at once.
         let first = Result { try nextSegment(id: id) }
         downloads[id]?.task = Task { await self.runDownload(id: id, first: first) }
+    }
+
+    /// Runs a download no reader waits for once ``BulkConnectionGate`` lets it through, and gives
+    /// its place back when it ends. Its first request is planned then, from what is cached by then.
+    nonisolated func runDownload(id: Int, after ticket: BulkConnectionGate.Ticket) async {
+        defer { connectionGate.leave(ticket) }
+        do {
+            try await connectionGate.enter(ticket)
+        } catch {
+            await downloadEnded(id: id, error: error)
+            return
+        }
+        await runDownload(id: id, first: await planFirstRequest(id: id))
+    }
+
+    /// The first request of download `id`, planned on the actor.
+    func planFirstRequest(id: Int) -> Result<(any Origin, OriginRequest)?, any Error> {
+        Result { try nextSegment(id: id) }
     }
 
     /// The download loop: request the next segment, write each chunk where it belongs, report it,
@@ -563,6 +600,8 @@ extension Resource {
 
     func downloadEnded(id: Int, error: (any Error)?) {
         guard var download = downloads.removeValue(forKey: id) else { return }
+        // Ended while it waited at the gate (a skim, the cache shutting down): it leaves the queue.
+        if let ticket = download.gateTicket { connectionGate.leave(ticket) }
         stopReceiving(&download)
         if let splitReadID = download.splitReadID { parallelGain.dropSplitRead(id: splitReadID) }
         usage.end(key)

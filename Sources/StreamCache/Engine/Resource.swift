@@ -29,6 +29,7 @@ public actor Resource {
     let logger: Logger
     let usage: UsageTracker
     let openFiles: OpenDataFiles
+    let connectionGate: BulkConnectionGate
     let onCommit: @Sendable () -> Void
     /// Where missing bytes come from; replaceable from any thread (a refreshed download link).
     nonisolated let originBox: Locked<any Origin>
@@ -110,7 +111,7 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         openFiles: OpenDataFiles, onCommit: @escaping @Sendable () -> Void) {
+         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, onCommit: @escaping @Sendable () -> Void) {
         self.key = key
         self.originBox = Locked(origin)
         self.store = store
@@ -118,6 +119,7 @@ public actor Resource {
         self.logger = configuration.logger
         self.usage = usage
         self.openFiles = openFiles
+        self.connectionGate = connectionGate
         self.onCommit = onCommit
     }
 

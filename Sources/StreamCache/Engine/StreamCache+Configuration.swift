@@ -65,6 +65,13 @@ extension StreamCache {
         /// The bytes each extra connection fetches before it takes the next part; a range is split
         /// only when more than twice this is missing ahead of the reader.
         public var parallelPartSize: Int64 = 8 << 20
+        /// Of the connections the transport opens to one host (``Origin/connectionLimit``: 8 for
+        /// both bundled transports), how many the downloads no reader waits for (prefetches,
+        /// background fills, the extra parts of a long read) leave free, across every resource
+        /// of the cache, so that a reader's request never queues behind them. Those downloads
+        /// wait for a free place instead, in the order they started; one a reader comes to wait
+        /// for goes at once. `nil` does not hold them back.
+        public var connectionsKeptForReaders: Int? = 2
         /// A long range is split across connections only while one connection brings less than
         /// this many bytes per second (at the speed the resource's connections last reached;
         /// before any was measured it is split). Extra connections beat a cloud service's cap on

@@ -28,6 +28,8 @@ public final class StreamCache: Sendable {
     public let store: CacheStore
     private let resources: ResidentResources
     private let usage = UsageTracker()
+    /// Shared by every resource: downloads no reader waits for leave connections free per host.
+    private let connectionGate = BulkConnectionGate()
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
 
@@ -70,7 +72,7 @@ public final class StreamCache: Sendable {
 
     private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                 openFiles: openFiles, onCommit: { [weak self] in self?.enforceSizeLimit() })
+                 openFiles: openFiles, connectionGate: connectionGate, onCommit: { [weak self] in self?.enforceSizeLimit() })
     }
 
     /// The resource for `key` if it is in memory, without touching its origin; `nil` otherwise.

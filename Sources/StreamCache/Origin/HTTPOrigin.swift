@@ -116,6 +116,14 @@ public struct HTTPOrigin: Origin {
         return lastAnsweredURL.withLock { $0 }.map(memory.mayAsk) ?? true
     }
 
+    /// The host that answered last (the fixed URL's before any request) and the transport's
+    /// connections per host; `nil` while a cloud link is not resolved yet, or when the transport
+    /// does not say.
+    public var connectionLimit: OriginConnectionLimit? {
+        guard let connections = transport.maximumConnectionsPerHost, let url = lastAnsweredURL.withLock({ $0 }) else { return nil }
+        return OriginConnectionLimit(host: url.hostKey, connections: connections)
+    }
+
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
     }

@@ -20,15 +20,11 @@ public final class MultipleRangesMemory: Sendable {
 
     /// Whether the host at `url` may be asked for several ranges: it served them, or was not asked yet.
     public func mayAsk(_ url: URL) -> Bool {
-        answers.withLock { $0[Self.key(of: url)] } ?? true
+        answers.withLock { $0[url.hostKey] } ?? true
     }
 
     /// Records whether the host at `url` answered a request for several ranges with them.
     public func record(_ url: URL, served: Bool) {
-        answers.withLock { $0[Self.key(of: url)] = served }
-    }
-
-    private static func key(of url: URL) -> String {
-        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port.map(String.init) ?? "")"
+        answers.withLock { $0[url.hostKey] = served }
     }
 }

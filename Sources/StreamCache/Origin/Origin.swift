@@ -41,6 +41,26 @@ public protocol Origin: Sendable {
     /// engine plans a request across cached bytes (a `multipart/byteranges` request for the gaps
     /// on either side) only when this is true; otherwise each gap is a request of its own.
     var servesMultipleRanges: Bool { get }
+
+    /// The host a request of this origin goes to and how many connections its transport opens
+    /// there, when known. Downloads that no reader waits for keep
+    /// ``StreamCache/Configuration/connectionsKeptForReaders`` of them free, across every
+    /// resource of the cache; `nil` leaves them unlimited.
+    var connectionLimit: OriginConnectionLimit? { get }
+}
+
+/// The connections a transport opens to one host.
+public struct OriginConnectionLimit: Sendable, Hashable {
+    /// The host, as `scheme://host:port`.
+    public var host: String
+    /// The most connections the transport opens to it at once; it queues more requests.
+    public var connections: Int
+
+    /// Creates a limit of `connections` to `host`.
+    public init(host: String, connections: Int) {
+        self.host = host
+        self.connections = connections
+    }
 }
 
 extension Origin {
@@ -52,6 +72,9 @@ extension Origin {
 
     /// One range per request.
     public var servesMultipleRanges: Bool { false }
+
+    /// Not known: downloads are not held back.
+    public var connectionLimit: OriginConnectionLimit? { nil }
 }
 
 /// A request for part of a resource.

@@ -29,11 +29,19 @@ public protocol HTTPTransport: Sendable {
     /// transport that cannot (`URLSessionTransport` on Linux) buffers what the origin sends, up
     /// to a whole response, so ``HTTPOrigin`` keeps its requests short.
     var holdsBackSlowConsumers: Bool { get }
+
+    /// The most connections the transport opens to one host at once, queueing more requests,
+    /// or `nil` when it does not say. ``HTTPOrigin`` passes it on as its
+    /// ``Origin/connectionLimit``.
+    var maximumConnectionsPerHost: Int? { get }
 }
 
 extension HTTPTransport {
     /// Transports hold back a slow consumer unless they say otherwise.
     public var holdsBackSlowConsumers: Bool { true }
+
+    /// Not known.
+    public var maximumConnectionsPerHost: Int? { nil }
 }
 
 /// An HTTP request as the engine builds it.

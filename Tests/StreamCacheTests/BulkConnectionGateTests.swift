@@ -1,0 +1,175 @@
+import Foundation
+@testable import StreamCache
+import StreamCacheHTTPClient
+import StreamCacheTestSupport
+import Testing
+
+/// Downloads no reader waits for leave connections to their host free for readers, across the
+/// resources of a cache.
+@Suite struct BulkConnectionGateTests {
+    /// Records the order in which waits of the gate end.
+    final class Arrivals: Sendable {
+        private let order = Locked<[Int]>([])
+        func append(_ value: Int) { order.withLock { $0.append(value) } }
+        var values: [Int] { order.withLock { $0 } }
+    }
+
+    /// Waits (bounded) until `condition` holds.
+    static func eventually(_ condition: () -> Bool) async throws -> Bool {
+        for _ in 0..<(250 * TestTiming.slowdown) where !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        return condition()
+    }
+
+    @Test func aHostTakesAsManyDownloadsAsItsCapacityAndTheRestInTheOrderTheyCame() async throws {
+        let gate = BulkConnectionGate()
+        let tickets = (0..<4).map { _ in gate.makeTicket(host: "http://a:", capacity: 2) }
+        let arrivals = Arrivals()
+        try await gate.enter(tickets[0])
+        try await gate.enter(tickets[1])
+        // Another host has places of its own.
+        try await gate.enter(gate.makeTicket(host: "http://b:", capacity: 2))
+        let third = Task { try await gate.enter(tickets[2]); arrivals.append(2) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "http://a:") == 1 })
+        let fourth = Task { try await gate.enter(tickets[3]); arrivals.append(3) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "http://a:") == 2 })
+        #expect(arrivals.values.isEmpty, "nothing passes a full host")
+        gate.leave(tickets[0])
+        try await third.value
+        #expect(arrivals.values == [2], "the first to wait goes first")
+        #expect(gate.admittedCount(at: "http://a:") == 2)
+        gate.leave(tickets[1])
+        try await fourth.value
+        #expect(arrivals.values == [2, 3])
+        gate.leave(tickets[2])
+        gate.leave(tickets[3])
+        #expect(gate.admittedCount(at: "http://a:") == 0)
+    }
+
+    @Test func aDownloadAReaderWaitsForGoesPastTheQueueAndAnEndedOneLeavesIt() async throws {
+        let gate = BulkConnectionGate()
+        let held = gate.makeTicket(host: "h", capacity: 1)
+        let ended = gate.makeTicket(host: "h", capacity: 1)
+        let needed = gate.makeTicket(host: "h", capacity: 1)
+        try await gate.enter(held)
+        let endedWait = Task { try await gate.enter(ended) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "h") == 1 })
+        let neededWait = Task { try await gate.enter(needed) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "h") == 2 })
+        // A reader now waits for the second one: it goes at once, beyond the capacity.
+        gate.admitNow(needed)
+        try await neededWait.value
+        #expect(gate.admittedCount(at: "h") == 2)
+        // The first one's download ends before it had a place: its wait ends, and it holds none.
+        gate.leave(ended)
+        await #expect(throws: CancellationError.self) { try await endedWait.value }
+        #expect(gate.admittedCount(at: "h") == 2 && gate.queuedCount(at: "h") == 0)
+        gate.leave(held)
+        gate.leave(needed)
+        #expect(gate.admittedCount(at: "h") == 0)
+    }
+
+    @Test func aCancelledWaitThrowsAndTakesNoPlace() async throws {
+        let gate = BulkConnectionGate()
+        let held = gate.makeTicket(host: "h", capacity: 1)
+        try await gate.enter(held)
+        let waiting = Task { try await gate.enter(gate.makeTicket(host: "h", capacity: 1)) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "h") == 1 })
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        #expect(gate.queuedCount(at: "h") == 0)
+        gate.leave(held)
+        #expect(gate.admittedCount(at: "h") == 0)
+        // A task cancelled before it waits throws at once.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await gate.enter(gate.makeTicket(host: "h", capacity: 0))
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+    }
+
+    /// A file pinned with four connections, on a transport that opens three per host: its
+    /// downloads hold two, and a player's read of another file on the same host gets the third at
+    /// once, instead of queueing behind the pin's requests of two seconds each.
+    @Test func aReadOfAnotherFileNeverQueuesBehindAPrefetch() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let pinned = TestData.random(count: 12_000_000, seed: 81)
+        let played = TestData.random(count: 1_000_000, seed: 82)
+        origin.setFile("/pinned.bin", data: pinned)
+        origin.setFile("/played.bin", data: played)
+        // A request of 1 MiB takes two seconds.
+        origin.bytesPerSecond = TestTiming.rate(500_000)
+        var transportConfiguration = AsyncHTTPClientTransport.Configuration()
+        transportConfiguration.maximumConnectionsPerHost = 3
+        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 4
+            configuration.parallelPartSize = 1 << 20
+            configuration.connectionsKeptForReaders = 1
+        }) { (cache: StreamCache) async throws -> Void in
+            func resource(_ path: String) -> Resource {
+                cache.resource(for: CacheKey(url: origin.url(path)), origin: HTTPOrigin(url: origin.url(path), transport: transport))
+            }
+            let pin = resource("/pinned.bin")
+            let prefetch = Task { try await pin.prefetch(ByteRange(0, Int64(pinned.count))) }
+            // The pin's first request, then its parts: two at once, and a moment for a third to try.
+            #expect(try await Self.eventually { origin.requestsBeingAnswered >= 2 })
+            try await Task.sleep(for: TestTiming.time(.milliseconds(300)))
+            let asked = ContinuousClock.now
+            let read = try await resource("/played.bin").read(ByteRange(0, 65_536)).collect()
+            #expect(read == played.prefix(65_536))
+            prefetch.cancel()
+            await cache.shutdown()
+            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+
+            let pinRequests = origin.requests.filter { $0.path == "/pinned.bin" }
+            #expect(origin.maximumConcurrency(for: "/pinned.bin") <= 2, "the pin held \(origin.maximumConcurrency(for: "/pinned.bin")) connections")
+            let readRequest = try #require(origin.dataRequests(for: "/played.bin").first)
+            let inFlightWhenAsked = pinRequests.filter { $0.interval.contains(asked) }
+            #expect(!inFlightWhenAsked.isEmpty)
+            let firstEnd = try #require(inFlightWhenAsked.map(\.interval.upperBound).min())
+            #expect(readRequest.interval.lowerBound < firstEnd, "the read reached the origin only after a request of the pin ended")
+        }
+        try await transport.shutdown()
+    }
+
+    /// A player that reads where a part of a prefetch waits for its place gets that part going at
+    /// once, beyond the host's places: it does not wait for the prefetch's other requests.
+    @Test func aPartAReaderComesToGoesPastTheGate() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let file = TestData.random(count: 12_000_000, seed: 83)
+        origin.setFile("/pinned.bin", data: file)
+        origin.bytesPerSecond = TestTiming.rate(500_000)
+        var transportConfiguration = AsyncHTTPClientTransport.Configuration()
+        transportConfiguration.maximumConnectionsPerHost = 3
+        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 4
+            configuration.parallelPartSize = 1 << 20
+            configuration.connectionsKeptForReaders = 2
+        }) { (cache: StreamCache) async throws -> Void in
+            let url = origin.url("/pinned.bin")
+            let pin = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+            let prefetch = Task { try await pin.prefetch(ByteRange(0, Int64(file.count))) }
+            // One place: the prefetch's first download holds it, its parts wait.
+            let gate = await pin.connectionGate
+            var waitingPart: Int64?
+            for _ in 0..<(250 * TestTiming.slowdown) where waitingPart == nil {
+                waitingPart = await pin.downloads.values.filter { $0.gateTicket.map(gate.isQueued) == true }.map(\.position).min()
+                if waitingPart == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            let start = try #require(waitingPart, "no part waits at the gate")
+            let read = try await pin.read(ByteRange(start, start + 65_536)).collect()
+            #expect(read == file[Int(start)..<Int(start) + 65_536])
+            prefetch.cancel()
+            await cache.shutdown()
+            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+
+            // The download that held the place and the part the reader came to, side by side;
+            // without the reader, the part would have waited for the other to end.
+            #expect(origin.maximumConcurrency(for: "/pinned.bin") == 2)
+        }
+        try await transport.shutdown()
+    }
+}
