@@ -101,7 +101,7 @@ struct GetCommand: AsyncParsableCommand {
         let cache: StreamCache
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
-            downloads.apply(to: &configuration)
+            downloads.apply(to: &configuration, sharesOrigins: false)
             cache = try StreamCache(configuration: configuration)
         } catch {
             throw Failure.exit(error)

@@ -63,7 +63,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         let cache: StreamCache
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
-            downloads.apply(to: &configuration)
+            downloads.apply(to: &configuration, sharesOrigins: false)
             cache = try StreamCache(configuration: configuration)
         } catch {
             throw Failure.exit(error)

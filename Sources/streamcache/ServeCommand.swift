@@ -99,7 +99,7 @@ struct ServeCommand: AsyncParsableCommand {
         let headers = try ArgumentParsing.headers(headers)
         var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
         cacheConfiguration.logger = logger
-        downloads.apply(to: &cacheConfiguration)
+        downloads.apply(to: &cacheConfiguration, sharesOrigins: true)
         var serverConfiguration = ProxyServer.Configuration()
         serverConfiguration.host = host
         serverConfiguration.port = port

@@ -39,8 +39,12 @@ struct DownloadOptions: ParsableArguments {
         guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
     }
 
-    func apply(to configuration: inout StreamCache.Configuration) {
+    /// Sets the connections per download. A command that is the process's only reader (`get`,
+    /// `prefetch`) passes `sharesOrigins: false`: no player's request competes with its parts,
+    /// so they may use every connection the transport opens to a host.
+    func apply(to configuration: inout StreamCache.Configuration, sharesOrigins: Bool) {
         configuration.parallelDownloads = connections
+        if !sharesOrigins { configuration.connectionsKeptForReaders = nil }
     }
 }
 
