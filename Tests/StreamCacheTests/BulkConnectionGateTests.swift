@@ -87,9 +87,31 @@ import Testing
         await #expect(throws: CancellationError.self) { try await early.value }
     }
 
-    /// A file pinned with four connections, on a transport that opens three per host: its
-    /// downloads hold two, and a player's read of another file on the same host gets the third at
-    /// once, instead of queueing behind the pin's requests of two seconds each.
+    /// A cache whose downloads go to `origin` (1 MiB in two seconds per request) through a
+    /// transport of four connections per host, four connections per download, 1 MiB parts and
+    /// `keptForReaders` connections left to readers; `body` gets a resource maker for its paths.
+    static func withSlowHost(_ origin: TestOrigin, keptForReaders: Int,
+                             _ body: (StreamCache, (String) -> Resource) async throws -> Void) async throws {
+        origin.bytesPerSecond = TestTiming.rate(500_000)
+        var transportConfiguration = AsyncHTTPClientTransport.Configuration()
+        transportConfiguration.maximumConnectionsPerHost = 4
+        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 4
+            configuration.parallelPartSize = 1 << 20
+            configuration.connectionsKeptForReaders = keptForReaders
+        }) { (cache: StreamCache) async throws -> Void in
+            try await body(cache) { path in
+                cache.resource(for: CacheKey(url: origin.url(path)), origin: HTTPOrigin(url: origin.url(path), transport: transport))
+            }
+        }
+        try await transport.shutdown()
+    }
+
+    /// A file pinned with four connections, on a transport that opens four per host: its
+    /// downloads hold two, and a player's read of another file on the same host gets a connection
+    /// at once, instead of queueing behind the pin's requests of two seconds each. (Two are kept,
+    /// not one: a connection closed as a part's request is cut still counts until it is gone.)
     @Test func aReadOfAnotherFileNeverQueuesBehindAPrefetch() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -97,22 +119,10 @@ import Testing
         let played = TestData.random(count: 1_000_000, seed: 82)
         origin.setFile("/pinned.bin", data: pinned)
         origin.setFile("/played.bin", data: played)
-        // A request of 1 MiB takes two seconds.
-        origin.bytesPerSecond = TestTiming.rate(500_000)
-        var transportConfiguration = AsyncHTTPClientTransport.Configuration()
-        transportConfiguration.maximumConnectionsPerHost = 3
-        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
-        try await withTemporaryCache(configure: { configuration in
-            configuration.parallelDownloads = 4
-            configuration.parallelPartSize = 1 << 20
-            configuration.connectionsKeptForReaders = 1
-        }) { (cache: StreamCache) async throws -> Void in
-            func resource(_ path: String) -> Resource {
-                cache.resource(for: CacheKey(url: origin.url(path)), origin: HTTPOrigin(url: origin.url(path), transport: transport))
-            }
+        try await Self.withSlowHost(origin, keptForReaders: 2) { cache, resource in
             let pin = resource("/pinned.bin")
             let prefetch = Task { try await pin.prefetch(ByteRange(0, Int64(pinned.count))) }
-            // The pin's first request, then its parts: two at once, and a moment for a third to try.
+            // The pin's first request, then its parts: two at once, and a moment for more to try.
             #expect(try await Self.eventually { origin.requestsBeingAnswered >= 2 })
             try await Task.sleep(for: TestTiming.time(.milliseconds(300)))
             let asked = ContinuousClock.now
@@ -130,7 +140,6 @@ import Testing
             let firstEnd = try #require(inFlightWhenAsked.map(\.interval.upperBound).min())
             #expect(readRequest.interval.lowerBound < firstEnd, "the read reached the origin only after a request of the pin ended")
         }
-        try await transport.shutdown()
     }
 
     /// A player that reads where a part of a prefetch waits for its place gets that part going at
@@ -140,17 +149,8 @@ import Testing
         defer { origin.stop() }
         let file = TestData.random(count: 12_000_000, seed: 83)
         origin.setFile("/pinned.bin", data: file)
-        origin.bytesPerSecond = TestTiming.rate(500_000)
-        var transportConfiguration = AsyncHTTPClientTransport.Configuration()
-        transportConfiguration.maximumConnectionsPerHost = 3
-        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
-        try await withTemporaryCache(configure: { configuration in
-            configuration.parallelDownloads = 4
-            configuration.parallelPartSize = 1 << 20
-            configuration.connectionsKeptForReaders = 2
-        }) { (cache: StreamCache) async throws -> Void in
-            let url = origin.url("/pinned.bin")
-            let pin = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+        try await Self.withSlowHost(origin, keptForReaders: 3) { cache, resource in
+            let pin = resource("/pinned.bin")
             let prefetch = Task { try await pin.prefetch(ByteRange(0, Int64(file.count))) }
             // One place: the prefetch's first download holds it, its parts wait.
             let gate = await pin.connectionGate
@@ -170,6 +170,5 @@ import Testing
             // without the reader, the part would have waited for the other to end.
             #expect(origin.maximumConcurrency(for: "/pinned.bin") == 2)
         }
-        try await transport.shutdown()
     }
 }
