@@ -200,9 +200,9 @@ public final class TestOrigin: @unchecked Sendable {
         requests.filter { $0.path == path && $0.method == "GET" && ($0.status == 200 || $0.status == 206) }
     }
 
-    /// The most requests for `path` that were being answered at the same moment.
-    public func maximumConcurrency(for path: String) -> Int {
-        let intervals = requests.filter { $0.path == path }.map(\.interval)
+    /// The most requests for `path` (for any path when `nil`) that were being answered at the same moment.
+    public func maximumConcurrency(for path: String? = nil) -> Int {
+        let intervals = requests.filter { path == nil || $0.path == path }.map(\.interval)
         return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
     }
 

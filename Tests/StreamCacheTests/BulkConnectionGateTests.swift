@@ -66,6 +66,18 @@ import Testing
         gate.leave(held)
         gate.leave(needed)
         #expect(gate.admittedCount(at: "h") == 0)
+
+        // A reader may come before the download's task reaches the gate: it passes a full host all the same.
+        let holder = gate.makeTicket(host: "h", capacity: 1)
+        let early = gate.makeTicket(host: "h", capacity: 1)
+        try await gate.enter(holder)
+        gate.admitNow(early)
+        let earlyWait = Task { try await gate.enter(early) }
+        #expect(try await Self.eventually { gate.queuedCount(at: "h") == 0 && gate.admittedCount(at: "h") == 2 })
+        gate.leave(holder)
+        try await earlyWait.value
+        gate.leave(early)
+        #expect(gate.admittedCount(at: "h") == 0)
     }
 
     @Test func aCancelledWaitThrowsAndTakesNoPlace() async throws {
@@ -87,10 +99,33 @@ import Testing
         await #expect(throws: CancellationError.self) { try await early.value }
     }
 
+    /// A cloud service's links: known only once resolved, which takes a moment, as an API call does.
+    actor ResolvingLocator: DownloadLocator {
+        nonisolated let logDescription = "test cloud"
+        private let link: URL
+        private var resolved: DownloadTarget?
+
+        init(link: URL) { self.link = link }
+
+        func target() async throws -> DownloadTarget {
+            if let resolved { return resolved }
+            try await Task.sleep(for: .milliseconds(20))
+            let target = DownloadTarget(url: link, expires: true)
+            resolved = target
+            return target
+        }
+
+        func targetFailed(_ target: DownloadTarget, status: Int) async -> Bool {
+            resolved = nil
+            return true
+        }
+    }
+
     /// A cache whose downloads go to `origin` (1 MiB in eight seconds per request) through a
     /// transport of four connections per host, four connections per download, 1 MiB parts and
-    /// `keptForReaders` connections left to readers; `body` gets a resource maker for its paths.
-    static func withSlowHost(_ origin: TestOrigin, keptForReaders: Int,
+    /// `keptForReaders` connections left to readers; `body` gets a resource maker for its paths,
+    /// whose links a cloud service resolves first when `resolvesLinks`.
+    static func withSlowHost(_ origin: TestOrigin, keptForReaders: Int, resolvesLinks: Bool = false,
                              _ body: (StreamCache, (String) -> Resource) async throws -> Void) async throws {
         // Requests far longer than a read takes to reach the origin on a loaded machine (0.2 s
         // seen in the full suite), so whether a read queued behind one does not depend on when
@@ -105,7 +140,9 @@ import Testing
             configuration.connectionsKeptForReaders = keptForReaders
         }) { (cache: StreamCache) async throws -> Void in
             try await body(cache) { path in
-                cache.resource(for: CacheKey(url: origin.url(path)), origin: HTTPOrigin(url: origin.url(path), transport: transport))
+                let link = origin.url(path)
+                let source = resolvesLinks ? HTTPOrigin(locator: ResolvingLocator(link: link), transport: transport) : HTTPOrigin(url: link, transport: transport)
+                return cache.resource(for: CacheKey(url: link), origin: source)
             }
         }
         try await transport.shutdown()
@@ -143,6 +180,29 @@ import Testing
             let firstEnd = try #require(inFlightWhenAsked.map(\.interval.upperBound).min())
             let timeline = (pinRequests + [readRequest]).map { "\($0.path) \($0.range ?? "") \($0.interval.lowerBound - asked) → \($0.interval.upperBound - asked)" }
             #expect(readRequest.interval.lowerBound < firstEnd, "the read reached the origin only after a request of the pin ended: \(timeline)")
+        }
+    }
+
+    /// Three files of a cloud service fetched for offline use at once: their downloads wait for
+    /// places from their first request on, though no link is resolved when they start, and hold
+    /// two connections to the service's host between them.
+    @Test func cloudFilesFetchedAtOnceHoldTheirPlacesFromTheFirstRequest() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let paths = ["/a.bin", "/b.bin", "/c.bin"]
+        let files = paths.enumerated().map { TestData.random(count: 4_000_000, seed: 84 + UInt64($0.offset)) }
+        for (path, data) in zip(paths, files) { origin.setFile(path, data: data) }
+        try await Self.withSlowHost(origin, keptForReaders: 2, resolvesLinks: true) { cache, resource in
+            let prefetches = paths.map { path in
+                let file = resource(path)
+                return Task { try await file.prefetch() }
+            }
+            #expect(try await Self.eventually { origin.requestsBeingAnswered >= 2 })
+            try await Task.sleep(for: TestTiming.time(.milliseconds(300)))
+            for prefetch in prefetches { prefetch.cancel() }
+            await cache.shutdown()
+            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+            #expect(origin.maximumConcurrency() == 2, "\(origin.requests.map { "\($0.path) \($0.range ?? "")" })")
         }
     }
 

@@ -52,6 +52,8 @@ final class BulkConnectionGate: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome: Result<Bool, CancellationError> = state.withLock { state in
                     var host = state.hosts[ticket.host] ?? Host()
+                    // Let through before it came here (``admitNow(_:)``): a reader already waits.
+                    if host.admitted.contains(ticket.id) { return .success(true) }
                     if host.queue.isEmpty, host.admitted.count < ticket.capacity {
                         host.admitted.insert(ticket.id)
                         state.hosts[ticket.host] = host
@@ -79,13 +81,17 @@ final class BulkConnectionGate: Sendable {
         }
     }
 
-    /// Lets a waiting download through at once, beyond the host's limit: a reader waits for it.
-    /// Does nothing for a download that is not waiting.
+    /// Lets a download through at once, beyond the host's limit: a reader waits for it. One that
+    /// has not reached ``enter(_:)`` yet (its task has not run) passes it without waiting; one
+    /// that holds a place keeps it. Only for a download that has not ended: its end gives the
+    /// place back (``leave(_:)``).
     func admitNow(_ ticket: Ticket) {
         let waiting = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard let index = state.hosts[ticket.host]?.queue.firstIndex(where: { $0.id == ticket.id }) else { return nil }
-            state.hosts[ticket.host]?.admitted.insert(ticket.id)
-            return state.hosts[ticket.host]?.queue.remove(at: index).continuation
+            var host = state.hosts[ticket.host] ?? Host()
+            defer { state.hosts[ticket.host] = host }
+            host.admitted.insert(ticket.id)
+            guard let index = host.queue.firstIndex(where: { $0.id == ticket.id }) else { return nil }
+            return host.queue.remove(at: index).continuation
         }
         waiting?.resume()
     }

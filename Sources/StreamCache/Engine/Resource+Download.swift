@@ -56,6 +56,8 @@ extension Resource {
         /// The download's place among those no reader waits for (``BulkConnectionGate``), if it
         /// is one: it sends its first request once the gate lets it through.
         var gateTicket: BulkConnectionGate.Ticket?
+        /// A reader came to wait for it: once it has a place at the gate, it goes at once.
+        var readerWaits = false
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
     }
@@ -83,8 +85,12 @@ extension Resource {
         if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
             if prefetch { downloads[id]?.kind = .prefetch }
             releaseHold(of: id)
-            // A reader waits for it now: it goes past the gate, if it still waits there.
-            if !prefetch, let ticket = download.gateTicket { connectionGate.admitNow(ticket) }
+            // A reader waits for it now: it goes past the gate, if it still waits there (or, while
+            // it finds out its host, as soon as it gets a place).
+            if !prefetch {
+                downloads[id]?.readerWaits = true
+                if let ticket = download.gateTicket { connectionGate.admitNow(ticket) }
+            }
             if joins(download, at: offset) { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts,
             // cutting its request in flight there if it reaches that far.
@@ -241,10 +247,14 @@ extension Resource {
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
-        if bulk ?? (kind != .read), let kept = configuration.connectionsKeptForReaders, let connections = origin.connectionLimit {
-            let ticket = connectionGate.makeTicket(host: connections.host, capacity: connections.connections - kept)
-            downloads[id]?.gateTicket = ticket
-            downloads[id]?.task = Task { await self.runDownload(id: id, after: ticket) }
+        if bulk ?? (kind != .read), let kept = configuration.connectionsKeptForReaders {
+            let origin = self.origin
+            if let limit = origin.connectionLimit, let ticket = takePlace(for: id, at: limit, keptForReaders: kept) {
+                downloads[id]?.task = Task { await self.runDownload(id: id, after: ticket) }
+            } else {
+                // The host is not known yet (a cloud link not resolved): found out first, off the actor.
+                downloads[id]?.task = Task { await self.runDownload(id: id, findingTheHostOf: origin, keptForReaders: kept) }
+            }
             return
         }
         // The first request is planned here, on the actor, so the download task can send it at once.
@@ -263,6 +273,34 @@ extension Resource {
             return
         }
         await runDownload(id: id, first: await planFirstRequest(id: id))
+    }
+
+    /// Runs a download no reader waits for whose origin does not know its host yet: once
+    /// ``Origin/resolveConnectionLimit()`` names it, the download takes its place at the gate like
+    /// any other; when nothing names it, it goes at once.
+    nonisolated func runDownload(id: Int, findingTheHostOf origin: any Origin, keptForReaders kept: Int) async {
+        let limit = await origin.resolveConnectionLimit()
+        // The cache shut down meanwhile: no request may follow.
+        guard !Task.isCancelled else {
+            await downloadEnded(id: id, error: CancellationError())
+            return
+        }
+        if let limit, let ticket = await takePlace(for: id, at: limit, keptForReaders: kept) {
+            await runDownload(id: id, after: ticket)
+        } else {
+            await runDownload(id: id, first: await planFirstRequest(id: id))
+        }
+    }
+
+    /// A place for download `id` among those that may hold all but `kept` of the host's
+    /// connections; let through at once if a reader already waits for it. `nil` when the
+    /// download has ended.
+    func takePlace(for id: Int, at limit: OriginConnectionLimit, keptForReaders kept: Int) -> BulkConnectionGate.Ticket? {
+        guard let download = downloads[id] else { return nil }
+        let ticket = connectionGate.makeTicket(host: limit.host, capacity: limit.connections - kept)
+        downloads[id]?.gateTicket = ticket
+        if download.readerWaits { connectionGate.admitNow(ticket) }
+        return ticket
     }
 
     /// The first request of download `id`, planned on the actor.

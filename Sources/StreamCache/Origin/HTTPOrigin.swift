@@ -124,6 +124,15 @@ public struct HTTPOrigin: Origin {
         return OriginConnectionLimit(host: url.hostKey, connections: connections)
     }
 
+    /// ``connectionLimit``; before any answer, the host of the link ``locator`` resolves (which it
+    /// keeps for the first request). A service that redirects its links elsewhere (OneDrive,
+    /// Box) is held back at the link's host until the first answer names the other.
+    public func resolveConnectionLimit() async -> OriginConnectionLimit? {
+        if let known = connectionLimit { return known }
+        guard let connections = transport.maximumConnectionsPerHost, let target = try? await locator.target() else { return nil }
+        return OriginConnectionLimit(host: target.url.hostKey, connections: connections)
+    }
+
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
     }

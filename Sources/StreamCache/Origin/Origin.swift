@@ -47,6 +47,13 @@ public protocol Origin: Sendable {
     /// ``StreamCache/Configuration/connectionsKeptForReaders`` of them free, across every
     /// resource of the cache; `nil` leaves them unlimited.
     var connectionLimit: OriginConnectionLimit? { get }
+
+    /// ``connectionLimit``, finding out the host first if the origin does not know it yet (a
+    /// cloud service's download link that has not been resolved): the engine asks this before a
+    /// download no reader waits for sends its first request, so that the first downloads of
+    /// many files fetched at once for offline use are held back as well. `nil` when the host
+    /// cannot be found out (the request that follows reports why) or the transport does not say.
+    func resolveConnectionLimit() async -> OriginConnectionLimit?
 }
 
 /// The connections a transport opens to one host.
@@ -75,6 +82,9 @@ extension Origin {
 
     /// Not known: downloads are not held back.
     public var connectionLimit: OriginConnectionLimit? { nil }
+
+    /// ``connectionLimit`` as it is.
+    public func resolveConnectionLimit() async -> OriginConnectionLimit? { connectionLimit }
 }
 
 /// A request for part of a resource.
