@@ -262,10 +262,10 @@ extension Resource {
         downloads[id]?.task = Task { await self.runDownload(id: id, first: first) }
     }
 
-    /// Runs a download no reader waits for once ``BulkConnectionGate`` lets it through, and gives
-    /// its place back when it ends. Its first request is planned then, from what is cached by then.
+    /// Runs a download no reader waits for once ``BulkConnectionGate`` lets it through. Its first
+    /// request is planned then, from what is cached by then; ``downloadEnded(id:error:)`` gives its
+    /// place back.
     nonisolated func runDownload(id: Int, after ticket: BulkConnectionGate.Ticket) async {
-        defer { connectionGate.leave(ticket) }
         do {
             try await connectionGate.enter(ticket)
         } catch {
@@ -638,7 +638,8 @@ extension Resource {
 
     func downloadEnded(id: Int, error: (any Error)?) {
         guard var download = downloads.removeValue(forKey: id) else { return }
-        // Ended while it waited at the gate (a skim, the cache shutting down): it leaves the queue.
+        // Its place at the gate goes to the next in the queue; one that ended while it waited
+        // there (a skim, the cache shutting down) leaves the queue.
         if let ticket = download.gateTicket { connectionGate.leave(ticket) }
         stopReceiving(&download)
         if let splitReadID = download.splitReadID { parallelGain.dropSplitRead(id: splitReadID) }
