@@ -27,6 +27,15 @@ extension ProxyServer {
         /// buffer. On by default; off gives back the buffered path (for comparison, or a platform
         /// whose `sendfile` misbehaves).
         public var sendsCachedBytesWithSendfile = true
+        /// The most bytes one connection hands the kernel per turn of the server's event loop: its
+        /// socket send buffer. 256 KiB by default; `nil` keeps the system's self-tuning buffer.
+        ///
+        /// One event loop serves every connection, and on loopback an unbounded buffer lets one
+        /// connection's `sendfile` move megabytes while the others wait for their first bytes.
+        /// A bounded one takes turns between connections, as nginx's `sendfile_max_chunk` does.
+        /// It also bounds how fast one connection can go across a network: at most this many
+        /// bytes per round trip (256 KiB at 1 ms is 256 MB/s).
+        public var connectionSendBufferSize: Int? = 256 * 1024
         /// Where the server logs; URLs are logged without queries and no header value is logged.
         public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -178,7 +178,12 @@ public final class ProxyServer: Sendable {
         var serverLogger = configuration.logger
         serverLogger.logLevel = max(serverLogger.logLevel, .notice)
         let http1Configuration = HTTP1Channel.Configuration(
-            additionalChannelHandlers: configuration.sendsCachedBytesWithSendfile ? [FileRegionInstaller(statistics: fileRegionStatistics)] : [],
+            additionalChannelHandlers: {
+                var handlers: [any RemovableChannelHandler] = []
+                if let size = configuration.connectionSendBufferSize { handlers.append(WriteTurnLimit(sendBufferSize: size)) }
+                if configuration.sendsCachedBytesWithSendfile { handlers.append(FileRegionInstaller(statistics: fileRegionStatistics)) }
+                return handlers
+            }(),
             idleTimeout: .seconds(Int64(configuration.idleConnectionTimeout.components.seconds)),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
                                             maxHeaderListSize: configuration.maximumHeaderSize,
