@@ -4,6 +4,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NIOCore
 import NIOFoundationEssentialsCompat
 import NIOHTTP1
@@ -154,8 +159,26 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .eof {
             return StreamCacheError(.originUnavailable, "The connection to the origin was lost.")
         }
-        // Connection failures (NIOPosix's NIOConnectionError, IOError): refused, unreachable, reset.
-        return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).")
+        // Connection failures: AsyncHTTPClient retries setting one up until its connect timeout,
+        // then throws the last attempt's error, an `IOError` naming the system's reason.
+        if let ioError = error as? IOError {
+            return StreamCacheError(.originUnavailable, reason(connecting: ioError.errnoCode),
+                                    underlying: SendableErrorDescription(domain: "IOError", code: Int(ioError.errnoCode), description: "\(ioError)"))
+        }
+        return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).", underlying: SendableErrorDescription(error))
+    }
+
+    /// What a failed connection's `errno` means to someone who reads the error, in the words
+    /// `URLSessionTransport` uses for the same failures.
+    static func reason(connecting errno: CInt) -> String {
+        switch errno {
+        case ECONNREFUSED: "The origin refused the connection."
+        case ECONNRESET, ECONNABORTED, EPIPE: "The connection to the origin was lost."
+        case ETIMEDOUT: "The origin did not answer in time."
+        case ENETUNREACH, ENETDOWN: "There is no network connection."
+        case EHOSTUNREACH, EHOSTDOWN: "The origin's host cannot be reached."
+        default: "The origin could not be reached (errno \(errno))."
+        }
     }
 }
 

@@ -134,6 +134,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
                 Issue.record("a refused connection must throw")
             } catch let error as StreamCacheError {
                 #expect(error.code == .originUnavailable)
+                #expect(error.message == "The origin refused the connection.", "the reason a user can act on: \(error)")
             }
         }
     }
