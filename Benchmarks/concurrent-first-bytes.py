@@ -14,9 +14,9 @@ every round instead (the bench's scenario: the first client's request downloads 
 the others join it). Rounds take turns between the binaries and the origin, so each comparison
 shares the machine's state of the moment. Prints the median of each round's median, and the rounds.
 """
-import argparse, http.client, os, shutil, socket, statistics, subprocess, threading, time
+import argparse, http.client, os, shutil, statistics, subprocess, threading, time
+from benchsupport import release_binary, wait_port
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ap = argparse.ArgumentParser()
 ap.add_argument("--clients", type=int, default=16)
 ap.add_argument("--rounds", type=int, default=7)
@@ -25,8 +25,7 @@ ap.add_argument("--file", default="test.mp3")
 ap.add_argument("--origin", default="http://127.0.0.1:18080/media/")
 ap.add_argument("--compare", nargs="*", default=[])
 args = ap.parse_args()
-binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=os.path.dirname(HERE),
-                        capture_output=True, text=True, check=True).stdout.strip() + "/streamcache"
+binary = release_binary()
 headers = {"Authorization": "Bearer testtoken"}
 
 
@@ -56,17 +55,6 @@ def first_bytes_of_all(port, path):
     if None in times:
         raise SystemExit("a client got no answer")
     return statistics.median(times)
-
-
-def wait_port(port, limit=15.0):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the proxy did not open its port")
 
 
 class Proxy:

@@ -16,30 +16,18 @@ few milliseconds; this VM wakes an idle thread more slowly the longer it slept).
 other builds (for example one copied aside before a change) against this one, started the "exec"
 way and taken in turns, so each comparison shares the machine's state of the moment.
 """
-import argparse, http.client, os, socket, statistics, subprocess, time
+import argparse, http.client, os, statistics, subprocess, time
+from benchsupport import release_binary, wait_port
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ap = argparse.ArgumentParser()
 ap.add_argument("--repeats", type=int, default=9)
 ap.add_argument("--origin", default="http://127.0.0.1:18080/media/")
 ap.add_argument("--settle", type=float, default=0.0)
 ap.add_argument("--compare", nargs="*", default=[])
 args = ap.parse_args()
-binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=os.path.dirname(HERE),
-                        capture_output=True, text=True, check=True).stdout.strip() + "/streamcache"
+binary = release_binary()
 state = "/tmp/streamcache-first-request"
 port = 18097
-
-
-def wait_port(limit=15.0):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the proxy did not open its port")
 
 
 def timed_get(host_port, path, headers):
@@ -72,7 +60,7 @@ for _ in range(args.repeats):
             shell = subprocess.Popen([executable, "serve", "--port", str(port), "--cache-dir", f"{state}/cache", "--control-token-file",
                                       f"{state}/token", "--folder", args.origin, "-H", "Authorization: Bearer testtoken",
                                       "--url-token", "benchtok"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port()
+        wait_port(port)
         time.sleep(args.settle)
         results[mode].append(timed_get(port, "/benchtok/rand200.bin", {"Range": "bytes=0-1"}))
         if shell is None:

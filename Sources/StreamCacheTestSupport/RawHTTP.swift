@@ -33,10 +33,11 @@ public enum RawHTTP {
         }
     }
 
-    private static func blockingExchange(port: Int, request: Data, timeout: Double) throws -> Response {
+    /// A blocking TCP socket connected to 127.0.0.1:`port`, whose sends and receives give up after
+    /// `timeout` seconds. The caller closes it.
+    public static func connectedSocket(port: Int, timeout: Double) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
-        defer { close(fd) }
         var interval = timeval(tv_sec: Int(timeout), tv_usec: .init((timeout - Double(Int(timeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
@@ -47,7 +48,16 @@ public enum RawHTTP {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        guard connected == 0 else {
+            close(fd)
+            throw POSIXError(.ECONNREFUSED)
+        }
+        return fd
+    }
+
+    private static func blockingExchange(port: Int, request: Data, timeout: Double) throws -> Response {
+        let fd = try connectedSocket(port: port, timeout: timeout)
+        defer { close(fd) }
         var sent = 0
         request.withUnsafeBytes { raw in
             while sent < raw.count {

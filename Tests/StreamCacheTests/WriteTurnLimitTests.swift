@@ -116,21 +116,11 @@ private final class BlockingClient {
     let descriptor: Int32
     let localPort: Int
 
-    init(port: Int, timeout: Int = 10) throws {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        var interval = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0, let local = WriteTurnLimitTests.port(of: fd, peer: false) else {
+    init(port: Int, timeout: Double = 10) throws {
+        let fd = try RawHTTP.connectedSocket(port: port, timeout: timeout)
+        guard let local = WriteTurnLimitTests.port(of: fd, peer: false) else {
             Glibc.close(fd)
-            throw POSIXError(.ECONNREFUSED)
+            throw POSIXError(.EIO)
         }
         descriptor = fd
         localPort = local
