@@ -266,7 +266,7 @@ import Testing
         }
     }
 
-    @Test func nonLoopbackNeedsExplicitPermission() async throws {
+    @Test func nonLoopbackNeedsExplicitPermissionAndSettingsAreChecked() async throws {
         try await withTemporaryCache { cache in
             var configuration = ProxyServer.Configuration()
             configuration.host = "0.0.0.0"
@@ -274,6 +274,11 @@ import Testing
             configuration.host = "127.0.0.1"
             configuration.controlToken = "short"
             #expect(throws: StreamCacheError.self) { _ = try ProxyServer(cache: cache, configuration: configuration) }
+            configuration.controlToken = nil
+            configuration.connectionSendBufferSize = 0
+            #expect(throws: StreamCacheError.self) { _ = try ProxyServer(cache: cache, configuration: configuration) }
+            configuration.connectionSendBufferSize = ProxyServer.Configuration.smallestConnectionSendBufferSize
+            #expect(throws: Never.self) { _ = try ProxyServer(cache: cache, configuration: configuration) }
         }
         #expect(ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "127.0.0.1", port: 1)))
         #expect(ProxyRequestContext.isLoopback(try SocketAddress(ipAddress: "::1", port: 1)))

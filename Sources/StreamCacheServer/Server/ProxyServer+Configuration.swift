@@ -36,6 +36,8 @@ extension ProxyServer {
         /// It also bounds how fast one connection can go across a network: at most this many
         /// bytes per round trip (256 KiB at 1 ms is 256 MB/s).
         public var connectionSendBufferSize: Int? = 256 * 1024
+        /// The smallest ``connectionSendBufferSize`` accepted: 4 KiB, about what Linux allows.
+        public static let smallestConnectionSendBufferSize = 4 * 1024
         /// Where the server logs; URLs are logged without queries and no header value is logged.
         public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
 

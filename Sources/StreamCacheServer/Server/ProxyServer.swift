@@ -49,7 +49,8 @@ public final class ProxyServer: Sendable {
     ///   - transport: The HTTP client for origins; by default AsyncHTTPClient with a spare
     ///     connection per origin host (`AsyncHTTPClientTransport.forDownloads`).
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a non-loopback host without
-    ///   ``Configuration/allowsNonLoopbackHost``, or a malformed control token.
+    ///   ``Configuration/allowsNonLoopbackHost``, a malformed control token, or a
+    ///   ``Configuration/connectionSendBufferSize`` under 4 KiB.
     public init(cache: StreamCache, configuration: Configuration = Configuration(),
                 transport: any HTTPTransport = AsyncHTTPClientTransport.forDownloads) throws {
         if !configuration.allowsNonLoopbackHost, !Configuration.isLoopbackHost(configuration.host) {
@@ -57,6 +58,9 @@ public final class ProxyServer: Sendable {
         }
         if let token = configuration.controlToken, token.count < 16 || !SecretToken.isValid(token) {
             throw StreamCacheError(.invalidArgument, "The control token must be 16–128 URL-safe characters.")
+        }
+        if let size = configuration.connectionSendBufferSize, size < Configuration.smallestConnectionSendBufferSize {
+            throw StreamCacheError(.invalidArgument, "The connection send buffer must be at least 4 KiB (nil keeps the system's).")
         }
         self.core = ServerCore(cache: cache, configuration: configuration, transport: transport)
     }

@@ -6,12 +6,12 @@ import NIOCore
 ///
 /// One event loop serves every connection (see ``ProxyServer/start()``). On loopback the
 /// receiver's window grows to megabytes, and NIO repeats a write while the socket takes bytes, so
-/// a single `sendfile` turn moved a whole 7 MB file: 16 players opening a file at once got their
-/// first bytes one whole file after another (median 16–18 ms against nginx's 7). With a bounded
-/// send buffer a `sendfile` call moves at most about that much, and with no write spin the loop
-/// takes the next connection's turn before this one's next call: the same 16 players' median
-/// became 8.7–8.9 ms against nginx's 8.0–8.7 (docs/benchmarks.md). A lone reader loses nothing:
-/// the socket is still writable at the next turn.
+/// a single `sendfile` turn moved a whole 7 MB file: 16 players opening a cached file at once got
+/// their first bytes one whole file after another (median 14.3 ms against nginx's 7.2). With a
+/// bounded send buffer a `sendfile` call moves at most about that much, and with no write spin
+/// the loop takes the next connection's turn before this one's next call: the same 16 players'
+/// median became 5.9 ms (docs/benchmarks.md). A lone reader loses nothing: its socket is
+/// writable again at the next turn.
 ///
 /// Added to each connection's pipeline; it sets the socket's options and removes itself.
 final class WriteTurnLimit: ChannelInboundHandler, RemovableChannelHandler {
