@@ -28,7 +28,8 @@ extension ProxyServer {
         /// whose `sendfile` misbehaves).
         public var sendsCachedBytesWithSendfile = true
         /// The most bytes one connection hands the kernel per turn of the server's event loop: its
-        /// socket send buffer. 256 KiB by default; `nil` keeps the system's self-tuning buffer.
+        /// socket send buffer. 256 KiB by default (Linux caps it at `net.core.wmem_max`); `nil`
+        /// keeps the system's self-tuning buffer.
         ///
         /// One event loop serves every connection, and on loopback an unbounded buffer lets one
         /// connection's `sendfile` move megabytes while the others wait for their first bytes.
