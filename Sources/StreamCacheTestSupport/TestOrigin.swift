@@ -30,7 +30,8 @@ public final class TestOrigin: @unchecked Sendable {
         case ignoreRange
         /// Answer with this status and an empty body.
         case status(Int, headers: [String: String] = [:])
-        /// Wait this long before answering.
+        /// Wait this long before answering, with the file as it was when the request arrived (an
+        /// answer still on its way while the file changes).
         case stall(seconds: Double)
         /// Answer 206 with a `Content-Range` that starts elsewhere than asked.
         case wrongContentRange

@@ -133,6 +133,52 @@ import Testing
         }
     }
 
+    /// Two answers that cross a change at the origin: the old version's answer, on its way when the
+    /// file changed, reaches the cache after the new version's. It must not make the cache go back
+    /// to the old version (dropping the new bytes, cutting their readers, serving stale ones).
+    @Test func anOldVersionsLateAnswerNeverUndoesTheNewVersion() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 5_000_000, seed: 21)
+        let new = TestData.random(count: 5_000_000, seed: 22)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        let lateRequestArrived = Locked(false)
+        server.faults = { method, _, headers, _ in
+            guard method == "GET", headers["Range"]?.hasPrefix("bytes=2000000-") == true else { return nil }
+            lateRequestArrived.withLock { $0 = true }
+            return .stall(seconds: 0.6)
+        }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), old[0..<100_000]) == nil)
+            // The old version's answer for 2,000,000 is decided now and arrives 0.6 s later.
+            let lateRead = Task { try await song.read(ByteRange(2_000_000, 2_100_000)).collect() }
+            for _ in 0..<200 where !lateRequestArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(lateRequestArrived.withLock { $0 })
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+            // Meanwhile a read past the prefetch's request meets the new version: a 200 to its If-Range: v1.
+            var part: Data
+            do {
+                part = try await song.read(ByteRange(4_000_000, 4_100_000)).collect()
+            } catch let error as StreamCacheError where error.code == .resourceChanged {
+                part = try await song.read(ByteRange(4_000_000, 4_100_000)).collect()
+            }
+            #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
+            // The read that asked for the old version fails: the version changed under it. Its
+            // download goes on for its grace period, and its answer lands then.
+            await #expect(throws: StreamCacheError.self) { _ = try await lateRead.value }
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2000000-") == true && $0.status == 206 })
+            #expect(try #require(await song.info).validator.entityTag == "\"v2\"")
+            // The new version's bytes were kept: reading them again asks the origin for nothing.
+            let requestsBefore = server.requests.count
+            #expect(TestData.firstDifference(try await song.read(ByteRange(4_000_000, 4_100_000)).collect(), new[4_000_000..<4_100_000]) == nil)
+            #expect(server.requests.count == requestsBefore)
+            #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil)
+            try await expectCacheHolds(new, in: cache, key: key)
+        }
+    }
+
     @Test func changeDuringAResumeIsResourceChanged() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 1_000_000, seed: 18)

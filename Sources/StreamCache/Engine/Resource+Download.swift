@@ -26,6 +26,9 @@ extension Resource {
         var followingRanges: [ByteRange] = []
         /// ``received`` when the request in flight was sent.
         var segmentStartReceived: Int64 = 0
+        /// The version the resource knew when the request in flight was planned (`nil`: none yet).
+        /// An answer to it may have left the origin before a version the resource learned since.
+        var plannedUnder: ResourceInfo?
         var segmentSize: Int64
         var segmentStartedAt: ContinuousClock.Instant = .now
         var segmentStartPosition: Int64
@@ -395,6 +398,7 @@ extension Resource {
         if let last = following.last { download.segmentEnd = last.upperBound }
         download.segmentStartedAt = .now
         download.segmentStartReceived = download.received
+        download.plannedUnder = info
         stopReceiving(&download)
         downloads[id] = download
         statistics.originRequests += 1
@@ -494,11 +498,32 @@ extension Resource {
         return splitsLongRanges ? min(maximum, configuration.parallelPartSize) : maximum
     }
 
+    /// Whether the answer to `download`'s request in flight, of version `answered`, may decide the
+    /// resource's version: it is the version the resource knows, or the request was planned while
+    /// the resource knew the version it knows now (so the answer left the origin after the one
+    /// that taught it that version).
+    func answers(_ download: Download, withTheVersionKnown answered: ResourceInfo) -> Bool {
+        switch (info, download.plannedUnder) {
+        case (nil, nil): true
+        case let (known?, planned?): known.isSameVersion(as: answered) || known.isSameVersion(as: planned)
+        case let (known?, nil): known.isSameVersion(as: answered)
+        case (nil, _?): false
+        }
+    }
+
     /// Checks the origin's answer against the cached version and decides where writing starts.
     /// Returns `nil` when the download is no longer wanted.
     func downloadOpened(id: Int, response: OriginResponse) throws -> (DataFile, Int64, Int)? {
-        guard downloads[id] != nil else { return nil }
+        guard let opened = downloads[id] else { return nil }
         var newInfo = response.info
+        if !answers(opened, withTheVersionKnown: newInfo) {
+            // Two answers that crossed a change at the origin may reach the actor in either order:
+            // the one planned before the resource learned its version is dropped, not taken for a
+            // newer version (which would drop the newer bytes and cut their readers). Its readers
+            // ask again, with the version the resource knows now.
+            logger.debug("an answer that may predate the version known dropped", metadata: ["key": "\(key)"])
+            return nil
+        }
         if let old = info {
             if !old.isSameVersion(as: newInfo) {
                 try resetForNewVersion(newInfo)
