@@ -389,10 +389,19 @@ extension Resource {
             }
             download.segmentEnd = min(download.segmentEnd, max(paceEnd, download.position + configuration.initialSegmentSize))
         }
-        guard !available.contains(download.position), download.position < download.limit else { return nil }
+        // An origin that cannot seek answers from byte 0 whatever is asked: its one download
+        // follows the body from there over the cached bytes (the same version's, written again)
+        // to those missing. Stopping at a cached first byte would leave every later read without one.
+        let followsTheWholeBody = info?.acceptsByteRanges == false && !download.opened
+        if followsTheWholeBody {
+            guard download.position < download.limit, !available.contains(ByteRange(download.position, download.limit)) else { return nil }
+            download.segmentEnd = download.limit
+        } else {
+            guard !available.contains(download.position), download.position < download.limit else { return nil }
+        }
         // Cut at the first cached byte: a window planned across cached bytes (while the origin
         // seemed to serve several ranges) must not fetch them once it turns out not to.
-        let following = planFollowingRanges(&download, crossing: crosses)
+        let following = followsTheWholeBody ? [] : planFollowingRanges(&download, crossing: crosses)
         download.rangeEnd = download.segmentEnd
         download.followingRanges = following
         if let last = following.last { download.segmentEnd = last.upperBound }
@@ -503,11 +512,16 @@ extension Resource {
     /// the resource knew the version it knows now (so the answer left the origin after the one
     /// that taught it that version).
     func answers(_ download: Download, withTheVersionKnown answered: ResourceInfo) -> Bool {
+        if let known = info, known.isSameVersion(as: answered) { return true }
+        return isOfTheVersionKnown(download)
+    }
+
+    /// Whether `download`'s request in flight was planned under the version the resource knows now.
+    func isOfTheVersionKnown(_ download: Download) -> Bool {
         switch (info, download.plannedUnder) {
         case (nil, nil): true
-        case let (known?, planned?): known.isSameVersion(as: answered) || known.isSameVersion(as: planned)
-        case let (known?, nil): known.isSameVersion(as: answered)
-        case (nil, _?): false
+        case let (known?, planned?): known.isSameVersion(as: planned)
+        default: false
         }
     }
 
@@ -671,6 +685,13 @@ extension Resource {
         usage.end(key)
         scheduleCommit()
         emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))
+        var error = error
+        if (error as? StreamCacheError)?.code == .resourceChanged, !isOfTheVersionKnown(download) {
+            // A download of a version the resource has already left, whose resume met the version
+            // the resource learned since: old news, for no reader of the version known now.
+            logger.debug("a download of an older version ended on its change", metadata: ["key": "\(key)"])
+            error = nil
+        }
         if let error, !(error is CancellationError) {
             let streamError = (error as? StreamCacheError)
                 ?? StreamCacheError(.cacheIOFailed, "The download failed: \(error)", underlying: SendableErrorDescription(error))

@@ -300,9 +300,12 @@ public struct HTTPOrigin: Origin {
                                                               acceptsByteRanges: true, validator: validator), headers: headers)
             return OriginResponse(info: info, offset: delivered.lowerBound, length: delivered.count, body: response.body)
         }
-        // 200: the whole representation from byte 0. When a range was asked, the origin ignores ranges
-        // (or the If-Range validator no longer matched: the caller compares validators).
-        let acceptsRanges = range == nil && headers["Accept-Ranges"]?.lowercased().contains("bytes") == true
+        // 200: the whole representation from byte 0. When a range was asked, the origin ignores ranges,
+        // or the If-Range validator no longer matched: a new version (the caller compares validators)
+        // from an origin that does serve ranges, since only such an origin evaluates If-Range.
+        let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
+        let newVersionForIfRange = range != nil && sentIfRange != nil && sentIfRange != validator.ifRangeValue
+        let acceptsRanges = (range == nil && headers["Accept-Ranges"]?.lowercased().contains("bytes") == true) || newVersionForIfRange
         let info = Self.applying(target, to: ResourceInfo(totalLength: contentLength, mimeType: mime, fileName: name,
                                                           acceptsByteRanges: acceptsRanges, validator: validator), headers: headers)
         return OriginResponse(info: info, offset: 0, length: contentLength, body: response.body)
