@@ -28,6 +28,24 @@ import Testing
         }
     }
 
+    /// Reads `range`, once more if the first attempt met the version change (`resourceChanged`).
+    func readAcrossAChange(_ song: Resource, _ range: ByteRange) async throws -> Data {
+        do {
+            return try await song.read(range).collect()
+        } catch let error as StreamCacheError where error.code == .resourceChanged {
+            return try await song.read(range).collect()
+        }
+    }
+
+    /// `range` of `expected` is cached: it reads right and costs the origin no request.
+    func expectCachedWithoutRequest(_ range: ByteRange, of expected: Data, in song: Resource, server: TestOrigin,
+                                    sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let requestsBefore = server.requests.count
+        let bytes = try await song.read(range).collect()
+        #expect(TestData.firstDifference(bytes, expected[Int(range.lowerBound)..<Int(range.upperBound)]) == nil, sourceLocation: sourceLocation)
+        #expect(server.requests.count == requestsBefore, sourceLocation: sourceLocation)
+    }
+
     @Test func originThatIgnoresRangeStillGivesTheRightBytes() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 2_500_000, seed: 11)
@@ -187,12 +205,7 @@ import Testing
             #expect(lateRequestArrived.withLock { $0 })
             server.setFile(Self.path, data: new, entityTag: "\"v2\"")
             // Meanwhile a read past the late request's meets the new version: a 200 to its If-Range: v1.
-            var part: Data
-            do {
-                part = try await song.read(ByteRange(11_000_000, 11_100_000)).collect()
-            } catch let error as StreamCacheError where error.code == .resourceChanged {
-                part = try await song.read(ByteRange(11_000_000, 11_100_000)).collect()
-            }
+            let part = try await readAcrossAChange(song, ByteRange(11_000_000, 11_100_000))
             #expect(TestData.firstDifference(part, new[11_000_000..<11_100_000]) == nil)
             // A reader of the new version comes to 8,000,000, where the old request is still on its
             // way: it waits for that download, whose answer is of the old version. It gets the new
@@ -207,9 +220,7 @@ import Testing
             // One change, to the new version: never back to the old one and forth again.
             #expect(changes.withLock { $0 } == ["\"v2\""])
             // The new version's bytes were kept: reading them again asks the origin for nothing.
-            let requestsBefore = server.requests.count
-            #expect(TestData.firstDifference(try await song.read(ByteRange(11_000_000, 11_100_000)).collect(), new[11_000_000..<11_100_000]) == nil)
-            #expect(server.requests.count == requestsBefore)
+            try await expectCachedWithoutRequest(ByteRange(11_000_000, 11_100_000), of: new, in: song, server: server)
             #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil)
             try await expectCacheHolds(new, in: cache, key: key)
         }
@@ -243,21 +254,14 @@ import Testing
             for _ in 0..<(400 * TestTiming.slowdown) where !resumeArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
             #expect(resumeArrived.withLock { $0 })
             // While the resume's answer is on its way, a read elsewhere learns the new version.
-            var part: Data
-            do {
-                part = try await song.read(ByteRange(4_000_000, 4_100_000)).collect()
-            } catch let error as StreamCacheError where error.code == .resourceChanged {
-                part = try await song.read(ByteRange(4_000_000, 4_100_000)).collect()
-            }
+            let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
             #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
             await #expect(throws: StreamCacheError.self) { _ = try await oldRead.value }
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
             #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2100000-") == true })
             // The new version and its bytes are still there: reading them asks the origin for nothing.
             #expect(try #require(await song.info).validator.entityTag == "\"v2\"")
-            let requestsBefore = server.requests.count
-            #expect(TestData.firstDifference(try await song.read(ByteRange(4_000_000, 4_100_000)).collect(), new[4_000_000..<4_100_000]) == nil)
-            #expect(server.requests.count == requestsBefore)
+            try await expectCachedWithoutRequest(ByteRange(4_000_000, 4_100_000), of: new, in: song, server: server)
             #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil)
             try await expectCacheHolds(new, in: cache, key: key)
         }
