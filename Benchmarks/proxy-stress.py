@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""The release `streamcache serve` under stress, every byte checked: clients ask for random ranges
+(bounded, open-ended, suffix, whole) of the bench's media and of a file that the origin replaces
+with a new version now and then, read all of the answer or leave in the middle (a player that
+seeks away), while the proxy is killed (`SIGKILL`) or stopped (`SIGTERM`) and started again over
+the same cache, with a cache limit smaller than the files so that eviction runs all along.
+
+  python3 Benchmarks/proxy-stress.py [--seconds 180] [--seed 1] [--clients 6] [--no-restarts]
+                                     [--origin http://127.0.0.1:18080/media/] [--binary PATH] [--verbose]
+
+Needs the bench origin (../shared/bench: ./origin.sh start, any profile; its `cloud` profile is on
+http://127.0.0.1:18090/media/) and a release build (swift build -c release --product streamcache).
+A read passes when its Content-Range is what RFC 9110 asks of the version that answers (the
+changing file's ETag tells which) and every byte it got equals that version's; a read cut short
+counts as an error unless the proxy was restarted or the file replaced meanwhile. At the
+end the proxy is killed once more and every file is read whole through the restarted proxy: each
+must be one version of the file, whole.
+Prints one line of counts; exits 1 on any wrong byte, unexplained error or failed final read.
+"""
+import argparse, os, random, signal, socket, subprocess, sys, threading, time
+from benchsupport import release_binary, wait_port
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--seconds", type=float, default=180)
+ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--clients", type=int, default=6)
+ap.add_argument("--no-restarts", action="store_true")
+ap.add_argument("--origin", default="http://127.0.0.1:18080/media/")
+ap.add_argument("--media", default=os.environ.get("BENCH_MEDIA", "/tmp/bench-media"))
+ap.add_argument("--binary", default=None)
+ap.add_argument("--port", type=int, default=18096)
+ap.add_argument("--cache-limit", default="120MB")
+ap.add_argument("--verbose", action="store_true", help="the proxy logs every request and download (serve.log)")
+args = ap.parse_args()
+binary = args.binary or release_binary()
+state = "/tmp/streamcache-stress"
+changing = "stress-changing.bin"
+files = ["rand30.bin", "test.mp3", "test_moovend.m4a", "rand200.bin"]
+versions = {name: [open(os.path.join(args.media, name), "rb").read()] for name in files}
+versions[changing] = []
+changing_tags = []  # nginx's ETag of each version of the changing file: "mtime-length" in hex
+lock = threading.Lock()
+counts = {"complete": 0, "left early": 0, "cut by a restart": 0, "cut by a new version": 0,
+          "bytes": 0, "wrong": 0, "restarts": 0, "new versions": 0, "errors": {}}
+epoch = {"restarts": 0, "restarting": False, "versions": 0}
+proxy = None
+
+
+def publish_version(rng):
+    """Replaces the changing file at the origin (a new length and modification time each time, so
+    that nginx's validators change) and remembers its bytes."""
+    with lock:
+        number = len(versions[changing])
+        data = rng.randbytes(rng.randrange(2_000_000, 6_000_000))
+        versions[changing].append(data)
+        epoch["versions"] += 1
+    path = os.path.join(args.media, changing)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    stamp = 1_700_000_000 + number * 10
+    os.utime(path + ".tmp", (stamp, stamp))
+    with lock:
+        changing_tags.append(f'"{stamp:x}-{len(data):x}"')
+    os.replace(path + ".tmp", path)
+
+
+def start_proxy():
+    global proxy
+    log = open(state + "/serve.log", "ab")
+    proxy = subprocess.Popen([binary, "serve", "--port", str(args.port), "--cache-dir", state + "/cache",
+                              "--control-token-file", state + "/token", "--folder", args.origin,
+                              "-H", "Authorization: Bearer testtoken", "--url-token", "tok",
+                              "--max-cache-size", args.cache_limit] + (["-v"] if args.verbose else []),
+                             stdout=log, stderr=log)
+    wait_port(args.port)
+
+
+def count(key, amount=1):
+    with lock:
+        counts[key] += amount
+
+
+def count_error(text):
+    print(f"{time.strftime('%H:%M:%S')} error: {text}", flush=True)
+    with lock:
+        counts["errors"][text] = counts["errors"].get(text, 0) + 1
+
+
+class Interrupted(Exception):
+    """The read was cut by a restart or a new version: expected, not an error."""
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def pick_range(rng, size):
+    """A Range header (or None for the whole file), drawn on a file of `size` bytes."""
+    roll = rng.random()
+    if roll < 0.35:
+        start = rng.randrange(size)
+        return f"bytes={start}-{start + rng.choice([0, 1, 4095, 65535, 262143, 1 << 20, 5 << 20])}"
+    if roll < 0.75:
+        return f"bytes={rng.randrange(size)}-"
+    if roll < 0.85:
+        return f"bytes=-{rng.randrange(1, min(size, 4 << 20))}"
+    return None
+
+
+def expected_span(header, total):
+    """The first and last byte RFC 9110 says `header` selects in a file of `total` bytes."""
+    if header is None:
+        return 0, total - 1
+    first, last = header[len("bytes="):].split("-")
+    if not first:
+        return max(0, total - int(last)), total - 1
+    return int(first), min(total - 1, int(last)) if last else total - 1
+
+
+def header_value(head, name):
+    prefix = name.lower().encode() + b":"
+    return next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")[1:]
+                 if line.lower().startswith(prefix)), None)
+
+
+def read_once(rng):
+    name = rng.choice(files + [changing])
+    with lock:
+        newest = versions[name][-1]
+        restarts, version_count = epoch["restarts"], epoch["versions"]
+    # Drawn on the newest version's length: an older one, cached whole, may answer instead.
+    header = pick_range(rng, len(newest))
+    leave_early = rng.random() < 0.5
+    served = 0  # which version of the file answers (the changing file's ETag tells)
+
+    def interruption():
+        with lock:
+            if epoch["restarts"] != restarts or epoch["restarting"]:
+                return "cut by a restart"
+            # The proxy learns of a new version when it next asks the origin, which may be in the
+            # middle of a read it began from an older version's cached bytes.
+            if name == changing and (epoch["versions"] != version_count or served != len(changing_tags) - 1):
+                return "cut by a new version"
+            return None
+
+    sock = None
+    keep = wanted = 0
+    try:
+        sock = socket.create_connection(("127.0.0.1", args.port), timeout=30)
+        request = f"GET /tok/{name} HTTP/1.1\r\nHost: stress\r\n" + (f"Range: {header}\r\n" if header else "") + "\r\n"
+        sock.sendall(request.encode())
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise OSError("closed before the head")
+            received += chunk
+        head, body = received.split(b"\r\n\r\n", 1)
+        status = int(head.split(b" ", 2)[1])
+        if name == changing:
+            tag = header_value(head, "ETag")
+            with lock:
+                if tag not in changing_tags:
+                    raise OSError(f"an ETag of no version: {tag}")
+                served = changing_tags.index(tag)
+        with lock:
+            data = versions[name][served]
+        if status == 416 and name == changing and header and expected_span(header, len(data))[0] >= len(data):
+            raise Interrupted("cut by a new version")  # drawn on a longer version than the one cached
+        if status != (206 if header else 200):
+            raise OSError(f"status {status} for {header}")
+        first, last = expected_span(header, len(data))
+        if header:
+            claimed = header_value(head, "Content-Range")
+            if claimed != f"bytes {first}-{last}/{len(data)}":
+                count("wrong")
+                print(f"WRONG Content-Range: {name} {header}: {claimed}, expected bytes {first}-{last}/{len(data)}", flush=True)
+                return
+        wanted = last - first + 1
+        keep = rng.randrange(0, wanted + 1) if leave_early else wanted
+        got = bytearray(body)
+        while len(got) < keep:
+            chunk = sock.recv(min(1 << 20, keep - len(got)))
+            if not chunk:
+                raise OSError(f"{name} {header} (version {served + 1}) closed after {len(got)} of {keep} bytes")
+            got += chunk
+        del got[keep:]
+    except OSError as error:
+        reason = interruption()
+        if reason:
+            raise Interrupted(reason) from error
+        raise
+    finally:
+        if sock is not None:
+            if keep < wanted:  # leave as a player does: reset, not a polite close
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sock.close()
+    if got != data[first:first + keep]:
+        count("wrong")
+        print(f"WRONG BYTES: {name} {header} (version {served + 1}, {keep} bytes kept)", flush=True)
+    count("bytes", len(got))
+    count("complete" if keep == wanted else "left early")
+
+
+def client(index, deadline):
+    rng = random.Random(args.seed * 1000 + index)
+    while time.time() < deadline:
+        try:
+            read_once(rng)
+        except Interrupted as interrupted:
+            count(interrupted.reason)
+        except Exception as error:  # noqa: BLE001 (every other failure is reported)
+            count_error(f"{type(error).__name__}: {error}"[:120])
+        time.sleep(rng.choice([0, 0, 0.01, 0.1]))
+
+
+def disturber(deadline):
+    """Restarts the proxy and publishes new versions of the changing file at random moments."""
+    rng = random.Random(args.seed)
+    while time.time() < deadline - 10:
+        time.sleep(rng.uniform(4, 10))
+        if rng.random() < 0.5:
+            publish_version(rng)
+            count("new versions")
+        elif not args.no_restarts:
+            with lock:
+                epoch["restarting"] = True
+            proxy.send_signal(signal.SIGKILL if rng.random() < 0.7 else signal.SIGTERM)
+            proxy.wait()
+            start_proxy()
+            with lock:
+                epoch["restarts"] += 1
+                epoch["restarting"] = False
+            count("restarts")
+
+
+def main():
+    subprocess.run(["rm", "-rf", state], check=True)
+    os.makedirs(state)
+    publish_version(random.Random(args.seed))
+    start_proxy()
+    deadline = time.time() + args.seconds
+    threads = [threading.Thread(target=client, args=(i, deadline), daemon=True) for i in range(args.clients)]
+    threads.append(threading.Thread(target=disturber, args=(deadline,), daemon=True))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(args.seconds + 120)
+    proxy.send_signal(signal.SIGKILL)
+    proxy.wait()
+    start_proxy()
+    final_ok = True
+    for name in files + [changing]:
+        whole = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{args.port}/tok/{name}"],
+                               capture_output=True, timeout=300).stdout
+        # A file cached whole is served without asking the origin (offline replay), so the changing
+        # file may come back as any version it had; it must be one of them, all of it.
+        matches = [number for number, data in enumerate(versions[name]) if whole == data]
+        final_ok = final_ok and bool(matches)
+        verdict = f"identical to version {matches[-1] + 1} of {len(versions[name])}" if matches else f"DIFFERENT ({len(whole)} bytes)"
+        print(f"final whole read of {name}: {verdict}", flush=True)
+    proxy.terminate()
+    proxy.wait()
+    os.remove(os.path.join(args.media, changing))
+    print(counts, flush=True)
+    sys.exit(0 if final_ok and counts["wrong"] == 0 and not counts["errors"] else 1)
+
+
+main()
