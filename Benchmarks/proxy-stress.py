@@ -167,7 +167,8 @@ def read_once(rng):
         if status == 416 and name == changing and header and expected_span(header, len(data))[0] >= len(data):
             raise Interrupted("cut by a new version")  # drawn on a longer version than the one cached
         if status != (206 if header else 200):
-            raise OSError(f"status {status} for {header}")
+            # The proxy's error answers are short plain text: say what it said.
+            raise OSError(f"status {status} for {name} {header}: {body[:160].decode(errors='replace')}")
         first, last = expected_span(header, len(data))
         if header:
             claimed = header_value(head, "Content-Range")
