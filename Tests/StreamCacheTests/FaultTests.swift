@@ -46,6 +46,17 @@ import Testing
         #expect(server.requests.count == requestsBefore, sourceLocation: sourceLocation)
     }
 
+    /// After a change at the origin the resource holds `new` only: it knows the version `tag`, the
+    /// new bytes of `kept` are still cached (reading them costs no request), a whole read gives
+    /// `new`, and every cached byte is `new`'s.
+    func expectOnlyTheNewVersion(_ new: Data, tag: String, kept: ByteRange, in song: Resource, cache: StreamCache, key: CacheKey,
+                                 server: TestOrigin, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(try #require(await song.info).validator.entityTag == tag, sourceLocation: sourceLocation)
+        try await expectCachedWithoutRequest(kept, of: new, in: song, server: server, sourceLocation: sourceLocation)
+        #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil, sourceLocation: sourceLocation)
+        try await expectCacheHolds(new, in: cache, key: key, sourceLocation: sourceLocation)
+    }
+
     @Test func originThatIgnoresRangeStillGivesTheRightBytes() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 2_500_000, seed: 11)
@@ -209,11 +220,7 @@ import Testing
             await #expect(throws: StreamCacheError.self) { _ = try await lateRead.value }
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
             #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2000000-") == true && $0.status == 206 })
-            #expect(try #require(await song.info).validator.entityTag == "\"v2\"")
-            // The new version's bytes were kept: reading them again asks the origin for nothing.
-            try await expectCachedWithoutRequest(ByteRange(4_000_000, 4_100_000), of: new, in: song, server: server)
-            #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil)
-            try await expectCacheHolds(new, in: cache, key: key)
+            try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
     }
 
@@ -250,11 +257,7 @@ import Testing
             await #expect(throws: StreamCacheError.self) { _ = try await oldRead.value }
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
             #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2100000-") == true })
-            // The new version and its bytes are still there: reading them asks the origin for nothing.
-            #expect(try #require(await song.info).validator.entityTag == "\"v2\"")
-            try await expectCachedWithoutRequest(ByteRange(4_000_000, 4_100_000), of: new, in: song, server: server)
-            #expect(TestData.firstDifference(try await song.read(from: 0).collect(), new) == nil)
-            try await expectCacheHolds(new, in: cache, key: key)
+            try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
     }
 
