@@ -201,9 +201,13 @@ public final class TestOrigin: @unchecked Sendable {
         requests.filter { $0.path == path && $0.method == "GET" && ($0.status == 200 || $0.status == 206) }
     }
 
-    /// The most requests for `path` (for any path when `nil`) that were being answered at the same moment.
-    public func maximumConcurrency(for path: String? = nil) -> Int {
-        let intervals = requests.filter { path == nil || $0.path == path }.map(\.interval)
+    /// The most requests for `path` (for any path when `nil`) that were being answered at the same
+    /// moment; only those that arrived before `startedBefore` when it is given (a test that cancels
+    /// its downloads: a cut connection is answered here until this server notices it is gone).
+    public func maximumConcurrency(for path: String? = nil, startedBefore end: ContinuousClock.Instant? = nil) -> Int {
+        let intervals = requests.filter { request in
+            (path == nil || request.path == path) && (end.map { request.interval.lowerBound < $0 } ?? true)
+        }.map(\.interval)
         return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
     }
 

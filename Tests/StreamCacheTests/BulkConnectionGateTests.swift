@@ -199,10 +199,14 @@ import Testing
             }
             #expect(try await Self.eventually { origin.requestsBeingAnswered >= 2 })
             try await Task.sleep(for: TestTiming.time(.milliseconds(300)))
+            // The prefetches end one after another: the place the first gives back may go to a
+            // waiting one for the moment before its own cancellation, while the origin still
+            // answers the first (CI saw it once). Places are counted up to here.
+            let cancelled = ContinuousClock.now
             for prefetch in prefetches { prefetch.cancel() }
             await cache.shutdown()
             #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
-            #expect(origin.maximumConcurrency() == 2, "\(origin.requests.map { "\($0.path) \($0.range ?? "")" })")
+            #expect(origin.maximumConcurrency(startedBefore: cancelled) == 2, "\(origin.requests.map { "\($0.path) \($0.range ?? "")" })")
         }
     }
 
