@@ -57,6 +57,19 @@ import Testing
         try await expectCacheHolds(new, in: cache, key: key, sourceLocation: sourceLocation)
     }
 
+    /// Runs `body` on a cache without idle read-ahead (each read asks for its own bytes) whose
+    /// resource has read the first 100 kB of `old` and has no download left.
+    func withOldStartCached(_ server: TestOrigin, old: Data,
+                            _ body: (StreamCache, CacheKey, Resource) async throws -> Void) async throws {
+        try await withTemporaryCache(configure: { $0.idleReadAhead = 0 }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), old[0..<100_000]) == nil)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            try await body(cache, key, song)
+        }
+    }
+
     @Test func originThatIgnoresRangeStillGivesTheRightBytes() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 2_500_000, seed: 11)
@@ -197,12 +210,7 @@ import Testing
             lateRequestArrived.withLock { $0 = true }
             return .stall(seconds: 0.6)
         }
-        // No read-ahead past a request once its reader leaves: each read below asks for its own bytes.
-        try await withTemporaryCache(configure: { $0.idleReadAhead = 0 }) { cache in
-            let key = CacheKey(url: server.url(Self.path))
-            let song = cache.resource(for: key, origin: origin(server))
-            #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), old[0..<100_000]) == nil)
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+        try await withOldStartCached(server, old: old) { cache, key, song in
             // The old version's answer for 2,000,000 is decided now and arrives 0.6 s later.
             let lateRead = Task { try await song.read(ByteRange(2_000_000, 2_100_000)).collect() }
             for _ in 0..<(400 * TestTiming.slowdown) where !lateRequestArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
@@ -242,12 +250,7 @@ import Testing
             resumeArrived.withLock { $0 = true }
             return .stall(seconds: 0.6)
         }
-        // No read-ahead past a request once its reader leaves: each read below asks for its own bytes.
-        try await withTemporaryCache(configure: { $0.idleReadAhead = 0 }) { cache in
-            let key = CacheKey(url: server.url(Self.path))
-            let song = cache.resource(for: key, origin: origin(server))
-            #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), old[0..<100_000]) == nil)
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+        try await withOldStartCached(server, old: old) { cache, key, song in
             let oldRead = Task { try await song.read(ByteRange(2_000_000, 2_200_000)).collect() }
             for _ in 0..<(400 * TestTiming.slowdown) where !resumeArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
             #expect(resumeArrived.withLock { $0 })

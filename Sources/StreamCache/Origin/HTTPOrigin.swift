@@ -267,6 +267,8 @@ public struct HTTPOrigin: Origin {
     private func interpret(_ response: HTTPResponse, requested range: ByteRange?, following: [ByteRange], target: DownloadTarget,
                            answeredBy: URL, validator requestedValidator: Validator?) async throws -> OriginResponse {
         let headers = response.headers
+        // The If-Range the request carried (none for a source whose API names the version).
+        let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
         if !following.isEmpty, let range {
             if response.status == 206, let boundary = headers["Content-Type"].flatMap(MultipartByteRangesParser.boundary(ofContentType:)) {
                 let parts = MultipartByteRangesBody(body: response.body, boundary: boundary, expected: [range] + following)
@@ -280,7 +282,6 @@ public struct HTTPOrigin: Origin {
             // One range, or the whole file: this host serves one range per response.
             configuration.multipleRanges?.record(answeredBy, served: false)
             // A 200 to an `If-Range` whose tag no longer matches is a new version, not a refusal.
-            let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
             if response.status == 200, sentIfRange.map({ $0 == validatorOf(headers).ifRangeValue }) ?? true { throw MultipleRangesRefused() }
         }
         let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
@@ -303,7 +304,6 @@ public struct HTTPOrigin: Origin {
         // 200: the whole representation from byte 0. When a range was asked, the origin ignores ranges,
         // or the If-Range validator no longer matched: a new version (the caller compares validators)
         // from an origin that does serve ranges, since only such an origin evaluates If-Range.
-        let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
         let newVersionForIfRange = range != nil && sentIfRange != nil && sentIfRange != validator.ifRangeValue
         let acceptsRanges = (range == nil && headers["Accept-Ranges"]?.lowercased().contains("bytes") == true) || newVersionForIfRange
         let info = Self.applying(target, to: ResourceInfo(totalLength: contentLength, mimeType: mime, fileName: name,
