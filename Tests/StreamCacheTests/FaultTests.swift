@@ -208,7 +208,10 @@ import Testing
         server.faults = { method, _, headers, _ in
             guard method == "GET", headers["Range"]?.hasPrefix("bytes=2000000-") == true else { return nil }
             lateRequestArrived.withLock { $0 = true }
-            return .stall(seconds: 0.6)
+            // Long enough for the read below to learn the new version first, also under the
+            // thread sanitizer (0.6 s there once let this answer come first: no crossing to see);
+            // well within the grace period (5 s) for which the failed read's download waits for it.
+            return .stall(seconds: min(0.6 * Double(TestTiming.slowdown), 2.5))
         }
         try await withOldStartCached(server, old: old) { cache, key, song in
             // The old version's answer for 2,000,000 is decided now and arrives 0.6 s later.
@@ -226,7 +229,7 @@ import Testing
             // The read that asked for the old version fails: the version changed under it. Its
             // download goes on for its grace period, and its answer lands then.
             await #expect(throws: StreamCacheError.self) { _ = try await lateRead.value }
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))))
             #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2000000-") == true && $0.status == 206 })
             try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
@@ -258,7 +261,7 @@ import Testing
             let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
             #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
             await #expect(throws: StreamCacheError.self) { _ = try await oldRead.value }
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))))
             #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2100000-") == true })
             try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
