@@ -113,6 +113,38 @@ import Testing
         #expect(concurrency >= 2, "\(requests.map { $0.range ?? "" })")
     }
 
+    /// A read split across connections that its player leaves reads ahead once, where the player
+    /// was: its parts further on, which the player never reached, end with their request in
+    /// flight instead of each fetching an idle read-ahead of its own (1 MiB more each before).
+    @Test func aLeftReadReadsAheadWhereItsPlayerWasNotInEveryPart() async throws {
+        let leftAt = 1 << 20
+        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: leftAt, seed: 84)
+        let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+        #expect(concurrency >= 2, "the read was split: \(described)")
+        // The reader's own download keeps at least one part past the reader (4 MiB): requests
+        // starting further on are the parts'. Their first requests (1 MiB, as the reader's first)
+        // are what they fetched while the reader streamed.
+        let firstPartByte = Int64(4 << 20)
+        func firstByte(_ request: TestOrigin.RecordedRequest) -> Int64 { Self.firstRanges(of: [request]).first?.lowerBound ?? 0 }
+        let partRequests = requests.filter { firstByte($0) >= firstPartByte }.sorted { firstByte($0) < firstByte($1) }
+        var parts: [(start: Int64, end: Int64, sent: Int64)] = []
+        for request in partRequests {
+            let start = firstByte(request)
+            if let last = parts.last, last.end == start {
+                parts[parts.count - 1] = (last.start, start + request.bodyBytesSent, last.sent + request.bodyBytesSent)
+            } else {
+                parts.append((start, start + request.bodyBytesSent, request.bodyBytesSent))
+            }
+        }
+        #expect(!parts.isEmpty, "\(described)")
+        for part in parts {
+            #expect(part.sent <= Int64(leftAt + (512 << 10)), "the part at \(part.start) fetched on after its reader left: \(described)")
+        }
+        // Where the player was, the read-ahead stays (at least the minimum, 1 MiB).
+        let readersDownload = requests.filter { firstByte($0) < firstPartByte }
+        #expect(readersDownload.reduce(0) { $0 + $1.bodyBytesSent } >= Int64(leftAt + (1 << 20)), "\(described)")
+    }
+
     @Test func aPrefetchUsesSeveralConnections() async throws {
         let (server, data) = try Self.origin(seed: 72)
         defer { server.stop() }

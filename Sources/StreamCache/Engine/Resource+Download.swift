@@ -37,6 +37,11 @@ extension Resource {
         /// go from then on: ``StreamCache/Configuration/idleReadAhead`` past where it was.
         var idleSince: ContinuousClock.Instant?
         var idleLimit: Int64?
+        /// A reader has come to the download's bytes (the download of a read starts where its
+        /// reader is). Only such a download reads ahead once no reader needs it: the reader comes
+        /// back where it left. A part of a long read that its reader never reached stops after
+        /// its request in flight instead (``Resource/updateIdleState(_:)``).
+        var readerReached = true
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
@@ -228,12 +233,15 @@ extension Resource {
     /// bytes and nothing more, a part of a long range for its share. `shortRead` marks the
     /// download of a seek or a probe, whose read-ahead waits to see whether the player skims.
     /// `splitReadID` names the split short read whose part the first request is.
+    /// `aheadOfItsReader` marks a part that begins past where its reader is (see
+    /// ``Download/readerReached``).
     ///
     /// A download no reader waits for (`bulk`: by default a prefetch's or a background fill's; the
     /// extra parts of a long read too) waits for a place at the origin's host first (see
     /// ``BulkConnectionGate``), and plans its first request once it has one.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
-                       firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil, bulk: Bool? = nil) {
+                       firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil, bulk: Bool? = nil,
+                       aheadOfItsReader: Bool = false) {
         guard !isShuttingDown else { return }
         let id = makeID()
         var segment = configuration.initialSegmentSize
@@ -247,6 +255,7 @@ extension Resource {
         downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
                                  rangeEnd: min(limit, start + segment), segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
         downloads[id]?.splitReadID = splitReadID
+        downloads[id]?.readerReached = !aheadOfItsReader
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -633,10 +642,18 @@ extension Resource {
 
     /// Starts or ends a download's idle spell: while no reader needs it, it may fetch at most
     /// ``StreamCache/Configuration/idleReadAhead`` more bytes, for at most the grace period.
+    ///
+    /// The read-ahead is one per read, not one per connection: a long read split across four
+    /// connections that its player leaves reads ahead where the player was, and its parts
+    /// further on, which the player never reached, only finish their request in flight (a cloud
+    /// player that stops would otherwise pull four read-aheads, 16 MiB by default).
     func updateIdleState(_ download: inout Download) {
         if isNeeded(download) {
             download.idleSince = nil
             download.idleLimit = nil
+            if !download.readerReached {
+                download.readerReached = readers.values.contains { $0.position >= download.start && $0.position <= download.limit }
+            }
         } else if download.idleSince == nil {
             download.idleSince = .now
             // The request in flight is finished when it ends soon (its bytes are on the wire
@@ -649,7 +666,7 @@ extension Resource {
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
             let finishable = speed(of: download).map { min(maximum, bytesWithinJoinWait(at: $0)) } ?? maximum
             let inFlightEnd = download.segmentEnd - download.position <= finishable ? download.segmentEnd : download.position
-            let readAhead = min(maximum, max(minimum, download.position - download.start))
+            let readAhead = download.readerReached ? min(maximum, max(minimum, download.position - download.start)) : 0
             download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }
     }

@@ -49,7 +49,7 @@ extension Resource {
                     let nextWindow = downloads.values.map(\.window).filter { !$0.isEmpty && $0.lowerBound >= gap.upperBound }.map(\.lowerBound).min()
                     limit = nextWindow ?? wanted.upperBound
                 }
-                startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true, bulk: true)
+                startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true, bulk: true, aheadOfItsReader: true)
                 continue
             }
             // The donor keeps a part, or its request in flight when that is longer; what it hands
@@ -63,7 +63,8 @@ extension Resource {
             // again; before any request of the resource has finished, it starts small like a
             // reader's (nothing tells yet how long a request takes, nor whether the reader stays).
             let firstRequest = connectionThroughput == nil ? nil : min(part, donor.limit - split)
-            startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest, bulk: true)
+            startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest, bulk: true,
+                          aheadOfItsReader: true)
         }
     }
 

@@ -48,7 +48,9 @@ extension StreamCache {
         /// The most bytes a download that no reader needs may still fetch past its request in
         /// flight (within the grace period). The read-ahead grows with what its readers took (as
         /// many bytes as the download had fetched, up to this): a player reconnecting after a close
-        /// or a short seek finds its bytes ready, and a 2-byte probe pulls little.
+        /// or a short seek finds its bytes ready, and a 2-byte probe pulls little. A read split
+        /// across connections reads ahead once, where its reader was: its parts further on only
+        /// finish their request in flight.
         public var idleReadAhead: Int64 = 4 << 20
         /// The fewest bytes a download that no reader needs fetches past where its readers left
         /// (within the grace period, and at most ``idleReadAhead``): a player that plays the same
