@@ -255,7 +255,7 @@ import Testing
         origin.bytesPerSecond = 8 << 20
         origin.setFile("/a/long.mp3", data: file, contentType: "audio/mpeg")
         // Once the reader leaves, its read reads ahead where it was, and each part further on
-        // finishes its request in flight if it ends within the idle read-ahead. With the default
+        // goes on with its request in flight, within the idle read-ahead. With the default
         // 4 MiB, one CI run on a loaded machine counted 14 MB of the 24 sent (when each part
         // still read ahead as well); 1 MiB keeps the bound below half.
         try await Self.withCache(idleReadAhead: 1 << 20) { cache in

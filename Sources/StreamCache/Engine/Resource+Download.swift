@@ -666,7 +666,11 @@ extension Resource {
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
             let finishable = speed(of: download).map { min(maximum, bytesWithinJoinWait(at: $0)) } ?? maximum
             let inFlightEnd = download.segmentEnd - download.position <= finishable ? download.segmentEnd : download.position
-            let readAhead = download.readerReached ? min(maximum, max(minimum, download.position - download.start)) : 0
+            // A part its reader never reached gets no request of its own past the one in flight,
+            // but that one goes on as far as any read-ahead would take it: on a fast link its
+            // bytes are in socket buffers already, and cutting it would throw them away.
+            let readAhead = download.readerReached ? min(maximum, max(minimum, download.position - download.start))
+                : min(minimum, max(0, download.segmentEnd - download.position))
             download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }
     }
