@@ -39,8 +39,8 @@ extension Resource {
         var idleLimit: Int64?
         /// A reader has come to the download's bytes (the download of a read starts where its
         /// reader is). Only such a download reads ahead once no reader needs it: the reader comes
-        /// back where it left. A part of a long read that its reader never reached stops after
-        /// its request in flight instead (``Resource/updateIdleState(_:)``).
+        /// back where it left. A part of a long read that its reader never reached sends no
+        /// request past the one in flight instead (``Resource/updateIdleState(_:)``).
         var readerReached = true
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
