@@ -57,6 +57,26 @@ import Testing
         try await expectCacheHolds(new, in: cache, key: key, sourceLocation: sourceLocation)
     }
 
+    /// Waits (bounded) until the origin's fault script has set `flag`: the request it marks has arrived.
+    func waitUntilArrived(_ flag: Locked<Bool>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        for _ in 0..<(400 * TestTiming.slowdown) where !flag.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(flag.withLock { $0 }, sourceLocation: sourceLocation)
+    }
+
+    /// The end of a version-crossing test: the read of the old version fails (the version changed
+    /// under it), every download ends, the origin saw the request for `oldRequestRange` (answered
+    /// with `status` when given), and the resource holds `new` only, `kept` still cached.
+    func expectTheOldReadFailsAndOnlyTheNewVersionStays(_ oldRead: Task<Data, any Error>, oldRequestRange: String, status: Int? = nil,
+                                                        new: Data, kept: ByteRange, in song: Resource, cache: StreamCache, key: CacheKey,
+                                                        server: TestOrigin, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        await #expect(throws: StreamCacheError.self, sourceLocation: sourceLocation) { _ = try await oldRead.value }
+        #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))), sourceLocation: sourceLocation)
+        #expect(server.requests.contains { request in
+            request.headers["Range"]?.hasPrefix(oldRequestRange) == true && (status.map { request.status == $0 } ?? true)
+        }, sourceLocation: sourceLocation)
+        try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: kept, in: song, cache: cache, key: key, server: server, sourceLocation: sourceLocation)
+    }
+
     /// Runs `body` on a cache without idle read-ahead (each read asks for its own bytes) whose
     /// resource has read the first 100 kB of `old` and has no download left.
     func withOldStartCached(_ server: TestOrigin, old: Data,
@@ -214,10 +234,9 @@ import Testing
             return .stall(seconds: min(0.6 * Double(TestTiming.slowdown), 2.5))
         }
         try await withOldStartCached(server, old: old) { cache, key, song in
-            // The old version's answer for 2,000,000 is decided now and arrives 0.6 s later.
+            // The old version's answer for 2,000,000 is decided now and arrives after the hold.
             let lateRead = Task { try await song.read(ByteRange(2_000_000, 2_100_000)).collect() }
-            for _ in 0..<(400 * TestTiming.slowdown) where !lateRequestArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(lateRequestArrived.withLock { $0 })
+            try await waitUntilArrived(lateRequestArrived)
             server.setFile(Self.path, data: new, entityTag: "\"v2\"")
             // Meanwhile a read past the late request's meets the new version: a 200 to its If-Range: v1.
             let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
@@ -228,10 +247,8 @@ import Testing
             #expect(TestData.firstDifference(try await song.read(ByteRange(2_000_000, 2_100_000)).collect(), new[2_000_000..<2_100_000]) == nil)
             // The read that asked for the old version fails: the version changed under it. Its
             // download goes on for its grace period, and its answer lands then.
-            await #expect(throws: StreamCacheError.self) { _ = try await lateRead.value }
-            #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))))
-            #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2000000-") == true && $0.status == 206 })
-            try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
+            try await expectTheOldReadFailsAndOnlyTheNewVersionStays(lateRead, oldRequestRange: "bytes=2000000-", status: 206, new: new,
+                                                                     kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
     }
 
@@ -255,15 +272,12 @@ import Testing
         }
         try await withOldStartCached(server, old: old) { cache, key, song in
             let oldRead = Task { try await song.read(ByteRange(2_000_000, 2_200_000)).collect() }
-            for _ in 0..<(400 * TestTiming.slowdown) where !resumeArrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(resumeArrived.withLock { $0 })
+            try await waitUntilArrived(resumeArrived)
             // While the resume's answer is on its way, a read elsewhere learns the new version.
             let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
             #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
-            await #expect(throws: StreamCacheError.self) { _ = try await oldRead.value }
-            #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))))
-            #expect(server.requests.contains { $0.headers["Range"]?.hasPrefix("bytes=2100000-") == true })
-            try await expectOnlyTheNewVersion(new, tag: "\"v2\"", kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
+            try await expectTheOldReadFailsAndOnlyTheNewVersionStays(oldRead, oldRequestRange: "bytes=2100000-", new: new,
+                                                                     kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
     }
 
