@@ -475,8 +475,9 @@ extension Resource {
     /// A request shorter than a first segment (a seek, a probe) may set the resource's figure when
     /// it has none, or raise it, but not lower it: its time is mostly the round trip and how soon
     /// the machine ran the download, so one late wake-up on a fast link (a 256 KiB seek in 12 ms
-    /// instead of 2 on loopback) would read as a slow connection and split the next long read
-    /// across connections that gain nothing there.
+    /// instead of 2 on loopback) would read as a slow connection and split the next seek (or a
+    /// long read whose first request starts past cached bytes) across connections that gain
+    /// nothing there.
     func recordThroughput(of download: inout Download) {
         let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
         let fetched = download.received - download.segmentStartReceived
