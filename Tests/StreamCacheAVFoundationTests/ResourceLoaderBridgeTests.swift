@@ -17,9 +17,11 @@ import Testing
         }, body)
     }
 
-    /// Waits (bounded) until the resource has no download running.
+    /// Waits (bounded) until the resource has no download running. The bound is generous: it
+    /// returns as soon as the downloads are done, and a CI machine that ran the suite five times
+    /// slower than usual once took over 10 s to finish a cancelled read's requests in flight.
     static func waitForDownloads(_ resource: Resource) async throws {
-        #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10)), "a download is still running")
+        #expect(try await waitUntilNoDownload(of: resource, within: .seconds(30)), "a download is still running")
     }
 
     /// Checks that `request` received exactly the origin's bytes from its requested offset.
