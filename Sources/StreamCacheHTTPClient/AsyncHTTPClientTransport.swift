@@ -81,6 +81,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         )
         clientConfiguration.httpVersion = .http1Only
         clientConfiguration.connectionPool.preWarmedHTTP1ConnectionCount = max(0, configuration.spareConnectionsPerHost)
+        // A connection that cannot be set up fails its request at once, as URLSession's does, and
+        // `HTTPOrigin` retries it by its retry policy. The client's own retries went on until the
+        // connect timeout: a player offline, or with its origin down, waited 10 s for each read
+        // of bytes not in the cache.
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
         self.bufferLimit = configuration.bufferLimit
@@ -159,8 +164,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .eof {
             return StreamCacheError(.originUnavailable, "The connection to the origin was lost.")
         }
-        // Connection failures: AsyncHTTPClient retries setting one up until its connect timeout,
-        // then throws the last attempt's error, an `IOError` naming the system's reason.
+        // Connection failures: an `IOError` naming the system's reason.
         if let ioError = error as? IOError {
             return StreamCacheError(.originUnavailable, reason(connecting: ioError.errnoCode),
                                     underlying: SendableErrorDescription(domain: "IOError", code: Int(ioError.errnoCode), description: "\(ioError)"))

@@ -97,6 +97,7 @@ public final class TestOrigin: @unchecked Sendable {
         /// Requests whose answer is being written (recorded in ``requests`` once it ends).
         var answering = 0
         var stopped = false
+        var listening = false
     }
 
     private let state = Locked(State())
@@ -104,8 +105,9 @@ public final class TestOrigin: @unchecked Sendable {
     /// The port the server listens on.
     public let port: Int
 
-    /// Starts a server on 127.0.0.1 at an ephemeral port.
-    public init() throws {
+    /// Starts a server on 127.0.0.1 at an ephemeral port. With `listening` false the port is
+    /// taken but refuses connections (a server that is down) until ``startListening()``.
+    public init(listening: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
         var yes: Int32 = 1
@@ -117,7 +119,7 @@ public final class TestOrigin: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(fd, 128) == 0 else {
+        guard bound == 0 else {
             close(fd)
             throw POSIXError(.EADDRINUSE)
         }
@@ -127,6 +129,19 @@ public final class TestOrigin: @unchecked Sendable {
         }
         listener = fd
         port = Int(UInt16(bigEndian: address.sin_port))
+        if listening { try startListening() }
+    }
+
+    /// Starts accepting connections on ``port``: a server made with `listening: false` comes up.
+    public func startListening() throws {
+        // Under the lock: once `stop()` marked the server stopped, the descriptor may be closed.
+        let started = state.withLock { state -> Bool? in
+            guard !state.stopped, !state.listening else { return nil }
+            state.listening = listen(listener, 128) == 0
+            return state.listening
+        }
+        guard let started else { return }
+        guard started else { throw POSIXError(.EADDRINUSE) }
         let thread = Thread { [self] in acceptLoop() }
         thread.stackSize = 1 << 20
         thread.start()

@@ -385,6 +385,54 @@ import Testing
         }
     }
 
+    /// A refused connection is tried again by the retry policy, so an origin that is down for a
+    /// moment (a server restarting) still serves the read, whichever the transport.
+    @Test(arguments: TransportKind.allCases)
+    func anOriginDownForAMomentServesTheRead(kind: TransportKind) async throws {
+        let server = try TestOrigin(listening: false)
+        defer { server.stop() }
+        let data = TestData.random(count: 300_000, seed: 24)
+        server.setFile(Self.path, data: data)
+        // Up between the default policy's third and fourth attempts (at 0.3 and 0.7 s).
+        let comesUp = Task {
+            try await Task.sleep(for: .milliseconds(450))
+            try server.startListening()
+        }
+        defer { comesUp.cancel() }
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let url = server.url(Self.path)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: kind.make()))
+            #expect(try await song.read(from: 0).collect() == data)
+        }
+        #expect(server.bodyBytesSent(for: Self.path) == Int64(data.count))
+    }
+
+    /// An origin that stays down fails the read with the system's reason once the retry policy is
+    /// spent: after its back-offs (0.3 and 0.6 s here), not after a transport's connect timeout
+    /// (AsyncHTTPClient's retries kept a reader waiting 10 s).
+    @Test(arguments: TransportKind.allCases)
+    func aRefusedConnectionIsRetriedThenReported(kind: TransportKind) async throws {
+        let server = try TestOrigin(listening: false)
+        defer { server.stop() }
+        var configuration = HTTPOrigin.Configuration()
+        configuration.retry = RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(300))
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let url = server.url(Self.path)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: kind.make(), configuration: configuration))
+            let start = ContinuousClock.now
+            do {
+                _ = try await song.read(from: 0).collect()
+                Issue.record("a read from an origin that is down must fail")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .originUnavailable)
+                #expect(error.message == "The origin refused the connection.")
+            }
+            let waited = ContinuousClock.now - start
+            #expect(waited >= .milliseconds(900), "the connection was not tried again: \(waited)")
+            #expect(waited < .seconds(8), "\(waited)")
+        }
+    }
+
     @Test func redirectToAnotherHostDropsCredentials() async throws {
         let target = try TestOrigin()
         let data = TestData.random(count: 100_000, seed: 23)

@@ -139,6 +139,31 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         }
     }
 
+    /// A connection that cannot be set up fails the request at once, without the transport trying
+    /// again (``HTTPOrigin`` retries by its policy, for every transport alike): here the origin
+    /// comes up a second later, and the request must not have waited for it. AsyncHTTPClient's own
+    /// retries went on until its connect timeout.
+    @Test(arguments: TransportKind.allCases)
+    func aRefusedConnectionFailsAtOnceWithoutRetrying(kind: TransportKind) async throws {
+        let server = try TestOrigin(listening: false)
+        defer { server.stop() }
+        server.setFile("/x", data: Data("up".utf8))
+        let comesUp = Task {
+            try await Task.sleep(for: TestTiming.time(.seconds(1)))
+            try server.startListening()
+        }
+        defer { comesUp.cancel() }
+        do {
+            let response = try await kind.make().send(HTTPRequest(url: server.url("/x"), timeout: .seconds(20)))
+            response.body.discard()
+            Issue.record("the transport tried again until the origin came up (HTTP \(response.status))")
+        } catch let error as StreamCacheError {
+            #expect(error.code == .originUnavailable)
+            #expect(error.message == "The origin refused the connection.")
+        }
+        #expect(server.requests.isEmpty)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func slowConsumerPausesTheConnection(kind: TransportKind) async throws {
         let server = try TestOrigin()

@@ -12,7 +12,8 @@ import Logging
 /// origins that ignore `Range` (200: the body starts at 0), omit `Content-Length`, redirect (your
 /// headers are sent to the original scheme, host and port only, unless
 /// ``Configuration/forwardsHeadersToHosts`` names the new host), answer 401/403 (one credential
-/// refresh through a ``CredentialProvider``), 5xx or 429 (retries with back-off), or drop the
+/// refresh through a ``CredentialProvider``), 5xx or 429, refuse or reset a connection (retries
+/// with back-off, about 1.5 s in all by default), or drop the
 /// connection mid-body (resumes from the last byte received with `If-Range`, and fails with
 /// ``StreamCacheError/Code/resourceChanged`` rather than mixing two versions).
 ///
@@ -179,6 +180,11 @@ public struct HTTPOrigin: Origin {
         return (response.body, 1 + response.followingRanges.count)
     }
 
+    /// How soon a request must fail without an answer to be retried: a refused or reset
+    /// connection fails in milliseconds, and is tried again after the retry policy's back-off. One
+    /// that failed after waiting (a timeout) is not: it already waited as long as it may.
+    static let quickFailure: Duration = .seconds(1)
+
     /// One logical request: redirects, a credential refresh and transient retries, no body resume.
     private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
         var attempt = 1
@@ -186,8 +192,19 @@ public struct HTTPOrigin: Origin {
         var relocated = false
         while true {
             let target = try await locator.target()
-            let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
-                                                                                          validator: validator)
+            let sentAt = ContinuousClock.now
+            let sent: (response: HTTPResponse, sentCredentials: Bool, answeredBy: URL)
+            do {
+                sent = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [], validator: validator)
+            } catch let error as StreamCacheError where error.code == .originUnavailable && attempt < configuration.retry.maxAttempts
+                && ContinuousClock.now - sentAt < Self.quickFailure {
+                // No answer came: a connection refused or reset, a host down for a moment.
+                attempt += 1
+                logger.info("retrying after a failed connection", metadata: ["origin": "\(logDescription)", "error": "\(error.message)"])
+                try await Task.sleep(for: configuration.retry.backoff(beforeAttempt: attempt))
+                continue
+            }
+            let (response, sentCredentials, answeredBy) = sent
             lastAnsweredURL.withLock { $0 = answeredBy }
             if response.status != 200, response.status != 206 { response.body.discard() }
             if target.expires, !relocated, [403, 404, 410].contains(response.status) {

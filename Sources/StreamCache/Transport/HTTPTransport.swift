@@ -17,7 +17,9 @@ import Foundation
 ///   byte ranges count encoded bytes;
 /// - **stream** the body as it arrives, holding back the connection when the consumer is slow;
 /// - **abort** the request (and drop its connection) when the task awaiting it is cancelled or
-///   the body is abandoned.
+///   the body is abandoned;
+/// - **fail at once** when a connection cannot be set up (refused, unreachable), without retrying:
+///   ``HTTPOrigin`` retries by its ``RetryPolicy``, the same for every transport.
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns once the response head has arrived.
     ///
