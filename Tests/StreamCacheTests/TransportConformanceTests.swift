@@ -164,6 +164,33 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(server.requests.isEmpty)
     }
 
+    /// `send(_:retrying:)` sends a `GET` again until an origin that was down comes up (here
+    /// between the third and the fourth attempt), but not a `POST`, which may have taken effect
+    /// on a server that then reset the connection.
+    @Test(arguments: TransportKind.allCases)
+    func aRetriedSendReachesAnOriginThatComesUpButAPostIsNotRepeated(kind: TransportKind) async throws {
+        let server = try TestOrigin(listening: false)
+        defer { server.stop() }
+        server.setFile("/x", data: Data("up".utf8))
+        let comesUp = Task {
+            try await Task.sleep(for: .milliseconds(450))
+            try server.startListening()
+        }
+        defer { comesUp.cancel() }
+        let transport = kind.make()
+        do {
+            let response = try await transport.send(HTTPRequest(method: "POST", url: server.url("/x"), body: Data("a=b".utf8)), retrying: RetryPolicy())
+            response.body.discard()
+            Issue.record("a POST was sent again until the origin came up (HTTP \(response.status))")
+        } catch let error as StreamCacheError {
+            #expect(error.code == .originUnavailable)
+        }
+        let response = try await transport.send(HTTPRequest(url: server.url("/x")), retrying: RetryPolicy())
+        #expect(response.status == 200)
+        #expect(try await response.body.collect(upTo: 1 << 10) == Data("up".utf8))
+        #expect(server.requests.map(\.method) == ["GET"])
+    }
+
     @Test(arguments: TransportKind.allCases)
     func slowConsumerPausesTheConnection(kind: TransportKind) async throws {
         let server = try TestOrigin()

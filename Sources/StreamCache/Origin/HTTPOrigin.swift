@@ -180,11 +180,6 @@ public struct HTTPOrigin: Origin {
         return (response.body, 1 + response.followingRanges.count)
     }
 
-    /// How soon a request must fail without an answer to be retried: a refused or reset
-    /// connection fails in milliseconds, and is tried again after the retry policy's back-off. One
-    /// that failed after waiting (a timeout) is not: it already waited as long as it may.
-    static let quickFailure: Duration = .seconds(1)
-
     /// One logical request: redirects, a credential refresh and transient retries, no body resume.
     private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
         var attempt = 1
@@ -192,19 +187,8 @@ public struct HTTPOrigin: Origin {
         var relocated = false
         while true {
             let target = try await locator.target()
-            let sentAt = ContinuousClock.now
-            let sent: (response: HTTPResponse, sentCredentials: Bool, answeredBy: URL)
-            do {
-                sent = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [], validator: validator)
-            } catch let error as StreamCacheError where error.code == .originUnavailable && attempt < configuration.retry.maxAttempts
-                && ContinuousClock.now - sentAt < Self.quickFailure {
-                // No answer came: a connection refused or reset, a host down for a moment.
-                attempt += 1
-                logger.info("retrying after a failed connection", metadata: ["origin": "\(logDescription)", "error": "\(error.message)"])
-                try await Task.sleep(for: configuration.retry.backoff(beforeAttempt: attempt))
-                continue
-            }
-            let (response, sentCredentials, answeredBy) = sent
+            let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
+                                                                                          validator: validator)
             lastAnsweredURL.withLock { $0 = answeredBy }
             if response.status != 200, response.status != 206 { response.body.discard() }
             if target.expires, !relocated, [403, 404, 410].contains(response.status) {
@@ -351,7 +335,8 @@ public struct HTTPOrigin: Origin {
                 // A version from the service's API is not a tag the content host knows.
                 if download.version == nil, let ifRange = validator?.ifRangeValue { requestHeaders["If-Range"] = ifRange }
             }
-            let response = try await transport.send(HTTPRequest(url: target, headers: requestHeaders, timeout: configuration.timeout))
+            let response = try await transport.send(HTTPRequest(url: target, headers: requestHeaders, timeout: configuration.timeout),
+                                                    retrying: configuration.retry, logger: logger)
             guard [301, 302, 303, 307, 308].contains(response.status), let location = response.headers["Location"],
                   let next = URL(string: location, relativeTo: target)?.absoluteURL
             else {

@@ -1,5 +1,6 @@
 /// How often and how patiently an origin request is retried after a transient failure
-/// (connection refused or dropped, 5xx, 429).
+/// (a connection refused or reset: see ``HTTPTransport/send(_:retrying:logger:)``; 5xx, 429; a
+/// body that broke off).
 public struct RetryPolicy: Sendable, Hashable {
     /// The most attempts for one request, the first included. Resumes of a body that broke off
     /// count separately, up to this number per body without progress.
@@ -18,6 +19,15 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// No retries at all.
     public static let none = RetryPolicy(maxAttempts: 1)
+
+    /// How soon a request must fail without an answer to be sent again
+    /// (``HTTPTransport/send(_:retrying:logger:)``): a refused or reset connection fails in
+    /// milliseconds.
+    public static let connectionFailureWindow: Duration = .seconds(1)
+
+    /// The methods a request may be repeated with (RFC 9110, section 9.2.2), plus WebDAV's
+    /// `PROPFIND`, which only reads.
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PROPFIND"]
 
     /// The wait before attempt number `attempt` (2 for the first retry): exponential, capped.
     public func backoff(beforeAttempt attempt: Int) -> Duration {

@@ -19,7 +19,7 @@ import Foundation
 /// - **abort** the request (and drop its connection) when the task awaiting it is cancelled or
 ///   the body is abandoned;
 /// - **fail at once** when a connection cannot be set up (refused, unreachable), without retrying:
-///   ``HTTPOrigin`` retries by its ``RetryPolicy``, the same for every transport.
+///   callers retry by a ``RetryPolicy`` (``send(_:retrying:logger:)``), the same for every transport.
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns once the response head has arrived.
     ///

@@ -6,7 +6,7 @@ import Foundation
 import StreamCache
 
 /// JSON calls to a cloud service's REST API with its access token: one refresh and retry after a
-/// 401, HTTP statuses turned into ``StreamCache/StreamCacheError``s that name the service and
+/// 401, a refused or reset connection tried again (not for a `POST`), HTTP statuses turned into ``StreamCache/StreamCacheError``s that name the service and
 /// never quote a token or a signed URL.
 struct CloudAPI: Sendable {
     let service: String
@@ -40,7 +40,8 @@ struct CloudAPI: Sendable {
             var requestHeaders = headers
             requestHeaders.merge(authorization)
             if requestHeaders["Accept"] == nil { requestHeaders["Accept"] = "application/json" }
-            let response = try await transport.send(HTTPRequest(method: method, url: url, headers: requestHeaders, body: body, timeout: timeout))
+            let response = try await transport.send(HTTPRequest(method: method, url: url, headers: requestHeaders, body: body, timeout: timeout),
+                                                    retrying: RetryPolicy())
             let data = try await response.body.collect(upTo: 8 << 20)
             switch response.status {
             case 200..<300:

@@ -62,7 +62,8 @@ public struct WebDAVSource: Source {
         var headers: HTTPHeaders = ["Depth": String(depth), "Content-Type": "application/xml; charset=utf-8"]
         if let credentials { headers.merge(try await credentials.authorizationHeaders()) }
         let response = try await configuration.transport.send(HTTPRequest(method: "PROPFIND", url: url, headers: headers,
-                                                                         body: Self.propfindBody, timeout: .seconds(30)))
+                                                                         body: Self.propfindBody, timeout: .seconds(30)),
+                                                              retrying: RetryPolicy())
         let data = try await response.body.collect(upTo: 16 << 20)
         switch response.status {
         case 207: return try PropfindResponse(xml: data)

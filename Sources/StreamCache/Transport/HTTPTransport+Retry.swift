@@ -1,0 +1,34 @@
+import Logging
+
+extension HTTPTransport {
+    /// Sends `request`, and sends it again by `policy` while it fails without an answer within
+    /// ``RetryPolicy/connectionFailureWindow``: a connection refused or reset, a server restarting
+    /// or a network coming back. A request that failed after waiting (a timeout) is not sent again,
+    /// since it already waited as long as it may; nor is one whose method is not idempotent
+    /// (RFC 9110, section 9.2.2: a `POST` that reached a server which then reset the connection may
+    /// have taken effect, such as a refresh token that the server rotated).
+    ///
+    /// Transports fail a connection at once (see ``HTTPTransport``), so these retries are the only
+    /// ones, the same whichever client library sends.
+    ///
+    /// - Parameters:
+    ///   - request: The request; its ``HTTPRequest/timeout`` bounds each attempt.
+    ///   - policy: How often, and how long apart, to try.
+    ///   - logger: Where each retry is logged (at `info`), if anywhere.
+    /// - Throws: The last attempt's error.
+    public func send(_ request: HTTPRequest, retrying policy: RetryPolicy, logger: Logger? = nil) async throws -> HTTPResponse {
+        let repeatable = RetryPolicy.idempotentMethods.contains(request.method.uppercased())
+        var attempt = 1
+        while true {
+            let sentAt = ContinuousClock.now
+            do {
+                return try await send(request)
+            } catch let error as StreamCacheError where error.code == .originUnavailable && repeatable && attempt < policy.maxAttempts
+                && ContinuousClock.now - sentAt < RetryPolicy.connectionFailureWindow {
+                attempt += 1
+                logger?.info("retrying after a failed connection", metadata: ["host": "\(request.url.host ?? "?")", "error": "\(error.message)"])
+                try await Task.sleep(for: policy.backoff(beforeAttempt: attempt))
+            }
+        }
+    }
+}
