@@ -132,6 +132,16 @@ public final class TestOrigin: @unchecked Sendable {
         if listening { try startListening() }
     }
 
+    /// Starts accepting connections after `delay`: a server made with `listening: false` that is
+    /// down for that long. Cancel the task to keep it down.
+    @discardableResult
+    public func startListening(after delay: Duration) -> Task<Void, any Error> {
+        Task {
+            try await Task.sleep(for: delay)
+            try startListening()
+        }
+    }
+
     /// Starts accepting connections on ``port``: a server made with `listening: false` comes up.
     public func startListening() throws {
         // Under the lock: once `stop()` marked the server stopped, the descriptor may be closed.

@@ -394,10 +394,7 @@ import Testing
         let data = TestData.random(count: 300_000, seed: 24)
         server.setFile(Self.path, data: data)
         // Up between the default policy's third and fourth attempts (at 0.3 and 0.7 s).
-        let comesUp = Task {
-            try await Task.sleep(for: .milliseconds(450))
-            try server.startListening()
-        }
+        let comesUp = server.startListening(after: .milliseconds(450))
         defer { comesUp.cancel() }
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
             let url = server.url(Self.path)

@@ -140,7 +140,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     }
 
     /// A connection that cannot be set up fails the request at once, without the transport trying
-    /// again (``HTTPOrigin`` retries by its policy, for every transport alike): here the origin
+    /// again (callers retry with `send(_:retrying:)`, for every transport alike): here the origin
     /// comes up a second later, and the request must not have waited for it. AsyncHTTPClient's own
     /// retries went on until its connect timeout.
     @Test(arguments: TransportKind.allCases)
@@ -148,10 +148,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin(listening: false)
         defer { server.stop() }
         server.setFile("/x", data: Data("up".utf8))
-        let comesUp = Task {
-            try await Task.sleep(for: TestTiming.time(.seconds(1)))
-            try server.startListening()
-        }
+        let comesUp = server.startListening(after: TestTiming.time(.seconds(1)))
         defer { comesUp.cancel() }
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/x"), timeout: .seconds(20)))
@@ -172,10 +169,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin(listening: false)
         defer { server.stop() }
         server.setFile("/x", data: Data("up".utf8))
-        let comesUp = Task {
-            try await Task.sleep(for: .milliseconds(450))
-            try server.startListening()
-        }
+        let comesUp = server.startListening(after: .milliseconds(450))
         defer { comesUp.cancel() }
         let transport = kind.make()
         do {
