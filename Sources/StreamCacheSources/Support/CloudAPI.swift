@@ -6,8 +6,8 @@ import Foundation
 import StreamCache
 
 /// JSON calls to a cloud service's REST API with its access token: one refresh and retry after a
-/// 401, a refused or reset connection tried again (not for a `POST`), HTTP statuses turned into ``StreamCache/StreamCacheError``s that name the service and
-/// never quote a token or a signed URL.
+/// 401, a refused or reset connection tried again (not for a `POST`), HTTP statuses turned into
+/// ``StreamCache/StreamCacheError``s that name the service and never quote a token or a signed URL.
 struct CloudAPI: Sendable {
     let service: String
     let credentials: TokenCredentials
