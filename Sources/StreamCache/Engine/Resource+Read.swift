@@ -164,6 +164,10 @@ extension Resource {
     }
 
     func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
+        // Until the reader is registered below (in the same turn as the load's end), a removal
+        // must wait: see ``removeIfIdle()``.
+        readsStarting += 1
+        defer { readsStarting -= 1 }
         try await ensureLoaded()
         let id = makeID()
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,

@@ -44,6 +44,9 @@ public actor Resource {
     /// The data file's path while ``closeFileIfIdle()`` has closed it; the next use reopens it.
     var closedFilePath: String?
     var loadTask: Task<Void, any Error>?
+    /// Reads that wait for the resource to load before they count as readers: a removal meanwhile
+    /// would leave them a resource without a data file.
+    var readsStarting = 0
     /// The resource's info, once a request has told it.
     public internal(set) var info: ResourceInfo? {
         didSet { infoSnapshot.withLock { $0 = info } }
@@ -279,9 +282,11 @@ public actor Resource {
     }
 
     /// Forgets the in-memory state and deletes the resource from the store, if nothing is using it.
-    /// Called by eviction and removal.
+    /// Called by eviction and removal. A load in progress or a read still starting counts as a
+    /// use: between a read's load and its start, a removal left it with no data file (a 502 in a
+    /// stress run of the proxy with eviction running all along).
     func removeIfIdle() async -> Bool {
-        guard !isActive else { return false }
+        guard !isActive, readsStarting == 0, loadTask == nil else { return false }
         isLoaded = false
         entryID = nil
         file = nil
