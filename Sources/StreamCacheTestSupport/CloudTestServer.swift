@@ -58,6 +58,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var links: [String: Link] = [:]
         var linksIssued = 0
         var records: [Record] = []
+        var apiFailures: (count: Int, status: Int, retryAfter: String?) = (0, 503, nil)
     }
 
     private let state = Locked(State())
@@ -115,6 +116,12 @@ public final class CloudTestServer: @unchecked Sendable {
         state.withLock { state in
             for token in state.accessTokens.keys { state.accessTokens[token] = .some(bytes) }
         }
+    }
+
+    /// Answers the next `count` API calls (not downloads, not the token endpoint) with `status`
+    /// and, when given, `Retry-After`: a service that rate-limits (429) or is briefly down (503).
+    public func failAPICalls(_ count: Int, status: Int, retryAfter: String? = nil) {
+        state.withLock { $0.apiFailures = (count, status, retryAfter) }
     }
 
     /// The refresh token the token endpoint accepts.
@@ -188,6 +195,16 @@ public final class CloudTestServer: @unchecked Sendable {
             }
             if (link.remaining ?? 1) <= 0 { return empty(.gone) }
             return download(fileID: link.fileID, range: range, link: String(parts[1]), authorization: authorization, record: record)
+        }
+
+        if path != "/oauth/token", let failure = state.withLock({ state -> (status: Int, retryAfter: String?)? in
+            guard state.apiFailures.count > 0 else { return nil }
+            state.apiFailures.count -= 1
+            return (state.apiFailures.status, state.apiFailures.retryAfter)
+        }) {
+            var headers: HTTPFields = [:]
+            if let retryAfter = failure.retryAfter { headers[.retryAfter] = retryAfter }
+            return empty(HTTPResponse.Status(code: failure.status), headers)
         }
 
         if path == "/oauth/token" {

@@ -112,6 +112,31 @@ import Testing
         }
     }
 
+    /// Rate limits and brief outages of a service's API (429 or 503 with `Retry-After`, as each
+    /// documents them) are waited out: two in a row still resolve the file. A service down for
+    /// longer than the retry policy waits is `originUnavailable`, naming the service and the status.
+    @Test(arguments: services)
+    func aRateLimitedAPIIsTriedAgain(service: String) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: TestData.random(count: 1000))
+            let source = try environment.source(service, path: "/Music/song.mp3")
+            environment.server.failAPICalls(2, status: 429, retryAfter: "0")
+            #expect(try await source.resolve().size == 1000)
+            #expect(environment.server.records.filter { $0.status == 429 }.count == 2)
+            // Down for longer than the policy's five attempts (0.1 + 0.2 + 0.4 + 0.8 s apart).
+            environment.server.failAPICalls(100, status: 503)
+            do {
+                _ = try await environment.source(service, path: "/Music/song.mp3").resolve()
+                Issue.record("a service down for good must fail the call")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .originUnavailable)
+                #expect(error.httpStatus == 503)
+                #expect(error.message.contains("HTTP 503"), "\(error.message)")
+            }
+            environment.server.failAPICalls(0, status: 503)
+        }
+    }
+
     /// A rejected token that cannot be refreshed is `authenticationFailed`, with no token in the message.
     @Test(arguments: services)
     func aRejectedTokenIsAClearError(service: String) async throws {

@@ -238,11 +238,7 @@ public struct HTTPOrigin: Origin {
                                            httpStatus: response.status, range: range)
                 }
                 attempt += 1
-                var wait = configuration.retry.backoff(beforeAttempt: attempt)
-                if let retryAfter = response.headers["Retry-After"].flatMap({ Int64($0.trimmingWhitespace()) }) {
-                    wait = min(.seconds(retryAfter), configuration.retry.maxBackoff)
-                }
-                try await Task.sleep(for: wait)
+                try await Task.sleep(for: configuration.retry.wait(beforeAttempt: attempt, retryAfter: response.headers["Retry-After"]))
             default:
                 throw StreamCacheError(.badResponse, "The origin answered with an unexpected HTTP \(response.status).", httpStatus: response.status, range: range)
             }

@@ -6,19 +6,24 @@ import Foundation
 import StreamCache
 
 /// JSON calls to a cloud service's REST API with its access token: one refresh and retry after a
-/// 401, a refused or reset connection tried again (not for a `POST`), HTTP statuses turned into
-/// ``StreamCache/StreamCacheError``s that name the service and never quote a token or a signed URL.
+/// 401; a refused or reset connection (not for a `POST`) and a 429 or 5xx answer tried again by
+/// `retry` (every service documents 429 or 503 with `Retry-After` for rate limits); HTTP statuses
+/// turned into ``StreamCache/StreamCacheError``s that name the service and never quote a token or
+/// a signed URL.
 struct CloudAPI: Sendable {
     let service: String
     let credentials: TokenCredentials
     let transport: any HTTPTransport
     let timeout: Duration
+    let retry: RetryPolicy
 
-    init(service: String, credentials: TokenCredentials, transport: any HTTPTransport, timeout: Duration = .seconds(30)) {
+    init(service: String, credentials: TokenCredentials, transport: any HTTPTransport, timeout: Duration = .seconds(30),
+         retry: RetryPolicy = RetryPolicy()) {
         self.service = service
         self.credentials = credentials
         self.transport = transport
         self.timeout = timeout
+        self.retry = retry
     }
 
     /// Sends a request with the token and decodes the JSON answer.
@@ -35,13 +40,14 @@ struct CloudAPI: Sendable {
     /// Sends a request with the token and returns the body of a 2xx answer.
     func send(method: String = "GET", url: URL, headers: HTTPHeaders = [:], body: Data? = nil) async throws -> Data {
         var refreshed = false
+        var attempt = 1
         while true {
             let authorization = try await credentials.authorizationHeaders()
             var requestHeaders = headers
             requestHeaders.merge(authorization)
             if requestHeaders["Accept"] == nil { requestHeaders["Accept"] = "application/json" }
             let response = try await transport.send(HTTPRequest(method: method, url: url, headers: requestHeaders, body: body, timeout: timeout),
-                                                    retrying: RetryPolicy())
+                                                    retrying: retry)
             let data = try await response.body.collect(upTo: 8 << 20)
             switch response.status {
             case 200..<300:
@@ -57,8 +63,12 @@ struct CloudAPI: Sendable {
                 // Dropbox reports a missing path as 409 `path/not_found`.
                 throw StreamCacheError(.notFound, "\(service) has no such file or folder (\(url.redactedDescription)).", httpStatus: response.status)
             case 429, 500...599:
-                throw StreamCacheError(.originUnavailable, "\(service) is unavailable (HTTP \(response.status)); try again later.",
-                                       httpStatus: response.status)
+                guard attempt < retry.maxAttempts else {
+                    throw StreamCacheError(.originUnavailable, "\(service) is unavailable (HTTP \(response.status)); try again later.",
+                                           httpStatus: response.status)
+                }
+                attempt += 1
+                try await Task.sleep(for: retry.wait(beforeAttempt: attempt, retryAfter: response.headers["Retry-After"]))
             default:
                 throw StreamCacheError(.badResponse, "\(service) answered HTTP \(response.status) to \(url.redactedDescription).",
                                        httpStatus: response.status)
