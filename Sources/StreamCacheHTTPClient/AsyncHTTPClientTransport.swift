@@ -82,9 +82,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         clientConfiguration.httpVersion = .http1Only
         clientConfiguration.connectionPool.preWarmedHTTP1ConnectionCount = max(0, configuration.spareConnectionsPerHost)
         // A connection that cannot be set up fails its request at once, as URLSession's does, and
-        // the caller retries it by its policy (`send(_:retrying:)`). The client's own retries went on until the
-        // connect timeout: a player offline, or with its origin down, waited 10 s for each read
-        // of bytes not in the cache.
+        // the caller retries it by its policy (`send(_:retrying:)`). The client's own retries went
+        // on until the connect timeout: a player offline, or with its origin down, waited 10 s for
+        // each read of bytes not in the cache.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
