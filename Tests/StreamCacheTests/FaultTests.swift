@@ -386,6 +386,30 @@ import Testing
         }
     }
 
+    /// A `Retry-After` may name a date instead of seconds (RFC 9110, section 10.2.3): the retry
+    /// waits until then, where it used to take the policy's short back-off (10 ms here) and
+    /// come back too early.
+    @Test func aRetryAfterDateIsWaitedFor() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 50_000, seed: 25)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, index in
+            guard index == 0 else { return nil }
+            // Two seconds on from the current whole second: between one and two from now.
+            let date = HTTPDate.format(secondsSince1970: Int64(Date().timeIntervalSince1970) + 2)
+            return .status(503, headers: ["Retry-After": date])
+        }
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: server.url(Self.path)), origin: origin(server))
+            let read = try await song.read(from: 0).collect()
+            #expect(read == data)
+        }
+        let requests = server.requests
+        try #require(requests.count == 2)
+        let waited = requests[1].interval.lowerBound - requests[0].interval.upperBound
+        #expect(waited >= .milliseconds(900), "the retry came \(waited) after the 503")
+    }
+
     /// A refused connection is tried again by the retry policy, so an origin that is down for a
     /// moment (a server restarting) still serves the read, whichever the transport.
     @Test(arguments: TransportKind.allCases)

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// How often and how patiently an origin request is retried after a transient failure
 /// (a connection refused or reset: see ``HTTPTransport/send(_:retrying:logger:)``; 5xx, 429; a
 /// body that broke off).
@@ -32,10 +38,19 @@ public struct RetryPolicy: Sendable, Hashable {
     static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PROPFIND"]
 
     /// The wait before attempt number `attempt` after an answer that failed for now (429, 5xx):
-    /// its `Retry-After` seconds when it gives them, within ``maxBackoff``, else the back-off.
-    public func wait(beforeAttempt attempt: Int, retryAfter header: String?) -> Duration {
-        guard let seconds = header.flatMap({ Int64($0.trimmingWhitespace()) }), seconds >= 0 else { return backoff(beforeAttempt: attempt) }
-        return min(.seconds(seconds), maxBackoff)
+    /// what its `Retry-After` asks for, within ``maxBackoff``, else the back-off. The header gives
+    /// either seconds or a date (RFC 9110, section 10.2.3); a date is counted from `now` (seconds
+    /// since 1970, the system's clock by default), and one already past means at once.
+    public func wait(beforeAttempt attempt: Int, retryAfter header: String?, now: Double? = nil) -> Duration {
+        guard let header else { return backoff(beforeAttempt: attempt) }
+        if let seconds = Int64(header.trimmingWhitespace()), seconds >= 0 {
+            return min(.seconds(seconds), maxBackoff)
+        }
+        let now = now ?? Date().timeIntervalSince1970
+        guard let date = HTTPDate.secondsSince1970(parsing: header, now: Int64(now.rounded(.down))) else {
+            return backoff(beforeAttempt: attempt)
+        }
+        return min(.seconds(max(0, Double(date) - now)), maxBackoff)
     }
 
     /// The wait before attempt number `attempt` (2 for the first retry): exponential, capped.

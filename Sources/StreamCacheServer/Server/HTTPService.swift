@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// Foundation date formatter; the proxy routes by itself, and that formatter (with the rest of
 /// the Hummingbird module, which links the full Foundation on Linux) loads ICU and several MiB
 /// of libraries into a process that has no other use for them. This adds the `Date` header with
-/// ``HTTPDate`` and answers 500 for a responder that throws.
+/// ``CurrentHTTPDate`` and answers 500 for a responder that throws.
 package enum HTTPService {
     /// Answers one request; `channel` is the connection it arrived on.
     package typealias Responder = @Sendable (Request, any Channel) async throws -> Response
@@ -21,7 +21,7 @@ package enum HTTPService {
     package static func make(address: BindAddress, http1: HTTP1Channel.Configuration = .init(), eventLoopGroup: any EventLoopGroup,
                              logger: Logger, respond: @escaping Responder,
                              onServerRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
-        let date = HTTPDate()
+        let date = CurrentHTTPDate()
         return try HTTPServerBuilder.http1(configuration: http1).buildServer(
             configuration: ServerConfiguration(address: address, serverName: nil),
             eventLoopGroup: eventLoopGroup,
