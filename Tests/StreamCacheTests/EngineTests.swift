@@ -413,6 +413,68 @@ import Testing
 }
 
 extension EngineTests {
+    /// A subscriber that reads nothing while a download reports hundreds of chunks (a user
+    /// interface whose main thread was busy) still gets every event but the progress that later
+    /// events restate: each download's start and end, the info, the final totals. With a buffer
+    /// that dropped the oldest events, the first download's start and the info were lost.
+    @Test func aSlowSubscriberLosesOnlyProgress() async throws {
+        let size = 24_000_000
+        let (server, data) = try makeOrigin(size: size)
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let events = await song.events()
+            try await song.prefetch()
+            await song.flush()
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            let reading = Task {
+                var received: [ResourceEvent] = []
+                for await event in events {
+                    received.append(event)
+                    if case .committed(let spans) = event, spans.coveredByteCount == Int64(size) { break }
+                }
+                return received
+            }
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(30))
+                reading.cancel()
+            }
+            let received = await reading.value
+            timeout.cancel()
+
+            // The first download starts before its answer tells the info.
+            guard case .downloadStarted(let first) = received.first, first.lowerBound == 0 else {
+                Issue.record("the first event is not the first download's start: \(received.prefix(3))")
+                return
+            }
+            #expect(received.contains { if case .infoKnown(let info) = $0 { info.totalLength == Int64(size) } else { false } })
+            let started = received.filter { if case .downloadStarted = $0 { true } else { false } }
+            let ended = received.filter { if case .downloadEnded = $0 { true } else { false } }
+            #expect(!started.isEmpty && started.count == ended.count, "\(started.count) downloads started, \(ended.count) ended")
+            let cached = received.compactMap { event -> (range: ByteRange, total: Int64)? in
+                if case .bytesCached(let range, let total) = event { (range, total) } else { nil }
+            }
+            #expect(cached.last?.total == Int64(size))
+            #expect(cached.reduce(0) { $0 + $1.range.count } < Int64(size), "no progress was dropped: the subscriber never fell behind")
+            #expect(received.count <= ResourceEvents.capacity + started.count + ended.count + 1)
+        }
+    }
+
+    /// Cancelling the task that waits for events ends the sequence, as it does an `AsyncStream`.
+    @Test(.timeLimit(.minutes(1))) func cancellingTheWatcherEndsItsEvents() async throws {
+        let (server, _) = try makeOrigin(size: 1000)
+        try await withTemporaryCache { cache in
+            let events = await resource(cache, server).events()
+            let watcher = Task {
+                var count = 0
+                for await _ in events { count += 1 }
+                return count
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            watcher.cancel()
+            #expect(await watcher.value == 0)
+        }
+    }
+
     /// A prefetch of many segments completes (each wake-up is progress, not a failed re-plan).
     @Test func prefetchOfALargeResourceCompletes() async throws {
         let (server, data) = try makeOrigin(size: 40_000_000)

@@ -187,7 +187,7 @@ import Testing
     /// Dropping a subscription lets the resource go again.
     @Test func anEndedSubscriptionNoLongerHoldsTheResource() async throws {
         try await Self.withCache(recent: 0, files: 4, seed: 900) { cache, server, files async throws in
-            var events: AsyncStream<ResourceEvent>? = await Self.resource(cache, server, files[0].path).events()
+            var events: ResourceEvents? = await Self.resource(cache, server, files[0].path).events()
             #expect(events != nil)
             #expect(cache.existingResource(for: Self.key(server, files[0].path)) != nil)
             events = nil

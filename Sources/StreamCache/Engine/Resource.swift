@@ -88,7 +88,8 @@ public actor Resource {
     /// Set by ``cancelDownloads()`` when the cache shuts down: no new download starts by itself.
     var isShuttingDown = false
 
-    var eventContinuations: [Int: AsyncStream<ResourceEvent>.Continuation] = [:]
+    /// The subscribers of ``events()``, by an identifier of the resource's.
+    var eventMailboxes: [Int: EventMailbox] = [:]
     /// Running totals for this resource since it was last made in memory (see
     /// ``StreamCache/existingResource(for:)``): the cache keeps a resource while it is used or
     /// recently asked for, and a caller that holds it keeps it too.
@@ -153,24 +154,20 @@ public actor Resource {
     /// the same step as that reader's end, so an idle resource stays idle until it is read again.
     public var isIdle: Bool { readers.isEmpty && downloads.isEmpty }
 
-    /// A stream of what happens to this resource from now on: info, cached bytes, downloads, errors.
-    /// It buffers the newest 256 events for a slow consumer.
-    public func events() -> AsyncStream<ResourceEvent> {
+    /// What happens to this resource from now on: info, cached bytes, downloads, errors. A slow
+    /// consumer misses none of them but progress that later events restate (see
+    /// ``ResourceEvents``); the resource stays in memory while it is watched.
+    public func events() -> ResourceEvents {
         let id = makeID()
-        let (stream, continuation) = AsyncStream<ResourceEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
-        eventContinuations[id] = continuation
-        // The subscription holds the resource (which stays in memory while it is watched) until
-        // the subscriber ends it or drops the stream.
-        continuation.onTermination = { _ in
-            Task { await self.removeEventContinuation(id) }
-        }
-        return stream
+        let mailbox = EventMailbox()
+        eventMailboxes[id] = mailbox
+        return ResourceEvents(subscription: ResourceEvents.Subscription(resource: self, id: id, mailbox: mailbox))
     }
 
-    private func removeEventContinuation(_ id: Int) { eventContinuations[id] = nil }
+    func removeEventMailbox(_ id: Int) { eventMailboxes[id] = nil }
 
     func emit(_ event: ResourceEvent) {
-        for continuation in eventContinuations.values { continuation.yield(event) }
+        for mailbox in eventMailboxes.values { mailbox.post(event) }
     }
 
     func makeID() -> Int {
