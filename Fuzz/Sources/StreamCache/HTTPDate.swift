@@ -1,0 +1,1 @@
+../../../Sources/StreamCache/Model/HTTPDate.swift
