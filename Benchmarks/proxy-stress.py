@@ -7,6 +7,7 @@ the same cache, with a cache limit smaller than the files so that eviction runs 
 
   python3 Benchmarks/proxy-stress.py [--seconds 180] [--seed 1] [--clients 6] [--no-restarts]
                                      [--origin http://127.0.0.1:18080/media/] [--binary PATH] [--verbose]
+                                     [--revalidate-after TIME]
 
 Needs the bench origin (../shared/bench: ./origin.sh start, any profile; its `cloud` profile is on
 http://127.0.0.1:18090/media/) and a release build (swift build -c release --product streamcache).
@@ -14,7 +15,9 @@ A read passes when its Content-Range is what RFC 9110 asks of the version that a
 changing file's ETag tells which) and every byte it got equals that version's; a read cut short
 counts as an error unless the proxy was restarted or the file replaced meanwhile. At the
 end the proxy is killed once more and every file is read whole through the restarted proxy: each
-must be one version of the file, whole.
+must be one version of the file, whole. --revalidate-after is passed to `serve`; with 0, the final
+read of the changing file must be its newest version. "older version" counts the reads of it
+that were answered with a version older than the newest one published before they were sent.
 Prints one line of counts; exits 1 on any wrong byte, unexplained error or failed final read.
 """
 import argparse, os, random, signal, socket, subprocess, sys, threading, time
@@ -31,6 +34,7 @@ ap.add_argument("--binary", default=None)
 ap.add_argument("--port", type=int, default=18096)
 ap.add_argument("--cache-limit", default="120MB")
 ap.add_argument("--verbose", action="store_true", help="the proxy logs every request and download (serve.log)")
+ap.add_argument("--revalidate-after", default=None, help="passed to serve: how long the origin's word on a version holds")
 args = ap.parse_args()
 binary = args.binary or release_binary()
 state = "/tmp/streamcache-stress"
@@ -40,7 +44,7 @@ versions = {name: [open(os.path.join(args.media, name), "rb").read()] for name i
 versions[changing] = []
 changing_tags = []  # nginx's ETag of each version of the changing file: "mtime-length" in hex
 lock = threading.Lock()
-counts = {"complete": 0, "left early": 0, "cut by a restart": 0, "cut by a new version": 0,
+counts = {"complete": 0, "left early": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
           "bytes": 0, "wrong": 0, "restarts": 0, "new versions": 0, "errors": {}}
 epoch = {"restarts": 0, "restarting": False, "versions": 0}
 proxy = None
@@ -70,7 +74,8 @@ def start_proxy():
     proxy = subprocess.Popen([binary, "serve", "--port", str(args.port), "--cache-dir", state + "/cache",
                               "--control-token-file", state + "/token", "--folder", args.origin,
                               "-H", "Authorization: Bearer testtoken", "--url-token", "tok",
-                              "--max-cache-size", args.cache_limit] + (["-v"] if args.verbose else []),
+                              "--max-cache-size", args.cache_limit] + (["-v"] if args.verbose else [])
+                             + (["--revalidate-after", args.revalidate_after] if args.revalidate_after else []),
                              stdout=log, stderr=log)
     wait_port(args.port)
 
@@ -127,6 +132,7 @@ def read_once(rng):
     with lock:
         newest = versions[name][-1]
         restarts, version_count = epoch["restarts"], epoch["versions"]
+        published = len(changing_tags)  # versions on disk (or about to be) before the request
     # Drawn on the newest version's length: an older one, cached whole, may answer instead.
     header = pick_range(rng, len(newest))
     leave_early = rng.random() < 0.5
@@ -162,6 +168,8 @@ def read_once(rng):
                 if tag not in changing_tags:
                     raise OSError(f"an ETag of no version: {tag}")
                 served = changing_tags.index(tag)
+                if served < published - 1:
+                    counts["older version"] += 1
         with lock:
             data = versions[name][served]
         if status == 416 and name == changing and header and expected_span(header, len(data))[0] >= len(data):
@@ -253,10 +261,14 @@ def main():
     for name in files + [changing]:
         whole = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{args.port}/tok/{name}"],
                                capture_output=True, timeout=300).stdout
-        # A file cached whole is served without asking the origin (offline replay), so the changing
-        # file may come back as any version it had; it must be one of them, all of it.
+        # A file cached whole is served without asking the origin (offline replay) unless
+        # --revalidate-after is given, so the changing file may come back as any version it had;
+        # it must be one of them, all of it.
         matches = [number for number, data in enumerate(versions[name]) if whole == data]
         final_ok = final_ok and bool(matches)
+        if args.revalidate_after in ("0", "0s") and name == changing:
+            # Asking the origin before cached bytes are served: the newest, whatever was cached.
+            final_ok = final_ok and matches[-1:] == [len(versions[name]) - 1]
         verdict = f"identical to version {matches[-1] + 1} of {len(versions[name])}" if matches else f"DIFFERENT ({len(whole)} bytes)"
         print(f"final whole read of {name}: {verdict}", flush=True)
     proxy.terminate()

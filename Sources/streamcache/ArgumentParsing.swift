@@ -54,4 +54,18 @@ enum ArgumentParsing {
         guard bytes < 9e18 else { throw ValidationError("'\(text)' is too large.") }
         return Int64(bytes)
     }
+
+    /// A length of time such as `90`, `90s`, `15m`, `2h`, `1.5d` or `0` (a bare number is seconds).
+    static func duration(_ text: String) throws -> Duration {
+        let trimmed = text.trimmingWhitespace()
+        let digits = trimmed.prefix { $0.isNumber || $0 == "." }
+        let unit = trimmed.dropFirst(digits.count).trimmingWhitespace().lowercased()
+        let multipliers: [String: Double] = ["": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400]
+        guard let number = Double(digits), number >= 0, let multiplier = multipliers[unit] else {
+            throw ValidationError("'\(text)' is not a length of time such as 90s, 15m, 2h or 1d.")
+        }
+        let seconds = number * multiplier
+        guard seconds < 1e12 else { throw ValidationError("'\(text)' is too long.") }
+        return .milliseconds(Int64((seconds * 1000).rounded()))
+    }
 }

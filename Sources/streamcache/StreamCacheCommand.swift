@@ -35,15 +35,23 @@ struct DownloadOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Origin connections one long download may use at once (1-16).", valueName: "N"))
     var connections: Int = 4
 
+    @Option(name: .customLong("revalidate-after"),
+            help: ArgumentHelp("Ask the origin whether cached bytes are still its current version when its last word is older than this (90s, 15m, 2h, 1d).",
+                               discussion: "One request for the first byte before cached bytes are served; a changed file is fetched anew. When the origin cannot be reached, the cached bytes are served. Default: never (a file cached whole makes no request).",
+                               valueName: "time"),
+            transform: ArgumentParsing.duration)
+    var revalidateAfter: Duration?
+
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
     }
 
-    /// Sets the connections per download. A command that is the process's only reader (`get`,
+    /// Sets the connections per download and how long the origin's word on a version holds. A command that is the process's only reader (`get`,
     /// `prefetch`) passes `sharesOrigins: false`: no player's request competes with its parts,
     /// so they may use every connection the transport opens to a host.
     func apply(to configuration: inout StreamCache.Configuration, sharesOrigins: Bool) {
         configuration.parallelDownloads = connections
+        configuration.revalidationInterval = revalidateAfter
         if !sharesOrigins { configuration.connectionsKeptForReaders = nil }
     }
 }

@@ -67,6 +67,16 @@ import Testing
             // 2026-11-21 10:00:00.500 UTC
             #expect(abs(entry.lastAccessedAt.timeIntervalSince1970 - 1_795_255_200.5) < 0.001)
             #expect(try await store.totalCachedBytes() == 3072)
+            // The column for the origin's word came in place, without a new schema version, so
+            // the StreamCache that wrote the index can still open it.
+            #expect(entry.verifiedAt == nil)
+            let confirmed = Date(timeIntervalSince1970: 1_795_300_000.25)
+            try await store.recordVerification(resourceID: entry.id, at: confirmed)
+            #expect(try await store.entry(for: key)?.verifiedAt == confirmed)
+            let version = try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).read { db in
+                try Int.fetchOne(db, sql: "PRAGMA user_version")
+            }
+            #expect(version == 1)
 
             // It is written to as any index: a new span, then the resource's removal with its spans.
             try await store.commit(resourceID: entry.id, spans: RangeSet([ByteRange(0, 4096)]), file: try DataFile(path: entry.dataPath))

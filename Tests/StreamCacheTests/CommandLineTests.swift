@@ -12,6 +12,8 @@ import Testing
         ["get", "http://127.0.0.1:1/a", "-H", "Bad Name: x"],
         ["get", "http://127.0.0.1:1/a", "--range", "10-5"],
         ["get", "http://127.0.0.1:1/a", "--range", "abc"],
+        ["get", "http://127.0.0.1:1/a", "--revalidate-after", "soon"],
+        ["get", "http://127.0.0.1:1/a", "--revalidate-after", "-5m"],
     ])
     func malformedInputIsAUsageError(arguments: [String]) async throws {
         try await withTemporaryDirectory { directory in
@@ -19,6 +21,29 @@ import Testing
             #expect(result.status == 64)
             #expect(result.stderr.hasPrefix("Error: "))
             #expect(!result.stderr.contains("Fatal error"))
+        }
+    }
+
+    /// `--revalidate-after`: a second `get` in another process finds the file replaced at the
+    /// origin and writes the new bytes; without it, the cached file is written with no request.
+    @Test func getWithRevalidationWritesTheNewVersionOfAReplacedFile() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 300_000, seed: 82)
+        let new = TestData.random(count: 310_000, seed: 83)
+        server.setFile("/r.mp3", data: old, entityTag: "\"v1\"")
+        try await withTemporaryDirectory { directory in
+            let url = server.url("/r.mp3").absoluteString
+            let first = try await CommandLineTool.run(["get", url, "--cache-dir", directory.path, "--revalidate-after", "1h"])
+            #expect(first.status == 0 && first.stdout == old)
+            server.setFile("/r.mp3", data: new, entityTag: "\"v2\"")
+            server.resetRecords()
+            let trusted = try await CommandLineTool.run(["get", url, "--cache-dir", directory.path, "--revalidate-after", "1h"])
+            #expect(trusted.status == 0 && trusted.stdout == old)
+            #expect(server.requests.isEmpty, "the origin's word of the first process holds for an hour")
+            let checked = try await CommandLineTool.run(["get", url, "--cache-dir", directory.path, "--revalidate-after", "0s"])
+            #expect(checked.status == 0)
+            #expect(TestData.sha256(checked.stdout) == TestData.sha256(new))
+            #expect(server.requests.first?.range == "bytes=0-0")
         }
     }
 

@@ -46,6 +46,28 @@ import Testing
         try await Curl.fetch(url, arguments)
     }
 
+    /// With a revalidation interval, a player's request for a file cached whole but replaced at
+    /// the origin gets the new version's headers and bytes, not the old ones the cache knew.
+    @Test func aReplacedFileIsAnsweredWithItsNewVersionOnceTheWordIsOld() async throws {
+        try await Self.withProxy(configure: { $0.revalidationInterval = .zero }) { server, origin in
+            let old = TestData.random(count: 700_000, seed: 311)
+            let new = TestData.random(count: 650_000, seed: 312)
+            origin.setFile("/music/track.mp3", data: old, entityTag: "\"v1\"", contentType: "audio/mpeg")
+            let url = server.url(for: server.register(url: origin.url("/music/track.mp3"), headers: ["Authorization": Self.secret]))
+            #expect(TestData.sha256(try await Self.curl(url).body) == TestData.sha256(old))
+            origin.setFile("/music/track.mp3", data: new, entityTag: "\"v2\"", contentType: "audio/mpeg")
+
+            let probe = try await Self.curl(url, ["-r", "0-1"])
+            #expect(probe.status == 206)
+            #expect(probe.headers["content-range"] == "bytes 0-1/650000")
+            #expect(probe.headers["etag"] == "\"v2\"")
+            #expect(probe.body == new.prefix(2))
+            let whole = try await Self.curl(url)
+            #expect(whole.headers["content-length"] == "650000")
+            #expect(TestData.sha256(whole.body) == TestData.sha256(new))
+        }
+    }
+
     /// Cached bytes go out with `sendfile`: exact bytes, whole and in ranges, all through the
     /// zero-copy path; clients that leave mid-body leave no file descriptor behind.
     @Test func bytesGoOutWithSendfileAndClientsThatLeaveLeakNothing() async throws {

@@ -568,6 +568,7 @@ extension Resource {
                 storeInfo(newInfo)
             }
         }
+        markVerified()
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
         download.position = response.offset

@@ -49,6 +49,7 @@ extension Resource {
     /// with ``read(_:)``). Counts as a read served from the cache.
     public func cachedRegion(_ range: ByteRange) async throws -> CachedRegion? {
         try await ensureLoaded()
+        await revalidateIfDue()
         guard !range.isEmpty, available.contains(range), let file else { return nil }
         statistics.reads += 1
         statistics.bytesServedFromCache += range.count
@@ -66,6 +67,7 @@ extension Resource {
     ///   (`badResponse`), `CancellationError` when cancelled.
     public func loadInfo(near offset: Int64 = 0) async throws -> ResourceInfo {
         try await ensureLoaded()
+        await revalidateIfDue()
         if let info, info.totalLength != nil { return info }
         var probe = read(ByteRange(max(0, offset), max(0, offset) + 1)).makeAsyncIterator()
         _ = try await probe.next()
@@ -169,6 +171,7 @@ extension Resource {
         readsStarting += 1
         defer { readsStarting -= 1 }
         try await ensureLoaded()
+        await revalidateIfDue()
         let id = makeID()
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,
                                   pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))

@@ -22,7 +22,7 @@ extension Resource {
         var expected = current
         expected.validator = version
         if let totalLength { expected.totalLength = totalLength }
-        guard !current.isSameVersion(as: expected) else { return }
-        try resetForNewVersion(expected)
+        if !current.isSameVersion(as: expected) { try resetForNewVersion(expected) }
+        markVerified()
     }
 }

@@ -88,6 +88,15 @@ public actor Resource {
     /// Set by ``cancelDownloads()`` when the cache shuts down: no new download starts by itself.
     var isShuttingDown = false
 
+    /// When the origin last confirmed the cached version, and when asking it last failed; kept
+    /// off the actor so that a server can tell at once whether a read must ask first (see
+    /// ``isRevalidationDue``).
+    nonisolated let verification = Locked(Verification())
+    /// The question to the origin in flight, which every read that comes meanwhile waits for.
+    var revalidation: Task<Void, Never>?
+    /// When ``verification`` was last written to the index (at most every few seconds).
+    var verificationStoredAt: ContinuousClock.Instant?
+
     /// The subscribers of ``events()``, by an identifier of the resource's.
     var eventMailboxes: [Int: EventMailbox] = [:]
     /// Running totals for this resource since it was last made in memory (see
@@ -242,6 +251,7 @@ public actor Resource {
             info = entry.info
             available = entry.spans
             committed = entry.spans
+            verification.withLock { $0.confirmedAt = entry.verifiedAt }
         } else {
             // The row is created by the first commit (``performCommit()``), off the read path.
             file = try DataFile(path: store.dataPath(for: key))
@@ -257,6 +267,7 @@ public actor Resource {
         guard isLoaded else { return nil }
         if entryID == nil { entryID = entry.id }
         if let info, info != entry.info { try await store.updateInfo(resourceID: entry.id, info: info) }
+        if let confirmedAt = verification.withLock({ $0.confirmedAt }) { try await store.recordVerification(resourceID: entry.id, at: confirmedAt) }
         return entryID
     }
 

@@ -118,6 +118,25 @@ extension StreamCache {
         public var minimumPlaybackReadAhead: Int64 = 32 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
+        /// How long the origin's word that the cached bytes are its current version holds. A read
+        /// that would serve cached bytes after this long first asks the origin (one request for
+        /// the first byte, compared by `ETag`, `Last-Modified` and length): a file replaced at
+        /// the origin is then dropped and fetched anew, never played from the old bytes. Every
+        /// response a download gets counts as the origin's word, so reads that download do not
+        /// ask again, and readers that start together share one question. When the origin does
+        /// not answer within ``revalidationTimeout`` or fails, the cached bytes are served (a
+        /// cache is most useful offline) and the origin is asked again on a read at least 30 s
+        /// later. The time of the last word is kept in the
+        /// index, so it holds across processes.
+        ///
+        /// `nil` (the default) trusts cached bytes until a download meets another version: a
+        /// file cached whole is then served with no request at all, which a player offline or
+        /// on a metered link may want. Cloud sources that report a file's revision (see
+        /// ``Resource/expectVersion(_:totalLength:)``) are checked whenever they are resolved.
+        public var revalidationInterval: Duration?
+        /// How long a read waits for the origin to confirm the cached version (see
+        /// ``revalidationInterval``) before it serves the cached bytes without the answer.
+        public var revalidationTimeout: Duration = .seconds(2)
         /// Whether a resource nobody reads fetches its small holes: gaps of at most
         /// ``joinDistance`` that follow cached bytes (a player that plays a stretch again reads a
         /// little further than the first time). Larger gaps, and the start of a file, are left to

@@ -31,16 +31,19 @@ struct ResourceRecord: Sendable {
     var pinned: Bool
     var createdAt: Date
     var lastAccessedAt: Date
+    /// When the origin last confirmed that the cached bytes are its current version; `nil` when
+    /// it never did, or for rows written by versions before the column existed.
+    var verifiedAt: Date?
 
     /// The columns ``init(row:)`` reads, in order.
     static let columns = """
         "id", "key", "dataFileName", "totalLength", "mimeType", "originalFileName", "acceptsByteRanges", "entityTag", \
-        "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt"
+        "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt", "verifiedAt"
         """
 
     init(id: Int64?, key: String, dataFileName: String, totalLength: Int64?, mimeType: String?, originalFileName: String?,
          acceptsByteRanges: Bool, entityTag: String?, lastModified: String?, infoKnown: Bool, cachedBytes: Int64, pinned: Bool,
-         createdAt: Date, lastAccessedAt: Date) {
+         createdAt: Date, lastAccessedAt: Date, verifiedAt: Date? = nil) {
         self.id = id
         self.key = key
         self.dataFileName = dataFileName
@@ -55,6 +58,7 @@ struct ResourceRecord: Sendable {
         self.pinned = pinned
         self.createdAt = createdAt
         self.lastAccessedAt = lastAccessedAt
+        self.verifiedAt = verifiedAt
     }
 
     /// Reads a row selected with ``columns``.
@@ -73,6 +77,7 @@ struct ResourceRecord: Sendable {
         pinned = row.bool(11)
         createdAt = Self.date(row, 12)
         lastAccessedAt = Self.date(row, 13)
+        verifiedAt = row.isNull(14) ? nil : Date(timeIntervalSince1970: row.double(14))
     }
 
     /// Inserts the record and sets its ``id``.
@@ -161,6 +166,11 @@ struct ResourceRecord: Sendable {
 /// Version 1 is the schema GRDB's migrator created under the name "v1" in earlier versions of
 /// StreamCache, statement for statement, so their caches open unchanged (their
 /// `grdb_migrations` table is left alone).
+///
+/// A nullable column that earlier versions can do without is added to version 1 in place
+/// (``additiveColumns``) rather than by a new version: every statement names its columns, so an
+/// earlier StreamCache reads and writes such an index as before, and going back to it keeps the
+/// cache instead of refusing an index of a newer version.
 enum CacheIndexSchema {
     static let version: Int64 = 1
 
@@ -203,6 +213,16 @@ enum CacheIndexSchema {
                 try connection.executeScript(version1)
                 try connection.executeScript("PRAGMA user_version = \(version)")
             }
+            let existing = Set(try connection.rows(#"PRAGMA table_info("resource")"#) { $0.text(1) })
+            for (name, definition) in additiveColumns where !existing.contains(name) {
+                try connection.execute(#"ALTER TABLE "resource" ADD COLUMN "\#(name)" \#(definition)"#)
+            }
         }
     }
+
+    /// Columns added to the `resource` table after version 1, each nullable and ignored by the
+    /// versions before it.
+    static let additiveColumns: [(name: String, definition: String)] = [
+        ("verifiedAt", "REAL"),
+    ]
 }

@@ -39,6 +39,8 @@ public final class CacheStore: Sendable {
         public var pinned: Bool
         /// When the resource was last read.
         public var lastAccessedAt: Date
+        /// When the origin last confirmed that the cached bytes are its current version, if it did.
+        public var verifiedAt: Date?
         /// The data file's path.
         public var dataPath: String
     }
@@ -148,7 +150,7 @@ public final class CacheStore: Sendable {
     private func entry(_ record: ResourceRecord, _ db: SQLiteConnection) throws -> Entry {
         let id = record.id!
         return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: try Self.spans(db, id: id), pinned: record.pinned,
-                     lastAccessedAt: record.lastAccessedAt, dataPath: dataPath(forFileName: record.dataFileName))
+                     lastAccessedAt: record.lastAccessedAt, verifiedAt: record.verifiedAt, dataPath: dataPath(forFileName: record.dataFileName))
     }
 
     /// Runs the index's write path once and rolls it back, so the first real request does not pay
@@ -206,6 +208,13 @@ public final class CacheStore: Sendable {
             guard var record = try Self.record(db, id: id) else { return }
             record.apply(info)
             try record.update(db)
+        }
+    }
+
+    /// Records that the origin confirmed resource `id`'s cached version at `date`.
+    func recordVerification(resourceID id: Int64, at date: Date) async throws {
+        try await database.write { db in
+            try db.execute(#"UPDATE "resource" SET "verifiedAt" = ? WHERE "id" = ?"#, [.real(date.timeIntervalSince1970), .integer(id)])
         }
     }
 

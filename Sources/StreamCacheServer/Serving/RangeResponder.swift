@@ -45,7 +45,8 @@ struct RangeResponder: Sendable {
         var started: StartedRead?
         var info: ResourceInfo
         do {
-            if let known = resource.knownInfo, known.totalLength != nil {
+            // A cached resource whose version is due for a check goes through the resource, which asks the origin first.
+            if let known = resource.knownInfo, known.totalLength != nil, !resource.isRevalidationDue {
                 info = known
             } else if let early = Self.rangeReadableBeforeLength(range) {
                 var iterator = resource.regions(early).makeAsyncIterator()

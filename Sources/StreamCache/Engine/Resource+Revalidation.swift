@@ -1,0 +1,138 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Asking the origin, now and then, whether the cached bytes are still its current version
+/// (``StreamCache/Configuration/revalidationInterval``).
+///
+/// A download's response already carries the origin's version, and a changed one drops the old
+/// bytes before they are served further. What no download ever checks is a range a reader gets
+/// entirely from the cache: a file cached whole would be the old version for good. So a read
+/// that starts while the origin's last word is older than the interval first asks for the
+/// file's first byte and compares the answer's version; every reader that starts meanwhile
+/// waits for the same answer.
+extension Resource {
+    /// What the resource knows of the origin's word on its version.
+    struct Verification: Sendable {
+        /// When the origin last confirmed the version the cache holds (wall-clock time: it is
+        /// kept in the index and read by later processes).
+        var confirmedAt: Date?
+        /// When asking the origin last failed or timed out.
+        var failedAt: ContinuousClock.Instant?
+
+        /// How long after a failed question the next one waits, whatever the interval: an origin
+        /// that stalls would otherwise hold up each of a player's requests for the whole timeout.
+        static let pauseAfterFailure: Duration = .seconds(30)
+
+        /// Whether a read now must ask the origin first, when its word holds for `interval`.
+        func isDue(every interval: Duration, now: Date = Date(), clock: ContinuousClock.Instant = .now) -> Bool {
+            if let failedAt, clock - failedAt < Self.pauseAfterFailure { return false }
+            guard let confirmedAt else { return true }
+            let age = now.timeIntervalSince(confirmedAt)
+            // A clock set back (age < 0) cannot vouch for the bytes either.
+            return age >= interval.timeInterval || age < 0
+        }
+    }
+
+    /// Whether a read that starts now asks the origin for its version first (see
+    /// ``StreamCache/Configuration/revalidationInterval``). Answered without waiting for the
+    /// resource: a server that finds it `false` may answer from ``knownInfo`` at once.
+    public nonisolated var isRevalidationDue: Bool {
+        guard let interval = configuration.revalidationInterval, knownInfo != nil else { return false }
+        return verification.withLock { $0.isDue(every: interval) }
+    }
+
+    /// Records that the origin has just confirmed the version the resource holds.
+    ///
+    /// - Parameter storeAtOnce: Whether to write it to the index now; otherwise (a download's
+    ///   response, of which there may be dozens a second) at most every few seconds.
+    func markVerified(storeAtOnce: Bool = false) {
+        let now = Date()
+        verification.withLock {
+            $0.confirmedAt = now
+            $0.failedAt = nil
+        }
+        guard storeAtOnce || verificationStoredAt.map({ ContinuousClock.now - $0 > .seconds(5) }) ?? true else { return }
+        verificationStoredAt = .now
+        let store = self.store
+        enqueueStoreOperation {
+            // A resource without an index row yet records it when the row is made.
+            guard let id = await self.entryID else { return }
+            try? await store.recordVerification(resourceID: id, at: now)
+        }
+    }
+
+    /// Asks the origin for its version when cached bytes are about to be served and its last
+    /// word is too old; returns once it answered, failed, or took longer than
+    /// ``StreamCache/Configuration/revalidationTimeout``. A changed version drops the cached
+    /// bytes, so the read that follows fetches the new ones.
+    func revalidateIfDue() async {
+        guard let interval = configuration.revalidationInterval, info != nil, !available.isEmpty else { return }
+        if let revalidation { return await revalidation.value }
+        guard verification.withLock({ $0.isDue(every: interval) }) else { return }
+        let question = Task { await self.revalidate() }
+        revalidation = question
+        await question.value
+    }
+
+    private func revalidate() async {
+        defer { revalidation = nil }
+        let asked = generation
+        let answer = await Self.askVersion(of: origin, timeout: configuration.revalidationTimeout)
+        switch answer {
+        case .success(let current):
+            // A download that answered meanwhile has decided the version already.
+            guard generation == asked, let known = info else { return }
+            if known.isSameVersion(as: current) {
+                markVerified(storeAtOnce: true)
+                return
+            }
+            do {
+                try resetForNewVersion(current)
+                markVerified(storeAtOnce: true)
+            } catch {
+                logger.info("could not drop the old version's bytes", metadata: ["key": "\(key)", "error": "\(error)"])
+            }
+        case .failure(let error):
+            verification.withLock { $0.failedAt = .now }
+            // Offline, or an origin that fails: the cached bytes are the best there is.
+            logger.info("could not ask the origin whether the cached version is current; serving it",
+                        metadata: ["key": "\(key)", "error": "\(error)"])
+        }
+    }
+
+    /// The origin's version, from a request for the first byte.
+    static func askVersion(of origin: any Origin, timeout: Duration) async -> Result<ResourceInfo, any Error> {
+        await withTaskGroup(of: Result<ResourceInfo, any Error>?.self) { group in
+            group.addTask {
+                do {
+                    let response = try await origin.open(OriginRequest(range: ByteRange(0, 1)))
+                    if let length = response.length, length <= Self.drainedBodyLimit {
+                        // Read to its end, so the connection goes back to the pool for the next
+                        // request. The answer's head has told the version: a body that breaks
+                        // off changes nothing.
+                        do { for try await _ in response.body {} } catch {}
+                    } else {
+                        // An origin that ignores ranges sends the whole file, which is not wanted here.
+                        response.body.discard()
+                    }
+                    return .success(response.info)
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(StreamCacheError(.originUnavailable, "The origin did not say within \(timeout) whether the cached version is current."))
+        }
+    }
+
+    /// The longest body the question reads to its end rather than abort.
+    static var drainedBodyLimit: Int64 { 64 << 10 }
+}

@@ -1,0 +1,193 @@
+import Foundation
+@testable import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// ``StreamCache/Configuration/revalidationInterval``: cached bytes whose version the origin has
+/// not confirmed for a while are checked before they are served, against a real loopback origin.
+@Suite struct RevalidationTests {
+    static let path = "/song.bin"
+
+    static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
+        let url = server.url(path)
+        var configuration = HTTPOrigin.Configuration()
+        configuration.retry = RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(20))
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, configuration: configuration))
+    }
+
+    static func configuration(_ directory: URL, interval: Duration?) -> StreamCache.Configuration {
+        var configuration = StreamCache.Configuration(directory: directory)
+        configuration.revalidationInterval = interval
+        configuration.completesResourcesInBackground = false
+        return configuration
+    }
+
+    /// Reads the whole resource and says which of its bytes came from the cache.
+    static func readWhole(_ resource: Resource) async throws -> (data: Data, sources: Set<ChunkSource>) {
+        var data = Data()
+        var sources: Set<ChunkSource> = []
+        for try await chunk in resource.read(from: 0) {
+            data.append(chunk.data)
+            sources.insert(chunk.source)
+        }
+        return (data, sources)
+    }
+
+    @Test func aFileReplacedAtTheOriginIsFetchedAnewOnceTheWordIsOld() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 1_500_000, seed: 901)
+        let new = TestData.random(count: 1_200_000, seed: 902)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        try await withTemporaryDirectory { directory in
+            // The default trusts a whole file: no request, and the old bytes.
+            let trusting = try StreamCache(configuration: Self.configuration(directory, interval: nil))
+            #expect(TestData.sha256(try await Self.readWhole(Self.resource(trusting, server)).data) == TestData.sha256(old))
+            await trusting.shutdown()
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+            server.resetRecords()
+            let stillTrusting = try StreamCache(configuration: Self.configuration(directory, interval: nil))
+            #expect(TestData.sha256(try await Self.readWhole(Self.resource(stillTrusting, server)).data) == TestData.sha256(old))
+            #expect(server.requests.isEmpty)
+            await stillTrusting.shutdown()
+
+            // Asking every time: the first byte's answer shows the new version, which is read whole.
+            let checking = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
+            let song = Self.resource(checking, server)
+            let read = try await Self.readWhole(song)
+            #expect(TestData.sha256(read.data) == TestData.sha256(new))
+            #expect(read.sources == [.origin])
+            #expect(server.requests.first?.range == "bytes=0-0")
+            #expect(server.bodyBytesSent(for: Self.path) == 1 + Int64(new.count))
+            #expect(await song.info?.validator.entityTag == "\"v2\"")
+            #expect(await song.info?.totalLength == Int64(new.count))
+            await checking.shutdown()
+        }
+    }
+
+    @Test func anUnchangedFileCostsOneRequestForOneByte() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 2_000_000, seed: 903)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryDirectory { directory in
+            let cache = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
+            let song = Self.resource(cache, server)
+            _ = try await Self.readWhole(song)
+            server.resetRecords()
+            let again = try await Self.readWhole(song)
+            #expect(again.data == data)
+            #expect(again.sources == [.cache])
+            #expect(server.requests.map(\.range) == ["bytes=0-0"])
+            #expect(server.bodyBytesSent(for: Self.path) == 1)
+            await cache.shutdown()
+        }
+    }
+
+    @Test func readersThatStartTogetherShareOneQuestionAndTheAnswerIsKept() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 600_000, seed: 904)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryDirectory { directory in
+            let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
+            let song = Self.resource(first, server)
+            _ = try await Self.readWhole(song)
+            await song.flush()
+            let id = try #require(try await first.store.entry(for: song.key)?.id)
+            // The origin's word is two hours old, as if the file was cached the day before.
+            try await first.store.recordVerification(resourceID: id, at: Date(timeIntervalSinceNow: -7200))
+            await first.shutdown()
+            server.resetRecords()
+            // The answer comes late, so that every reader starts while the question is out.
+            server.faults = { _, _, headers, _ in headers["Range"] == "bytes=0-0" ? .stall(seconds: 0.3) : nil }
+
+            let second = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
+            let again = Self.resource(second, server)
+            #expect(again.isRevalidationDue == false, "nothing is known before the index is read")
+            try await withThrowingTaskGroup(of: Data.self) { group in
+                for _ in 0..<8 { group.addTask { try await Self.readWhole(again).data } }
+                for try await read in group { #expect(read == data) }
+            }
+            #expect(server.requests.map(\.range) == ["bytes=0-0"])
+            await again.flush()
+            await second.shutdown()
+
+            // The answer is in the index: the next process trusts the bytes for the rest of the hour.
+            server.resetRecords()
+            let third = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
+            let verifiedAt = try #require(try await third.store.entry(for: song.key)?.verifiedAt)
+            #expect(abs(verifiedAt.timeIntervalSinceNow) < 60)
+            #expect(try await Self.readWhole(Self.resource(third, server)).data == data)
+            #expect(server.requests.isEmpty)
+            await third.shutdown()
+        }
+    }
+
+    @Test func theWordOfTheDownloadThatCachedAFileOutlivesItsProcess() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 900_000, seed: 906)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryDirectory { directory in
+            let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
+            #expect(try await Self.readWhole(Self.resource(first, server)).data == data)
+            await first.shutdown()
+            server.resetRecords()
+            let second = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
+            let again = try await Self.readWhole(Self.resource(second, server))
+            #expect(again.data == data && again.sources == [.cache])
+            #expect(server.requests.isEmpty)
+            await second.shutdown()
+        }
+    }
+
+    @Test func anOriginThatDoesNotAnswerLeavesTheCachedBytesServed() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 800_000, seed: 905)
+        server.setFile(Self.path, data: data)
+        try await withTemporaryDirectory { directory in
+            var configuration = Self.configuration(directory, interval: .zero)
+            configuration.revalidationTimeout = .milliseconds(300)
+            let cache = try StreamCache(configuration: configuration)
+            let song = Self.resource(cache, server)
+            _ = try await Self.readWhole(song)
+
+            // A stalled origin: the read waits out the timeout, then gets the cached bytes.
+            let asked = Locked(0)
+            server.faults = { _, _, _, _ in
+                asked.withLock { $0 += 1 }
+                return .stall(seconds: 5)
+            }
+            let started = ContinuousClock.now
+            let stalled = try await Self.readWhole(song)
+            #expect(stalled.data == data && stalled.sources == [.cache])
+            #expect(ContinuousClock.now - started < .seconds(4), "the read waited for the origin instead of the timeout")
+            #expect(asked.withLock { $0 } == 1)
+            // It is not asked again at once: a player's next requests are not held up by it.
+            #expect(song.isRevalidationDue == false)
+            #expect(try await Self.readWhole(song).data == data)
+            #expect(asked.withLock { $0 } == 1)
+
+            // Offline (nothing listens): the cached bytes, without an error.
+            server.stop()
+            song.verification.withLock { $0.failedAt = nil }
+            #expect(song.isRevalidationDue)
+            let offline = try await Self.readWhole(song)
+            #expect(offline.data == data && offline.sources == [.cache])
+            await cache.shutdown()
+        }
+    }
+
+    @Test func dueIsDecidedByTheAgeOfTheWordAndALastFailure() {
+        let now = Date()
+        let clock = ContinuousClock.now
+        typealias Verification = Resource.Verification
+        #expect(Verification().isDue(every: .seconds(60), now: now, clock: clock))
+        #expect(!Verification(confirmedAt: now.addingTimeInterval(-59)).isDue(every: .seconds(60), now: now, clock: clock))
+        #expect(Verification(confirmedAt: now.addingTimeInterval(-60)).isDue(every: .seconds(60), now: now, clock: clock))
+        // A clock set back cannot vouch for the bytes.
+        #expect(Verification(confirmedAt: now.addingTimeInterval(10)).isDue(every: .seconds(60), now: now, clock: clock))
+        // After a failure, 30 s pass before the next question, whatever the interval.
+        #expect(!Verification(failedAt: clock - .seconds(29)).isDue(every: .zero, now: now, clock: clock))
+        #expect(Verification(failedAt: clock - .seconds(31)).isDue(every: .zero, now: now, clock: clock))
+        #expect(!Verification(failedAt: clock - .seconds(29)).isDue(every: .seconds(3600), now: now, clock: clock))
+        #expect(Verification(failedAt: clock - .seconds(31)).isDue(every: .seconds(3600), now: now, clock: clock))
+    }
+}
