@@ -26,6 +26,9 @@ struct CacheCommand: AsyncParsableCommand {
         var entityTag: String?
         var pinned: Bool
         var lastAccessed: Date
+        /// When the origin last confirmed the cached version (a download's answer, or a check
+        /// under `--revalidate-after`).
+        var verified: Date?
 
         init(_ entry: CacheStore.Entry) {
             key = entry.key.rawValue
@@ -39,6 +42,7 @@ struct CacheCommand: AsyncParsableCommand {
             entityTag = entry.info?.validator.entityTag
             pinned = entry.pinned
             lastAccessed = entry.lastAccessedAt
+            verified = entry.verifiedAt
         }
     }
 
@@ -106,6 +110,7 @@ struct CacheCommand: AsyncParsableCommand {
             print("etag:          \(summary.entityTag ?? "-")")
             print("pinned:        \(summary.pinned)")
             print("last accessed: \(summary.lastAccessed)")
+            print("verified:      \(summary.verified.map { "\($0)" } ?? "never")")
         }
     }
 

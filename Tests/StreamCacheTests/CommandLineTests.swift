@@ -44,6 +44,14 @@ import Testing
             #expect(checked.status == 0)
             #expect(TestData.sha256(checked.stdout) == TestData.sha256(new))
             #expect(server.requests.first?.range == "bytes=0-0")
+
+            // `cache list` tells when the origin last vouched for the bytes.
+            let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", directory.path])
+            struct Row: Decodable { var verified: Date? }
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            let verified = try #require(try decoder.decode([Row].self, from: list.stdout).first?.verified)
+            #expect(abs(verified.timeIntervalSinceNow) < 120)
         }
     }
 
