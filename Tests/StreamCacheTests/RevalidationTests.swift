@@ -22,6 +22,15 @@ import Testing
         return configuration
     }
 
+    /// An origin serving ``path`` (`size` random bytes) and an empty directory for caches.
+    static func withOrigin(size: Int, seed: UInt64, _ body: (TestOrigin, Data, URL) async throws -> Void) async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: size, seed: seed)
+        server.setFile(path, data: data)
+        try await withTemporaryDirectory { directory in try await body(server, data, directory) }
+    }
+
     /// Reads the whole resource and says which of its bytes came from the cache.
     static func readWhole(_ resource: Resource) async throws -> (data: Data, sources: Set<ChunkSource>) {
         var data = Data()
@@ -65,10 +74,7 @@ import Testing
     }
 
     @Test func anUnchangedFileCostsOneRequestForOneByte() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: 2_000_000, seed: 903)
-        server.setFile(Self.path, data: data)
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 2_000_000, seed: 903) { server, data, directory in
             let cache = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
             let song = Self.resource(cache, server)
             _ = try await Self.readWhole(song)
@@ -83,10 +89,7 @@ import Testing
     }
 
     @Test func readersThatStartTogetherShareOneQuestionAndTheAnswerIsKept() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: 600_000, seed: 904)
-        server.setFile(Self.path, data: data)
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 600_000, seed: 904) { server, data, directory in
             let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
             let song = Self.resource(first, server)
             _ = try await Self.readWhole(song)
@@ -122,10 +125,7 @@ import Testing
     }
 
     @Test func theWordOfTheDownloadThatCachedAFileOutlivesItsProcess() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: 900_000, seed: 906)
-        server.setFile(Self.path, data: data)
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 900_000, seed: 906) { server, data, directory in
             let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
             #expect(try await Self.readWhole(Self.resource(first, server)).data == data)
             await first.shutdown()
@@ -139,10 +139,7 @@ import Testing
     }
 
     @Test func anOriginThatDoesNotAnswerLeavesTheCachedBytesServed() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: 800_000, seed: 905)
-        server.setFile(Self.path, data: data)
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 800_000, seed: 905) { server, data, directory in
             var configuration = Self.configuration(directory, interval: .zero)
             configuration.revalidationTimeout = .milliseconds(300)
             let cache = try StreamCache(configuration: configuration)
