@@ -88,6 +88,21 @@ import Testing
         }
     }
 
+    @Test func aReadThatStartsOnAMissingByteIsNotHeldUpByAQuestion() async throws {
+        try await Self.withOrigin(size: 3_000_000, seed: 907) { server, data, directory in
+            let cache = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
+            let song = Self.resource(cache, server)
+            _ = try await song.read(ByteRange(2_000_000, 3_000_000)).collect()
+            server.resetRecords()
+            // Its download's answer is the origin's word, before any cached byte is served.
+            let read = try await song.read(ByteRange(0, 3_000_000)).collect()
+            #expect(TestData.sha256(read) == TestData.sha256(data))
+            #expect(!server.requests.contains { $0.range == "bytes=0-0" }, "\(server.requests.map(\.range))")
+            #expect(server.requests.first?.range?.hasPrefix("bytes=0-") == true)
+            await cache.shutdown()
+        }
+    }
+
     @Test func readersThatStartTogetherShareOneQuestionAndTheAnswerIsKept() async throws {
         try await Self.withOrigin(size: 600_000, seed: 904) { server, data, directory in
             let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))
