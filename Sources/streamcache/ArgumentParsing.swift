@@ -37,35 +37,34 @@ enum ArgumentParsing {
     /// A size such as `2GB`, `500MB`, `1.5GiB`, `64k` or `1048576` (decimal units are powers of
     /// 1000, `i` units powers of 1024, a bare letter is a power of 1024 as in `du`).
     static func byteCount(_ text: String) throws -> Int64 {
-        let trimmed = text.trimmingWhitespace()
-        let digits = trimmed.prefix { $0.isNumber || $0 == "." }
-        let unit = trimmed.dropFirst(digits.count).trimmingWhitespace().lowercased()
-        let multipliers: [String: Double] = [
+        let bytes = try quantity(text, units: [
             "": 1, "b": 1,
             "k": 0x400, "kb": 1e3, "kib": 0x400,
             "m": 0x10_0000, "mb": 1e6, "mib": 0x10_0000,
             "g": 0x4000_0000, "gb": 1e9, "gib": 0x4000_0000,
             "t": 0x100_0000_0000, "tb": 1e12, "tib": 0x100_0000_0000,
-        ]
-        guard let number = Double(digits), number >= 0, let multiplier = multipliers[unit] else {
-            throw ValidationError("'\(text)' is not a size such as 2GB, 500MB or 1048576.")
-        }
-        let bytes = number * multiplier
-        guard bytes < 9e18 else { throw ValidationError("'\(text)' is too large.") }
+        ], kind: "a size such as 2GB, 500MB or 1048576", below: 9e18, tooLarge: "too large")
         return Int64(bytes)
     }
 
     /// A length of time such as `90`, `90s`, `15m`, `2h`, `1.5d` or `0` (a bare number is seconds).
     static func duration(_ text: String) throws -> Duration {
+        let seconds = try quantity(text, units: ["": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400],
+                                   kind: "a length of time such as 90s, 15m, 2h or 1d", below: 1e12, tooLarge: "too long")
+        return .milliseconds(Int64((seconds * 1000).rounded()))
+    }
+
+    /// A non-negative number followed by one of `units` (case-insensitive, spaces allowed between),
+    /// in the units' base: the number times the unit's factor, which must stay below `limit`.
+    private static func quantity(_ text: String, units: [String: Double], kind: String, below limit: Double, tooLarge: String) throws -> Double {
         let trimmed = text.trimmingWhitespace()
         let digits = trimmed.prefix { $0.isNumber || $0 == "." }
         let unit = trimmed.dropFirst(digits.count).trimmingWhitespace().lowercased()
-        let multipliers: [String: Double] = ["": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400]
-        guard let number = Double(digits), number >= 0, let multiplier = multipliers[unit] else {
-            throw ValidationError("'\(text)' is not a length of time such as 90s, 15m, 2h or 1d.")
+        guard let number = Double(digits), number >= 0, let factor = units[unit] else {
+            throw ValidationError("'\(text)' is not \(kind).")
         }
-        let seconds = number * multiplier
-        guard seconds < 1e12 else { throw ValidationError("'\(text)' is too long.") }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
+        let value = number * factor
+        guard value < limit else { throw ValidationError("'\(text)' is \(tooLarge).") }
+        return value
     }
 }

@@ -85,12 +85,8 @@ extension Resource {
         case .success(let current):
             // A download that answered meanwhile has decided the version already.
             guard generation == asked, let known = info else { return }
-            if known.isSameVersion(as: current) {
-                markVerified(storeAtOnce: true)
-                return
-            }
             do {
-                try resetForNewVersion(current)
+                if !known.isSameVersion(as: current) { try resetForNewVersion(current) }
                 markVerified(storeAtOnce: true)
             } catch {
                 logger.info("could not drop the old version's bytes", metadata: ["key": "\(key)", "error": "\(error)"])
@@ -134,5 +130,5 @@ extension Resource {
     }
 
     /// The longest body the question reads to its end rather than abort.
-    static var drainedBodyLimit: Int64 { 64 << 10 }
+    static let drainedBodyLimit: Int64 = 64 << 10
 }
