@@ -100,7 +100,10 @@ struct ServeCommand: AsyncParsableCommand {
         var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
         cacheConfiguration.logger = logger
         downloads.apply(to: &cacheConfiguration, sharesOrigins: true)
+        let metrics = PrometheusMetrics()
+        cacheConfiguration.metricsFactory = metrics.factory
         var serverConfiguration = ProxyServer.Configuration()
+        serverConfiguration.metricsExposition = metrics.exposition
         serverConfiguration.host = host
         serverConfiguration.port = port
         serverConfiguration.allowsNonLoopbackHost = allowNonLoopback
@@ -168,7 +171,17 @@ struct ServeCommand: AsyncParsableCommand {
         await Self.waitForTerminationSignal()
         Self.printError("streamcache: stopping")
         await server.stop()
+        Self.printError("streamcache: \(Self.summary(of: cache.statistics))")
         await cache.shutdown()
+    }
+
+    /// One line on what the cache did while serving: bytes served and how many came from disk,
+    /// bytes fetched and in how many requests.
+    static func summary(of totals: CacheStatistics) -> String {
+        let megabytes = { (bytes: Int64) in (Double(bytes) / 1e6).fixed(1) }
+        let share = totals.cacheHitRatio.map { " (\(($0 * 100).fixed(1)) % from the cache)" } ?? ""
+        return "served \(megabytes(totals.bytesServed)) MB in \(totals.reads) reads\(share); "
+            + "fetched \(megabytes(totals.bytesDownloaded)) MB from origins in \(totals.originRequests) requests"
     }
 
     private func printLine(url: String, source: String) {

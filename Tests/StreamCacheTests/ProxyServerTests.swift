@@ -277,6 +277,19 @@ import Testing
             #expect(listed.bytesFromCache == 3_000_000, "the stream after the prefetch came from the cache")
             #expect(origin.bodyBytesSent(for: "/music/b.flac") == 3_000_000)
 
+            // The whole cache's totals: the prefetch fetched the file once, the stream read it from
+            // disk, and the server's start-up warm-up is not counted.
+            let statsURL = try #require(server.baseURL?.appendingPathComponent("api/stats"))
+            #expect(try await Self.curl(statsURL).status == 401)
+            #expect(try await Self.curl(statsURL, auth + ["-X", "POST"]).status == 405)
+            let stats = try JSONDecoder().decode(ControlAPI.CacheStats.self, from: try await Self.curl(statsURL, auth).body)
+            #expect(stats.statistics.bytesDownloaded == 3_000_000)
+            #expect(stats.statistics.bytesServedFromCache == 3_000_000)
+            #expect(stats.statistics.bytesServedFromOrigin == 1, "the prefetch's check for a playlist read the first byte")
+            #expect(stats.statistics.originRequests == origin.requests.count)
+            #expect(stats.statistics.errors == 0)
+            #expect(stats.cachedBytes == 3_000_000)
+
             let bad = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", "{not json"])
             #expect(bad.status == 400)
             let badURL = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", #"{"url":"file:///etc/passwd"}"#])

@@ -77,9 +77,32 @@ import Glibc
             let refused = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", api])
             #expect(refused.output == "401")
 
+            // Metrics for Prometheus, behind the same token.
+            let metricsURL = URL(string: "/api/metrics", relativeTo: streamURL)!.absoluteString
+            var samples: [String: Double] = [:]
+            for _ in 0..<100 {
+                let metrics = try await ExternalTool.run("curl", ["-s", "-f", "-H", "Authorization: Bearer \(token)", metricsURL])
+                #expect(metrics.status == 0)
+                #expect(metrics.output.contains("# TYPE streamcache_served_bytes_total counter"))
+                samples = Self.prometheusSamples(metrics.output)
+                // The nested file's download may still be finishing.
+                if samples["streamcache_downloads_in_flight"] == 0 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(samples["streamcache_served_bytes_total{source=\"origin\"}"] == 2_500_010)
+            #expect(samples["streamcache_served_bytes_total{source=\"cache\"}"] == 0)
+            #expect(samples["streamcache_reads_total"] == 2)
+            #expect(samples["streamcache_downloaded_bytes_total"] == Double(origin.requests.map(\.bodyBytesSent).reduce(0, +)))
+            // The folder's check at start (`GET /music/`) is the server's, not the cache's.
+            #expect(samples["streamcache_origin_requests_total"] == Double(origin.requests.filter { $0.path != "/music/" }.count))
+            #expect(samples["streamcache_first_byte_seconds_count{source=\"origin\"}"] == 2)
+            let refusedMetrics = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", metricsURL])
+            #expect(refusedMetrics.output == "401")
+
             #expect(try await Self.terminate(process) == 0, "SIGTERM is a clean stop")
             let stderr = try String(contentsOf: err, encoding: .utf8)
             #expect(stderr.contains("stopping"))
+            #expect(stderr.contains("served 2.5 MB in 2 reads (0.0 % from the cache); fetched 2.6 MB from origins in 3 requests"), "\(stderr)")
             #expect(!stderr.contains("serve-cli-secret"), "the origin's token is never printed")
 
             // Everything written before the stop is in the index.
@@ -87,6 +110,16 @@ import Glibc
             let entry = try #require(try await store.entry(for: CacheKey(url: origin.url("/music/one.mp3"))))
             #expect(entry.spans.contains(ByteRange(0, Int64(data.count))))
         }
+    }
+
+    /// The samples of a Prometheus text exposition, by name with labels as printed.
+    static func prometheusSamples(_ text: String) -> [String: Double] {
+        var samples: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            samples[String(line[..<space])] = value
+        }
+        return samples
     }
 
     @Test func serveJSONLines() async throws {

@@ -48,11 +48,13 @@ extension Resource {
     /// The cached bytes of `range`, when every one of them is cached; `nil` otherwise (read it
     /// with ``read(_:)``). Counts as a read served from the cache.
     public func cachedRegion(_ range: ByteRange) async throws -> CachedRegion? {
+        let began = ContinuousClock.now
         try await ensureLoaded()
         await revalidateIfDue()
         guard !range.isEmpty, available.contains(range), let file else { return nil }
         statistics.reads += 1
         statistics.bytesServedFromCache += range.count
+        metrics?.recordFirstByte(after: .now - began, fromCache: true)
         touchIfDue()
         return CachedRegion(range: range, file: file)
     }
@@ -93,6 +95,7 @@ extension Resource {
     /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,
     /// so readers never hold up downloads or each other.
     nonisolated func runRead(_ range: ByteRange, delivery: ReadDelivery) async {
+        let began = ContinuousClock.now
         let readerID: Int
         let initiallyCached: RangeSet
         let generation: Int
@@ -106,6 +109,7 @@ extension Resource {
         var position = range.lowerBound
         var servedCache: Int64 = 0
         var servedOrigin: Int64 = 0
+        var awaitsFirstByte = !isPrefetch
         do {
             while true {
                 let step = try await nextStep(readerID: readerID, position: position, end: range.upperBound, generation: generation,
@@ -113,6 +117,10 @@ extension Resource {
                 servedCache = 0
                 servedOrigin = 0
                 guard case .available(let run, let file) = step else { break }
+                if awaitsFirstByte {
+                    awaitsFirstByte = false
+                    metrics?.recordFirstByte(after: .now - began, fromCache: initiallyCached.contains(run.lowerBound))
+                }
                 let buffer: AsyncBuffer<ReadChunk>
                 switch delivery {
                 case .nothing:

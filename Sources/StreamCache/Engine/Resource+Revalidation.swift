@@ -80,18 +80,25 @@ extension Resource {
     private func revalidate() async {
         defer { revalidation = nil }
         let asked = generation
+        statistics.originRequests += 1
         let answer = await Self.askVersion(of: origin, timeout: configuration.revalidationTimeout)
         switch answer {
         case .success(let current):
             // A download that answered meanwhile has decided the version already.
-            guard generation == asked, let known = info else { return }
+            guard generation == asked, let known = info else {
+                metrics?.recordRevalidation(.changed)
+                return
+            }
+            let isSame = known.isSameVersion(as: current)
+            metrics?.recordRevalidation(isSame ? .confirmed : .changed)
             do {
-                if !known.isSameVersion(as: current) { try resetForNewVersion(current) }
+                if !isSame { try resetForNewVersion(current) }
                 markVerified(storeAtOnce: true)
             } catch {
                 logger.info("could not drop the old version's bytes", metadata: ["key": "\(key)", "error": "\(error)"])
             }
         case .failure(let error):
+            metrics?.recordRevalidation(.failed)
             verification.withLock { $0.failedAt = .now }
             // Offline, or an origin that fails: the cached bytes are the best there is.
             logger.info("could not ask the origin whether the cached version is current; serving it",

@@ -30,6 +30,9 @@ public actor Resource {
     let usage: UsageTracker
     let openFiles: OpenDataFiles
     let connectionGate: BulkConnectionGate
+    /// The cache-wide counts, which ``statistics`` and ``emit(_:)`` feed; `nil` for a resource the
+    /// cache does not count (a server's own start-up warm-up, see ``StreamCache/withoutStatistics(for:_:)``).
+    nonisolated let metrics: CacheMetrics?
     let onCommit: @Sendable () -> Void
     /// Where missing bytes come from; replaceable from any thread (a refreshed download link).
     nonisolated let originBox: Locked<any Origin>
@@ -102,7 +105,9 @@ public actor Resource {
     /// Running totals for this resource since it was last made in memory (see
     /// ``StreamCache/existingResource(for:)``): the cache keeps a resource while it is used or
     /// recently asked for, and a caller that holds it keeps it too.
-    public internal(set) var statistics = ResourceStatistics()
+    public internal(set) var statistics = ResourceStatistics() {
+        didSet { metrics?.record(from: oldValue, to: statistics) }
+    }
 
     struct ReaderState {
         let start: Int64
@@ -124,7 +129,7 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, onCommit: @escaping @Sendable () -> Void) {
+         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, metrics: CacheMetrics?, onCommit: @escaping @Sendable () -> Void) {
         self.key = key
         self.originBox = Locked(origin)
         self.store = store
@@ -133,6 +138,7 @@ public actor Resource {
         self.usage = usage
         self.openFiles = openFiles
         self.connectionGate = connectionGate
+        self.metrics = metrics
         self.onCommit = onCommit
     }
 
@@ -176,6 +182,7 @@ public actor Resource {
     func removeEventMailbox(_ id: Int) { eventMailboxes[id] = nil }
 
     func emit(_ event: ResourceEvent) {
+        metrics?.record(event)
         for mailbox in eventMailboxes.values { mailbox.post(event) }
     }
 

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import CoreMetrics
 import Logging
 
 extension StreamCache {
@@ -161,6 +162,29 @@ extension StreamCache {
         public var commitInterval: Duration = .milliseconds(500)
         /// Where the engine logs (at `.info` and below, never a secret).
         public var logger: Logger = Logger(label: "streamcache", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// Where the engine's metrics go (swift-metrics); `nil` (the default) uses the factory the
+        /// process bootstrapped with `MetricsSystem.bootstrap`, which records nothing until an app
+        /// chooses a backend (Prometheus, StatsD, OpenTelemetry, …).
+        ///
+        /// The labels, for dashboards (the same figures as ``StreamCache/statistics``):
+        ///
+        /// | label | kind | dimensions |
+        /// |---|---|---|
+        /// | `streamcache_reads_total` | counter | |
+        /// | `streamcache_served_bytes_total` | counter | `source`: `cache` (cached when the read began) or `origin` |
+        /// | `streamcache_downloaded_bytes_total` | counter | |
+        /// | `streamcache_origin_requests_total` | counter | |
+        /// | `streamcache_first_byte_seconds` | timer | `source`: where a read's first byte was |
+        /// | `streamcache_downloads_in_flight` | meter | |
+        /// | `streamcache_errors_total` | counter | `code`: ``StreamCacheError/Code`` |
+        /// | `streamcache_version_changes_total` | counter | |
+        /// | `streamcache_revalidations_total` | counter | `result`: `confirmed`, `changed` or `failed` |
+        /// | `streamcache_evictions_total`, `streamcache_evicted_bytes_total` | counter | |
+        ///
+        /// `streamcache_first_byte_seconds` with `source=origin` is the wait a seek to an uncached
+        /// place costs a player; one minus downloaded over served bytes is what the cache spared the
+        /// origin.
+        public var metricsFactory: (any MetricsFactory)?
 
         /// Creates a configuration for the cache in `directory`.
         public init(directory: URL, maximumSize: Int64? = nil) {

@@ -32,6 +32,9 @@ public final class StreamCache: Sendable {
     private let connectionGate = BulkConnectionGate()
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
+    private let metrics: CacheMetrics
+    /// Keys whose resources are left out of ``statistics`` (see ``withoutStatistics(for:_:)``).
+    private let uncountedKeys = Locked(Set<CacheKey>())
 
     private struct EvictionState {
         var task: Task<Void, Never>?
@@ -45,6 +48,7 @@ public final class StreamCache: Sendable {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
         resources = ResidentResources(limit: configuration.maximumRecentResources)
+        metrics = CacheMetrics(factory: configuration.metricsFactory)
         let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
         self.openFiles = openFiles
         openFiles.setCloser { [resources] keys in
@@ -72,7 +76,21 @@ public final class StreamCache: Sendable {
 
     private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                 openFiles: openFiles, connectionGate: connectionGate, onCommit: { [weak self] in self?.enforceSizeLimit() })
+                 openFiles: openFiles, connectionGate: connectionGate,
+                 metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, onCommit: { [weak self] in self?.enforceSizeLimit() })
+    }
+
+    /// What the cache has done since it was opened in this process: reads, bytes served from the
+    /// cache and from origins, requests, errors, evictions (see ``CacheStatistics``). The same
+    /// figures go to swift-metrics (``Configuration/metricsFactory``).
+    public var statistics: CacheStatistics { metrics.statistics }
+
+    /// Runs `body` with the resources of `keys`, made while it runs, left out of ``statistics`` and
+    /// metrics: a server's start-up requests to itself are not what its users asked for.
+    package func withoutStatistics<T>(for keys: [CacheKey], _ body: () async throws -> T) async rethrows -> T {
+        uncountedKeys.withLock { $0.formUnion(keys) }
+        defer { uncountedKeys.withLock { $0.subtract(keys) } }
+        return try await body()
     }
 
     /// The resource for `key` if it is in memory, without touching its origin; `nil` otherwise.
@@ -185,6 +203,7 @@ public final class StreamCache: Sendable {
                 let removed = try await remove(candidate.key)
                 if removed {
                     total -= candidate.spans.coveredByteCount
+                    metrics.recordEviction(bytes: candidate.spans.coveredByteCount)
                     configuration.logger.info("evicted", metadata: ["key": "\(candidate.key)", "bytes": "\(candidate.spans.coveredByteCount)"])
                 }
             }

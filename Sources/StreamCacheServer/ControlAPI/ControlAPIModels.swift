@@ -92,6 +92,16 @@ public enum ControlAPI {
         public var hlsPrefetch: HLSPrefetchProgress?
     }
 
+    /// `GET /api/stats`: the whole cache's totals since the server's cache was opened, and its size.
+    public struct CacheStats: Codable, Sendable {
+        /// Reads, bytes served from the cache and from origins, requests, errors, evictions.
+        public var statistics: CacheStatistics
+        /// Bytes cached on disk, over every resource.
+        public var cachedBytes: Int64
+        /// The cache's size limit, if it has one.
+        public var maximumSize: Int64?
+    }
+
     /// `GET /api/resources`.
     public struct ResourceList: Codable, Sendable {
         /// Every registered resource.

@@ -10,7 +10,8 @@ import NIOCore
 import StreamCache
 import StreamCacheHLS
 
-/// Serves `/api/…`: registers, lists, removes and prefetches resources.
+/// Serves `/api/…`: registers, lists, removes and prefetches resources, and tells the cache's
+/// totals (`/api/stats`) and metrics (`/api/metrics`).
 ///
 /// Every request needs `Authorization: Bearer <control token>` (401 otherwise) and, unless the
 /// server allows remote control, a loopback peer (403 otherwise). Request bodies are JSON of at
@@ -42,7 +43,15 @@ struct ControlAPIResponder: Sendable {
             return await remove(id: path[1], purge: request.uri.queryParameters["purge"].map { $0 == "1" || $0 == "true" } ?? false)
         case (.post, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
             return await prefetch(id: path[1], request: &request)
-        case (_, let path) where path.first == "resources" && path.count <= 3:
+        case (.get, ["stats"]):
+            return await stats()
+        case (.get, ["metrics"]):
+            guard let exposition = server.configuration.metricsExposition else {
+                return Self.error(.notFound, "notFound", "This server was started without metrics.")
+            }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: exposition())))
+        case (_, let path) where path == ["stats"] || path == ["metrics"] || (path.first == "resources" && path.count <= 3):
             return Self.error(.methodNotAllowed, "methodNotAllowed", "This method is not allowed here.")
         default:
             return Self.notFound()
@@ -59,6 +68,16 @@ struct ControlAPIResponder: Sendable {
         for stream in server.registry.streams { statuses.append(await server.status(of: stream)) }
         let folders = server.registry.folders.map { server.absoluteURL(path: "/\($0.token)/").absoluteString }
         return Self.json(.ok, ControlAPI.ResourceList(resources: statuses, folders: folders.sorted()))
+    }
+
+    private func stats() async -> Response {
+        do {
+            let cachedBytes = try await server.cache.store.totalCachedBytes()
+            return Self.json(.ok, ControlAPI.CacheStats(statistics: server.cache.statistics, cachedBytes: cachedBytes,
+                                                         maximumSize: server.cache.configuration.maximumSize))
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cache index could not be read.")
+        }
     }
 
     private func register(_ request: inout Request) async -> Response {

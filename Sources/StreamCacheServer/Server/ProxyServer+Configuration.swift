@@ -39,6 +39,12 @@ extension ProxyServer {
         public var connectionSendBufferSize: Int? = 256 * 1024
         /// The smallest ``connectionSendBufferSize`` accepted: 4 KiB, about what Linux allows.
         public static let smallestConnectionSendBufferSize = 4 * 1024
+        /// What `GET /api/metrics` answers, in the Prometheus text format (`text/plain;
+        /// version=0.0.4`): for example a `PrometheusCollectorRegistry`'s `emitToBuffer()`, with the
+        /// cache's ``StreamCache/Configuration/metricsFactory`` writing into that registry. `nil`
+        /// (the default) answers 404. Like the rest of the control API it needs the control token,
+        /// which a Prometheus scrape job sends as `authorization: { credentials_file: … }`.
+        public var metricsExposition: (@Sendable () -> [UInt8])?
         /// Where the server logs; URLs are logged without queries and no header value is logged.
         public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -268,21 +268,23 @@ public final class ProxyServer: Sendable {
            let relative = RelativePath(encoded: registration.fileName), let fileURL = relative.url(below: folderURL) {
             requests.append((mount.path(of: relative), CacheKey(url: fileURL)))
         }
-        for request in requests {
-            guard let url = URL(string: base.absoluteString + request.path),
-                  let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: timeout))
-            else { continue }
-            if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 { answered += 1 }
-        }
-        // Removal waits until a resource is idle: its download ends as soon as its origin's body
-        // does. The folder's file goes first, since its download reads the in-memory one.
-        for request in requests.reversed() {
-            for _ in 0..<100 {
-                if (try? await core.cache.remove(request.key)) != nil { break }
-                try? await Task.sleep(for: .milliseconds(5))
+        return await core.cache.withoutStatistics(for: requests.map(\.key)) {
+            for request in requests {
+                guard let url = URL(string: base.absoluteString + request.path),
+                      let response = try? await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"], timeout: timeout))
+                else { continue }
+                if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 { answered += 1 }
             }
+            // Removal waits until a resource is idle: its download ends as soon as its origin's body
+            // does. The folder's file goes first, since its download reads the in-memory one.
+            for request in requests.reversed() {
+                for _ in 0..<100 {
+                    if (try? await core.cache.remove(request.key)) != nil { break }
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            return answered
         }
-        return answered
     }
 
     /// Stops listening, closes every connection and cancels prefetches started through the
