@@ -568,7 +568,8 @@ extension Resource {
                 storeInfo(newInfo)
             }
         }
-        markVerified()
+        downloadsConfirmVersion = response.confirmsVersion
+        if response.confirmsVersion { markVerified() }
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
         download.position = response.offset

@@ -180,8 +180,9 @@ extension Resource {
         defer { readsStarting -= 1 }
         try await ensureLoaded()
         // A read that starts on a missing byte gets the origin's word from its own download's
-        // answer, before any cached byte goes out: asking first would only add a round trip.
-        if available.contains(range.lowerBound) { await revalidateIfDue() }
+        // answer, before any cached byte goes out: asking first would only add a round trip,
+        // unless the origin's downloads do not tell the version (a cloud API's revision).
+        if available.contains(range.lowerBound) || !downloadsConfirmVersion { await revalidateIfDue() }
         let id = makeID()
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,
                                   pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))

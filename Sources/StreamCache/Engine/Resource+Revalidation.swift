@@ -106,22 +106,12 @@ extension Resource {
         }
     }
 
-    /// The origin's version, from a request for the first byte.
+    /// The origin's version (``Origin/currentInfo()``), or why it could not be had within `timeout`.
     static func askVersion(of origin: any Origin, timeout: Duration) async -> Result<ResourceInfo, any Error> {
         await withTaskGroup(of: Result<ResourceInfo, any Error>?.self) { group in
             group.addTask {
                 do {
-                    let response = try await origin.open(OriginRequest(range: ByteRange(0, 1)))
-                    if let length = response.length, length <= Self.drainedBodyLimit {
-                        // Read to its end, so the connection goes back to the pool for the next
-                        // request. The answer's head has told the version: a body that breaks
-                        // off changes nothing.
-                        do { for try await _ in response.body {} } catch {}
-                    } else {
-                        // An origin that ignores ranges sends the whole file, which is not wanted here.
-                        response.body.discard()
-                    }
-                    return .success(response.info)
+                    return .success(try await origin.currentInfo())
                 } catch {
                     return .failure(error)
                 }
@@ -136,6 +126,4 @@ extension Resource {
         }
     }
 
-    /// The longest body the question reads to its end rather than abort.
-    static let drainedBodyLimit: Int64 = 64 << 10
 }

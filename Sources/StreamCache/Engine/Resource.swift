@@ -95,6 +95,10 @@ public actor Resource {
     /// off the actor so that a server can tell at once whether a read must ask first (see
     /// ``isRevalidationDue``).
     nonisolated let verification = Locked(Verification())
+    /// Whether the last download's answer told the version it carries (``OriginResponse/confirmsVersion``).
+    /// When it did not, a read that starts on a missing byte asks the origin first as well: its
+    /// download could not tell a replaced file from the one cached.
+    var downloadsConfirmVersion = true
     /// The question to the origin in flight, which every read that comes meanwhile waits for.
     var revalidation: Task<Void, Never>?
     /// When ``verification`` was last written to the index (at most every few seconds).

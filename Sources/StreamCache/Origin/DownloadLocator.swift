@@ -21,6 +21,17 @@ public protocol DownloadLocator: Sendable {
     ///
     /// - Returns: Whether a new target may succeed where this one failed.
     func targetFailed(_ target: DownloadTarget, status: Int) async -> Bool
+    /// Called before the origin is asked for the resource's current version
+    /// (``Origin/currentInfo()``). A locator whose target carries a ``DownloadTarget/version``
+    /// from the service's API forgets that target, so that the next ``target()`` asks the
+    /// service again: a download only repeats the version its link was resolved with. The
+    /// default does nothing.
+    func prepareForVersionCheck() async
+}
+
+extension DownloadLocator {
+    /// Nothing to prepare: the downloads' own headers tell the version.
+    public func prepareForVersionCheck() async {}
 }
 
 /// One place to download a resource from, with what the service's API said about the resource.
@@ -63,6 +74,13 @@ public struct DownloadTarget: Sendable, Hashable {
         self.mimeType = mimeType
         self.fileName = fileName
     }
+}
+
+extension DownloadTarget {
+    /// Whether a response from this target tells the version of what it sends: its own headers
+    /// do, or a ``versionHeader`` does; a ``version`` from the service's API alone is the one the
+    /// target was resolved with.
+    public var confirmsVersionInResponses: Bool { version == nil || versionHeader != nil }
 }
 
 /// A response header that carries JSON metadata of the bytes sent, and the key of the version in it.

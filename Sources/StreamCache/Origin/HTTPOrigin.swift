@@ -134,6 +134,15 @@ public struct HTTPOrigin: Origin {
         return OriginConnectionLimit(host: target.url.hostKey, connections: connections)
     }
 
+    /// The resource's version now, from its first byte, after the locator has had its say
+    /// (``DownloadLocator/prepareForVersionCheck()``): a target whose version comes from the
+    /// service's API is resolved again, since its downloads repeat the version the target was
+    /// resolved with for as long as it works, even after the file was replaced.
+    public func currentInfo() async throws -> ResourceInfo {
+        await locator.prepareForVersionCheck()
+        return try await infoFromFirstByte()
+    }
+
     fileprivate func log(_ message: Logger.Message, metadata: Logger.Metadata) {
         logger.info(message, metadata: metadata.merging(["origin": "\(logDescription)"]) { first, _ in first })
     }
@@ -147,7 +156,8 @@ public struct HTTPOrigin: Origin {
         // Wrap the body so that a connection dropped mid-body resumes where it broke off. The
         // wrapper runs in the consumer's task: a chunk costs no extra thread hop.
         let body = HTTPBody(pulling: ResumingBody(origin: self, info: first.info, ranges: ranges, body: first.body))
-        return OriginResponse(info: first.info, offset: first.offset, length: first.length, followingRanges: first.followingRanges, body: body)
+        return OriginResponse(info: first.info, offset: first.offset, length: first.length, followingRanges: first.followingRanges, body: body,
+                              confirmsVersion: first.confirmsVersion)
     }
 
     /// Opens `range` and, in the same response when the host serves several ranges, `following`;
@@ -202,8 +212,10 @@ public struct HTTPOrigin: Origin {
             switch response.status {
             case 200, 206:
                 do {
-                    return try await interpret(response, requested: range, following: following, target: target, answeredBy: answeredBy,
-                                               validator: validator)
+                    var answer = try await interpret(response, requested: range, following: following, target: target, answeredBy: answeredBy,
+                                                     validator: validator)
+                    answer.confirmsVersion = target.confirmsVersionInResponses
+                    return answer
                 } catch {
                     response.body.discard()
                     throw error
@@ -217,7 +229,8 @@ public struct HTTPOrigin: Origin {
                                                                    fileName: fileName(from: response.headers, target: target),
                                                                    acceptsByteRanges: true, validator: validatorOf(response.headers)),
                                          headers: response.headers)
-                return OriginResponse(info: info, offset: range.lowerBound, length: 0, body: HTTPBody(chunks: []))
+                return OriginResponse(info: info, offset: range.lowerBound, length: 0, body: HTTPBody(chunks: []),
+                                      confirmsVersion: target.confirmsVersionInResponses)
             case 401, 403:
                 if !refreshed, sentCredentials, let credentials {
                     refreshed = true

@@ -54,6 +54,16 @@ public protocol Origin: Sendable {
     /// many files fetched at once for offline use are held back as well. `nil` when the host
     /// cannot be found out (the request that follows reports why) or the transport does not say.
     func resolveConnectionLimit() async -> OriginConnectionLimit?
+
+    /// What the origin says now about the resource's version and length: the answer
+    /// ``StreamCache/Configuration/revalidationInterval`` compares with the cached version.
+    ///
+    /// The default asks for the first byte (``infoFromFirstByte()``). An origin whose version
+    /// comes from elsewhere than its downloads' headers (a cloud service's API) asks there, so
+    /// that a version it learned earlier is not mistaken for the current one.
+    ///
+    /// - Throws: What ``open(_:)`` throws.
+    func currentInfo() async throws -> ResourceInfo
 }
 
 /// The connections a transport opens to one host.
@@ -85,6 +95,24 @@ extension Origin {
 
     /// ``connectionLimit`` as it is.
     public func resolveConnectionLimit() async -> OriginConnectionLimit? { connectionLimit }
+
+    /// ``infoFromFirstByte()``.
+    public func currentInfo() async throws -> ResourceInfo { try await infoFromFirstByte() }
+
+    /// The info of a response to a request for the resource's first byte.
+    ///
+    /// A short body is read to its end, so that the connection goes back to the pool for the
+    /// next request; the whole file from an origin that ignores ranges is dropped instead.
+    public func infoFromFirstByte() async throws -> ResourceInfo {
+        let response = try await open(OriginRequest(range: ByteRange(0, 1)))
+        if let length = response.length, length <= 64 << 10 {
+            // The head has told the version: a body that breaks off changes nothing.
+            do { for try await _ in response.body {} } catch {}
+        } else {
+            response.body.discard()
+        }
+        return response.info
+    }
 }
 
 /// A request for part of a resource.
@@ -123,14 +151,20 @@ public struct OriginResponse: Sendable {
     public var followingRanges: [ByteRange]
     /// The bytes, in order from ``offset``, then those of each of ``followingRanges``.
     public var body: HTTPBody
+    /// Whether the response itself tells the version it carries. A download from a cloud
+    /// service whose version comes from its API only repeats the version its link was resolved
+    /// with, which the bytes may no longer be: such an answer does not count as the origin's word
+    /// for ``StreamCache/Configuration/revalidationInterval``.
+    public var confirmsVersion: Bool
 
     /// Creates a response.
-    public init(info: ResourceInfo, offset: Int64, length: Int64?, followingRanges: [ByteRange] = [], body: HTTPBody) {
+    public init(info: ResourceInfo, offset: Int64, length: Int64?, followingRanges: [ByteRange] = [], body: HTTPBody, confirmsVersion: Bool = true) {
         self.info = info
         self.offset = offset
         self.length = length
         self.followingRanges = followingRanges
         self.body = body
+        self.confirmsVersion = confirmsVersion
     }
 
     /// Every range the body carries, in order; `nil` while the first one's length is unknown.

@@ -45,13 +45,22 @@ public struct BoxSource: Source {
     public func resolve() async throws -> ResolvedSource {
         guard !item.hasPrefix("folder:") else { throw StreamCacheError(.invalidArgument, "\(reference) is a folder; list it with `streamcache ls`.") }
         async let user = api.json(User.self, url: CloudAPI.url(base, "users/me", query: [("fields", "id")]))
-        let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag")]))
+        let (file, target) = try await describe()
         let userID = try await user.id
+        let source = self
+        // Asked again before a revalidation: the content download does not tell a new version.
+        let locator = ResolvingLocator(logDescription: reference, initial: target) { try await source.describe().target }
+        return ResolvedSource(key: CacheKey("box:\(userID):\(file.id)"), fileName: file.name, size: file.size, mimeType: nil,
+                              version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
+    }
+
+    /// The file's metadata now, and where to download it from.
+    private func describe() async throws -> (file: File, target: DownloadTarget) {
+        let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag")]))
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
         let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content"), sendsCredentials: true, expires: false,
                                     version: version, totalLength: file.size, fileName: file.name)
-        return ResolvedSource(key: CacheKey("box:\(userID):\(file.id)"), fileName: file.name, size: file.size, mimeType: nil, version: version,
-                              origin: configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials))
+        return (file, target)
     }
 
     public func list() async throws -> [SourceEntry] {

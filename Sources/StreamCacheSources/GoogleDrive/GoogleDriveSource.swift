@@ -50,6 +50,17 @@ public struct GoogleDriveSource: Source {
 
     public func resolve() async throws -> ResolvedSource {
         async let about = api.json(About.self, url: CloudAPI.url(base, "about", query: [("fields", "user(permissionId)")]))
+        let (file, target) = try await describe()
+        let permissionID = try await about.user.permissionId
+        let source = self
+        // Asked again before a revalidation: the media download does not tell a new version.
+        let locator = ResolvingLocator(logDescription: reference, initial: target) { try await source.describe().target }
+        return ResolvedSource(key: CacheKey("gdrive:\(permissionID):\(file.id)"), fileName: file.name, size: target.totalLength,
+                              mimeType: file.mimeType, version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
+    }
+
+    /// The file's metadata now, and where to download it from.
+    private func describe() async throws -> (file: File, target: DownloadTarget) {
         let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(fileID)", query: [
             ("fields", "id,name,size,mimeType,md5Checksum,headRevisionId"), ("supportsAllDrives", "true"),
         ]))
@@ -57,14 +68,11 @@ public struct GoogleDriveSource: Source {
         if file.mimeType?.hasPrefix("application/vnd.google-apps.") == true {
             throw StreamCacheError(.invalidArgument, "\(reference) is a Google \(file.mimeType ?? "") document, which has no bytes to stream.")
         }
-        let permissionID = try await about.user.permissionId
-        let size = file.size.flatMap { Int64($0) }
         let version = (file.md5Checksum ?? file.headRevisionId).map { Validator(entityTag: "\"\($0)\"") }
         let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)", query: [("alt", "media"), ("supportsAllDrives", "true")]),
-                                    sendsCredentials: true, expires: false, version: version, totalLength: size, mimeType: file.mimeType,
-                                    fileName: file.name)
-        return ResolvedSource(key: CacheKey("gdrive:\(permissionID):\(file.id)"), fileName: file.name, size: size, mimeType: file.mimeType,
-                              version: version, origin: configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials))
+                                    sendsCredentials: true, expires: false, version: version, totalLength: file.size.flatMap { Int64($0) },
+                                    mimeType: file.mimeType, fileName: file.name)
+        return (file, target)
     }
 
     public func list() async throws -> [SourceEntry] {

@@ -54,16 +54,25 @@ public struct OneDriveSource: Source {
 
     public func resolve() async throws -> ResolvedSource {
         async let drive = api.json(Drive.self, url: CloudAPI.url(base, "me/drive", query: [("$select", "id")]))
+        let (file, target) = try await describe()
+        let driveID = try await drive.id
+        let source = self
+        // Asked again before a revalidation: the content download does not tell a new version.
+        let locator = ResolvingLocator(logDescription: reference, initial: target) { try await source.describe().target }
+        return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size, mimeType: file.file?.mimeType,
+                              version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
+    }
+
+    /// The item's metadata now, and where to download it from.
+    private func describe() async throws -> (file: Item, target: DownloadTarget) {
         let file = try await api.json(Item.self, url: CloudAPI.url(base, itemPath))
         guard file.folder == nil else { throw StreamCacheError(.invalidArgument, "\(reference) is a folder; list it with `streamcache ls`.") }
-        let driveID = try await drive.id
         let version = (file.cTag ?? file.eTag).map { Validator(entityTag: "\"\($0)\"") }
         // `/content` redirects to a pre-authenticated URL on another host: HTTPOrigin follows it
         // without the token, and asks `/content` again for each request, so the URL never expires on us.
         let target = DownloadTarget(url: CloudAPI.url(base, "me/drive/items/\(file.id)/content"), sendsCredentials: true, expires: false,
                                     version: version, totalLength: file.size, mimeType: file.file?.mimeType, fileName: file.name)
-        return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size, mimeType: file.file?.mimeType,
-                              version: version, origin: configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials))
+        return (file, target)
     }
 
     public func list() async throws -> [SourceEntry] {

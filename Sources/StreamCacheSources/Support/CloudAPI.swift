@@ -116,4 +116,9 @@ actor ResolvingLocator: DownloadLocator {
         if current == target { current = nil }
         return true
     }
+
+    func prepareForVersionCheck() async {
+        // A version in the response's own header (Dropbox's) is current with every download.
+        if let current, !current.confirmsVersionInResponses { self.current = nil }
+    }
 }

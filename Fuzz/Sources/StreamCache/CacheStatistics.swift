@@ -1,0 +1,1 @@
+../../../Sources/StreamCache/Metrics/CacheStatistics.swift
