@@ -108,22 +108,8 @@ extension Resource {
 
     /// The origin's version (``Origin/currentInfo()``), or why it could not be had within `timeout`.
     static func askVersion(of origin: any Origin, timeout: Duration) async -> Result<ResourceInfo, any Error> {
-        await withTaskGroup(of: Result<ResourceInfo, any Error>?.self) { group in
-            group.addTask {
-                do {
-                    return .success(try await origin.currentInfo())
-                } catch {
-                    return .failure(error)
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .failure(StreamCacheError(.originUnavailable, "The origin did not say within \(timeout) whether the cached version is current."))
+        await FirstAnswer.of({ try await origin.currentInfo() }, within: timeout) {
+            StreamCacheError(.originUnavailable, "The origin did not say within \(timeout) whether the cached version is current.")
         }
     }
-
 }
