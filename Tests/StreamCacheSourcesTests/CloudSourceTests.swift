@@ -112,26 +112,37 @@ import Testing
         }
     }
 
-    /// A file replaced on the service while one process keeps its link (a long-running `serve`):
-    /// with a revalidation interval, the next read asks the service and gets the new version, even
-    /// when the old and new files are the same length and the old link still works.
-    @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
-    func revalidationSeesANewVersionBehindALiveLink(service: String) async throws {
-        let old = TestData.random(count: 1_500_000, seed: 56)
-        let new = TestData.random(count: 1_500_000, seed: 57)
+    /// One process holds `service`'s `/Music/song.mp3` (1.5 MB, `old`) in a cache that asks the
+    /// origin before every read; `replace()` puts `new`, of the same length, in its place.
+    static func withFileReplacedBehindALiveLink(
+        _ service: String, seed: UInt64,
+        _ body: (_ resource: Resource, _ old: Data, _ new: Data, _ replace: () -> Void, _ environment: CloudTestEnvironment) async throws -> Void
+    ) async throws {
+        let old = TestData.random(count: 1_500_000, seed: seed)
+        let new = TestData.random(count: 1_500_000, seed: seed + 1)
         try await CloudTestEnvironment.with { environment in
             environment.server.setFile("/Music/song.mp3", data: old)
             try await withTemporaryCache(configure: { $0.revalidationInterval = .zero }) { cache in
                 let file = try await environment.source(service, path: "/Music/song.mp3").resolve()
                 let resource = try await cache.resource(for: file)
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
-                environment.server.setFile("/Music/song.mp3", data: new)
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new), "\(service) served the old version")
-                // The version asked again: the same answer, the cached bytes served.
-                let downloaded = environment.server.downloadedBytes
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new))
-                #expect(environment.server.downloadedBytes - downloaded <= 1, "an unchanged version is read from the cache")
+                try await body(resource, old, new, { environment.server.setFile("/Music/song.mp3", data: new) }, environment)
             }
+        }
+    }
+
+    /// A file replaced on the service while one process keeps its link (a long-running `serve`):
+    /// with a revalidation interval, the next read asks the service and gets the new version, even
+    /// when the old and new files are the same length and the old link still works.
+    @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
+    func revalidationSeesANewVersionBehindALiveLink(service: String) async throws {
+        try await Self.withFileReplacedBehindALiveLink(service, seed: 56) { resource, old, new, replace, environment async throws in
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
+            replace()
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new), "\(service) served the old version")
+            // The version asked again: the same answer, the cached bytes served.
+            let downloaded = environment.server.downloadedBytes
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new))
+            #expect(environment.server.downloadedBytes - downloaded <= 1, "an unchanged version is read from the cache")
         }
     }
 
@@ -140,25 +151,18 @@ import Testing
     /// download's answer repeats the old version for every service whose version comes from its API.
     @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
     func revalidationKeepsAPartlyCachedFileFromMixingVersions(service: String) async throws {
-        let old = TestData.random(count: 1_500_000, seed: 58)
-        let new = TestData.random(count: 1_500_000, seed: 59)
-        try await CloudTestEnvironment.with { environment in
-            environment.server.setFile("/Music/song.mp3", data: old)
-            try await withTemporaryCache(configure: { $0.revalidationInterval = .zero }) { cache in
-                let file = try await environment.source(service, path: "/Music/song.mp3").resolve()
-                let resource = try await cache.resource(for: file)
-                try await resource.prefetch(ByteRange(600_000, 1_500_000))
-                environment.server.setFile("/Music/song.mp3", data: new)
-                do {
-                    let whole = try await resource.read(from: 0).collect()
-                    #expect(TestData.sha256(whole) == TestData.sha256(new), "\(service) mixed two versions")
-                } catch let error as StreamCacheError {
-                    // Dropbox's download reports the new version itself, and a read its download
-                    // finds changed ends with `resourceChanged` (a player asks again), as for any origin.
-                    #expect(error.code == .resourceChanged && service == "dropbox", "\(error)")
-                }
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new))
+        try await Self.withFileReplacedBehindALiveLink(service, seed: 58) { resource, _, new, replace, _ async throws in
+            try await resource.prefetch(ByteRange(600_000, 1_500_000))
+            replace()
+            do {
+                let whole = try await resource.read(from: 0).collect()
+                #expect(TestData.sha256(whole) == TestData.sha256(new), "\(service) mixed two versions")
+            } catch let error as StreamCacheError {
+                // Dropbox's download reports the new version itself, and a read its download
+                // finds changed ends with `resourceChanged` (a player asks again), as for any origin.
+                #expect(error.code == .resourceChanged && service == "dropbox", "\(error)")
             }
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(new))
         }
     }
 
