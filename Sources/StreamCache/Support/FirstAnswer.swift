@@ -15,12 +15,13 @@ enum FirstAnswer {
     ) async -> Result<Value, any Error> {
         let slot = Locked(Slot<Value>.waiting(nil))
         let settle: @Sendable (Result<Value, any Error>) -> Void = { result in
-            let waiting = slot.withLock { state -> CheckedContinuation<Result<Value, any Error>, Never>?? in
+            // The first to settle wins; the waiter, if it waits already, is resumed outside the lock.
+            let waiter = slot.withLock { state -> CheckedContinuation<Result<Value, any Error>, Never>? in
                 guard case .waiting(let continuation) = state else { return nil }
                 state = .settled(result)
-                return .some(continuation)
+                return continuation
             }
-            if case .some(.some(let continuation)) = waiting { continuation.resume(returning: result) }
+            waiter?.resume(returning: result)
         }
         let work = Task {
             do { settle(.success(try await operation())) } catch { settle(.failure(error)) }
