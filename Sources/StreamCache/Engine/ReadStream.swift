@@ -82,6 +82,9 @@ public struct CachedRegion: Sendable {
     /// The bytes the region covers.
     public let range: ByteRange
     let file: DataFile
+    /// The resource's info when the region was granted: the version its bytes belong to, which a
+    /// server names in the head it sends with them (`nil` only when the origin never told it).
+    public let info: ResourceInfo?
 
     /// A new descriptor of the region's cache file, for sending the region with `sendfile`; the
     /// caller owns it and must close it. `nil` when the file is shorter than the region claims

@@ -55,7 +55,7 @@ extension Resource {
         countServed(reads: 1, cache: range.count, origin: 0)
         metrics?.recordFirstByte(after: .now - began, fromCache: true)
         touchIfDue()
-        return CachedRegion(range: range, file: file)
+        return CachedRegion(range: range, file: file, info: info)
     }
 
     /// The resource's info, asking the origin only when the cache does not know the length yet.
@@ -115,7 +115,7 @@ extension Resource {
                                               servedCache: servedCache, servedOrigin: servedOrigin, skipCached: isPrefetch)
                 servedCache = 0
                 servedOrigin = 0
-                guard case .available(let run, let file) = step else { break }
+                guard case .available(let run, let file, let version) = step else { break }
                 if awaitsFirstByte {
                     awaitsFirstByte = false
                     metrics?.recordFirstByte(after: .now - began, fromCache: initiallyCached.contains(run.lowerBound))
@@ -129,7 +129,7 @@ extension Resource {
                     let cached = initiallyCached.coveredByteCount(in: run)
                     servedCache += cached
                     servedOrigin += run.count - cached
-                    try await regions.send(CachedRegion(range: run, file: file), weight: Int(clamping: run.count))
+                    try await regions.send(CachedRegion(range: run, file: file, info: version), weight: Int(clamping: run.count))
                     position = run.upperBound
                     continue
                 case .chunks(let chunks):
@@ -168,7 +168,8 @@ extension Resource {
     }
 
     enum ReadStep {
-        case available(ByteRange, DataFile)
+        /// Cached bytes of the file, and the info of the version they belong to.
+        case available(ByteRange, DataFile, ResourceInfo?)
         case end
     }
 
@@ -265,12 +266,12 @@ extension Resource {
                 // matters only while bytes it will read are missing: a read of cached bytes to its
                 // end (a warm read) gets them in one step, as one `sendfile` region.
                 guard configuration.playbackReadAhead != nil, cut.upperBound < end, let reader = readers[readerID], !skipCached else {
-                    return .available(cut, file)
+                    return .available(cut, file, info)
                 }
                 readers[readerID]?.pace.handedOutStep()
                 keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
                 let step = min(cut.count, reader.pace.stepLimit)
-                return .available(ByteRange(position, position + step), file)
+                return .available(ByteRange(position, position + step), file, info)
             }
             // Counts waits that ended without the byte at `position` arriving (downloads that stopped
             // short); progress resets it.

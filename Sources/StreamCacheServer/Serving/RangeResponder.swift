@@ -32,121 +32,200 @@ struct RangeResponder: Sendable {
 
     func respond(to request: Request, resource: Resource, fileName: String, eventLoop: any EventLoop,
                  fileRegions: FileRegionSlots? = nil, playlistFallback: PlaylistFallback? = nil) async -> Response {
-        let pacer = OutboundPacer(eventLoop: eventLoop, fileRegions: fileRegions)
         let isHead = request.method == .head
         guard isHead || request.method == .get else {
             return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
         }
-        // RFC 9110 §14.2: Range is defined for GET only.
-        let range = isHead ? nil : request.headers[.range].flatMap { RangeHeader(parsing: $0) }
+        let answer = Answer(
+            request: request,
+            // RFC 9110 §14.2: Range is defined for GET only.
+            range: isHead ? nil : request.headers[.range].flatMap { RangeHeader(parsing: $0) },
+            isHead: isHead, resource: resource, fileName: fileName,
+            pacer: OutboundPacer(eventLoop: eventLoop, fileRegions: fileRegions), playlistFallback: playlistFallback)
+        // The head goes out with the first byte, so a new version met on the way to that byte (in
+        // its download's answer, or in the question a due revalidation asks) can still be answered
+        // as the new version: the old head, promising the old bytes, was never sent. An origin
+        // whose version changes on every answer gets a 503 after the third.
+        var changesMet = 0
+        while true {
+            do {
+                return try await answer.make()
+            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < Self.versionChangesAnsweredAnew {
+                changesMet += 1
+                logger.debug("the origin's version changed before the first byte went out; answering anew",
+                             metadata: ["key": "\(resource.key)"])
+            } catch {
+                return Self.errorResponse(for: error, logger: logger, key: resource.key)
+            }
+        }
+    }
 
-        // When the cache does not know the length yet, the read the request most likely needs
-        // starts at once and its first chunk brings the length: one origin round trip, not two.
-        var started: StartedRead?
-        var info: ResourceInfo
-        do {
+    /// How many version changes before a response's first byte are answered with the new version.
+    static let versionChangesAnsweredAnew = 2
+
+    /// One attempt at answering a request; it throws what happened before the head would go out.
+    private struct Answer: Sendable {
+        let request: Request
+        let range: RangeHeader?
+        let isHead: Bool
+        let resource: Resource
+        let fileName: String
+        let pacer: OutboundPacer
+        let playlistFallback: PlaylistFallback?
+
+        func make() async throws -> Response {
+            // When the cache does not know the length yet, the read the request most likely needs
+            // starts at once and its first region brings the length: one origin round trip, not two.
+            var started: StartedRead?
+            var info: ResourceInfo
             // A cached resource whose version is due for a check goes through the resource, which asks the origin first.
             if let known = resource.knownInfo, known.totalLength != nil, !resource.isRevalidationDue {
                 info = known
-            } else if let early = Self.rangeReadableBeforeLength(range) {
-                var iterator = resource.regions(early).makeAsyncIterator()
-                let first = try await iterator.next()
-                started = StartedRead(range: early, iterator: iterator, first: first)
-                // The first chunk's download stored the info; the snapshot avoids an actor hop.
-                if let known = resource.knownInfo, known.totalLength != nil {
-                    info = known
+            } else if let early = RangeResponder.rangeReadableBeforeLength(range) {
+                let read = try await StartedRead(resource: resource, range: early)
+                started = read
+                if let version = read.first?.info, version.totalLength != nil {
+                    info = version
                 } else {
                     info = try await resource.loadInfo(near: early.lowerBound)
                 }
             } else {
                 info = try await resource.loadInfo(near: range?.startWithoutLength ?? 0)
             }
-        } catch {
-            return Self.errorResponse(for: error, logger: logger, key: resource.key)
+            if let playlistFallback, HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType) {
+                return await playlistFallback()
+            }
+
+            guard let total = info.totalLength else {
+                // The origin sent no length: stream it whole (chunked). Players that need the length
+                // (AVPlayer) fail either way; ffmpeg and browsers cope.
+                var headers = head(for: info)
+                headers[.acceptRanges] = "none"
+                if isHead { return Response(status: .ok, headers: headers) }
+                let (resource, pacer) = (resource, pacer)
+                return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                    try await RangeResponder.write(resource.regions(ByteRange(0, Int64.max)), to: &writer, pacer: pacer)
+                    try await writer.finish(nil)
+                })
+            }
+
+            var ranges: [ByteRange]?
+            if let range, RangeResponder.ifRangeAllowsPartial(request.headers[.ifRange], validator: info.validator) {
+                guard let satisfiable = range.ranges(in: total) else {
+                    var headers = head(for: info)
+                    headers[.contentRange] = "bytes */\(total)"
+                    headers[.contentLength] = "0"
+                    return Response(status: .rangeNotSatisfiable, headers: headers)
+                }
+                ranges = satisfiable
+            }
+
+            switch ranges {
+            case nil:
+                if isHead {
+                    var headers = head(for: info)
+                    headers[.contentLength] = String(total)
+                    return Response(status: .ok, headers: headers)
+                }
+                let (body, version) = try await openBody(ByteRange(0, total), of: info, started: started)
+                var headers = head(for: version)
+                headers[.contentLength] = String(total)
+                return Response(status: .ok, headers: headers, body: body)
+            case let ranges? where ranges.count == 1:
+                let range = ranges[0]
+                let (body, version) = try await openBody(range, of: info, started: started)
+                var headers = head(for: version)
+                headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
+                headers[.contentLength] = String(range.count)
+                return Response(status: .partialContent, headers: headers, body: body)
+            case let ranges?:
+                // Parts are read one after another as the body goes out; a change of version
+                // meanwhile cuts the body off rather than mixing versions.
+                let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
+                var headers = head(for: info)
+                headers[.contentType] = multipart.contentType
+                headers[.contentLength] = String(multipart.contentLength)
+                let (resource, pacer) = (resource, pacer)
+                return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
+                    for (index, range) in ranges.enumerated() {
+                        try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
+                        try await RangeResponder.write(resource.regions(range), to: &writer, pacer: pacer)
+                    }
+                    try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
+                    try await writer.finish(nil)
+                })
+            }
         }
-        if let playlistFallback, HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType) {
-            return await playlistFallback()
+
+        /// The representation's headers, with the registration's file name when the origin gave none.
+        private func head(for info: ResourceInfo) -> HTTPFields {
+            var info = info
+            if info.fileName == nil { info.fileName = fileName }
+            return RangeResponder.representationHeaders(for: info)
         }
-        if info.fileName == nil { info.fileName = fileName }
-        /// The body of `range`: the read already started when it covers exactly that, else a new one.
-        func body(of range: ByteRange, total: Int64) async -> ResponseBody {
-            let early = started.flatMap { $0.range.lowerBound == range.lowerBound && min($0.range.upperBound, total) == range.upperBound ? $0 : nil }
+
+        /// The body of `range`, its first bytes in hand: returns it with the info of the version
+        /// those bytes belong to, or throws what the origin said instead (a status for the
+        /// player; `resourceChanged` when the bytes are of another version than `info`, which
+        /// the head was about to promise).
+        private func openBody(_ range: ByteRange, of info: ResourceInfo, started: StartedRead?) async throws -> (ResponseBody, ResourceInfo) {
+            guard !range.isEmpty else { return (ResponseBody(byteBuffer: ByteBuffer()), info) }
+            let read: StartedRead
+            if let started, started.range.lowerBound == range.lowerBound,
+               min(started.range.upperBound, info.totalLength ?? .max) == range.upperBound {
+                read = started
+            } else if let region = try await resource.cachedRegion(range) {
+                // Wholly cached: one region, without a reader's planning.
+                let version = try Self.version(of: region, expected: info)
+                return (body(first: region, rest: nil, range: range), version)
+            } else {
+                read = try await StartedRead(resource: resource, range: range)
+            }
+            guard let first = read.first else {
+                throw StreamCacheError(.resourceChanged, "The resource ended before the range its length promised.", range: range)
+            }
+            let version = try Self.version(of: first, expected: info)
+            return (body(first: first, rest: read.iterator, range: range), version)
+        }
+
+        /// The version `region` belongs to, when it is the one `expected` describes.
+        private static func version(of region: CachedRegion, expected: ResourceInfo) throws -> ResourceInfo {
+            guard let version = region.info, version.isSameVersion(as: expected) else {
+                throw StreamCacheError(.resourceChanged, "The resource changed on the origin before the first byte went out.", range: region.range)
+            }
+            return version
+        }
+
+        private func body(first: CachedRegion, rest: RegionStream.Iterator?, range: ByteRange) -> ResponseBody {
             // Small answers go out in one write with the head (Hummingbird's fast path): AVPlayer's
             // 2-byte probe, and short cached ranges such as a seek's first read.
-            if let first = early?.first, first.range == range, range.count <= Self.inlineLimit,
-               let buffer = try? Self.buffer(from: first) {
+            if first.range == range, range.count <= RangeResponder.inlineLimit, let buffer = try? RangeResponder.buffer(from: first) {
                 return ResponseBody(byteBuffer: buffer)
             }
-            if early == nil, range.count <= Self.inlineLimit, let region = try? await resource.cachedRegion(range),
-               let buffer = try? Self.buffer(from: region) {
-                return ResponseBody(byteBuffer: buffer)
-            }
+            let pacer = self.pacer
             return ResponseBody(contentLength: Int(range.count)) { writer in
-                if early == nil, let region = try await resource.cachedRegion(range) {
-                    try await Self.write(region, to: &writer, pacer: pacer)
-                } else if let early {
-                    if let first = early.first { try await Self.write(first, to: &writer, pacer: pacer) }
-                    var iterator = early.iterator
-                    while let region = try await iterator.next() { try await Self.write(region, to: &writer, pacer: pacer) }
-                } else {
-                    try await Self.write(resource.regions(range), to: &writer, pacer: pacer)
+                try await RangeResponder.write(first, to: &writer, pacer: pacer)
+                if var rest {
+                    while let region = try await rest.next() { try await RangeResponder.write(region, to: &writer, pacer: pacer) }
                 }
                 try await writer.finish(nil)
             }
-        }
-
-        var headers = Self.representationHeaders(for: info)
-        guard let total = info.totalLength else {
-            // The origin sent no length: stream it whole (chunked). Players that need the length
-            // (AVPlayer) fail either way; ffmpeg and browsers cope.
-            headers[.acceptRanges] = "none"
-            if isHead { return Response(status: .ok, headers: headers) }
-            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                try await Self.write(resource.regions(ByteRange(0, Int64.max)), to: &writer, pacer: pacer)
-                try await writer.finish(nil)
-            })
-        }
-
-        var ranges: [ByteRange]?
-        if let range, Self.ifRangeAllowsPartial(request.headers[.ifRange], validator: info.validator) {
-            guard let satisfiable = range.ranges(in: total) else {
-                headers[.contentRange] = "bytes */\(total)"
-                headers[.contentLength] = "0"
-                return Response(status: .rangeNotSatisfiable, headers: headers)
-            }
-            ranges = satisfiable
-        }
-
-        switch ranges {
-        case nil:
-            headers[.contentLength] = String(total)
-            if isHead { return Response(status: .ok, headers: headers) }
-            return Response(status: .ok, headers: headers, body: await body(of: ByteRange(0, total), total: total))
-        case let ranges? where ranges.count == 1:
-            let range = ranges[0]
-            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.httpLast)/\(total)"
-            headers[.contentLength] = String(range.count)
-            return Response(status: .partialContent, headers: headers, body: await body(of: range, total: total))
-        case let ranges?:
-            let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
-            headers[.contentType] = multipart.contentType
-            headers[.contentLength] = String(multipart.contentLength)
-            return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
-                for (index, range) in ranges.enumerated() {
-                    try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
-                    try await Self.write(resource.regions(range), to: &writer, pacer: pacer)
-                }
-                try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
-                try await writer.finish(nil)
-            })
         }
     }
 
-    /// A read begun before the length was known, with its first region already taken.
+    /// A read begun before its response's head, with its first region already taken (`nil`
+    /// when the read ended at once: it starts at or past the end).
     struct StartedRead: Sendable {
         let range: ByteRange
         let iterator: RegionStream.Iterator
         let first: CachedRegion?
+
+        init(resource: Resource, range: ByteRange) async throws {
+            var iterator = resource.regions(range).makeAsyncIterator()
+            self.first = try await iterator.next()
+            self.range = range
+            self.iterator = iterator
+        }
     }
 
     /// The bytes a request will most likely be answered with, when that does not depend on the
