@@ -166,6 +166,31 @@ import Testing
         }
     }
 
+    /// With no revalidation at all (the default), in a process that keeps its link: a file
+    /// replaced by one of the same length is never joined to the cached part of the old one. Once
+    /// the link's word on the version is old (here at once), a download asks the service again.
+    @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
+    func aPartlyCachedFileIsNeverJoinedToAReplacementOfTheSameLength(service: String) async throws {
+        let old = TestData.random(count: 1_500_000, seed: 60)
+        let new = TestData.random(count: 1_500_000, seed: 61)
+        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .zero }) { environment in
+            environment.server.setFile("/Music/song.mp3", data: old)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
+                try await resource.prefetch(ByteRange(600_000, 1_500_000))
+                environment.server.setFile("/Music/song.mp3", data: new)
+                let whole: Data
+                do {
+                    whole = try await resource.read(from: 0).collect()
+                } catch let error as StreamCacheError where error.code == .resourceChanged {
+                    // The read's own download met the new version: a player asks again.
+                    whole = try await resource.read(from: 0).collect()
+                }
+                #expect(TestData.sha256(whole) == TestData.sha256(new), "\(service) joined two versions, or served the old one")
+            }
+        }
+    }
+
     /// Rate limits and brief outages of a service's API (429 or 503 with `Retry-After`, as each
     /// documents them) are waited out: two in a row still resolve the file. A service down for
     /// longer than the retry policy waits is `originUnavailable`, naming the service and the status.

@@ -12,7 +12,8 @@ struct CloudTestEnvironment {
     let server: CloudTestServer
     let configuration: SourceConfiguration
 
-    static func with<T>(_ body: (CloudTestEnvironment) async throws -> T) async throws -> T {
+    static func with<T>(configure: (inout SourceConfiguration) -> Void = { _ in },
+                        _ body: (CloudTestEnvironment) async throws -> T) async throws -> T {
         let server = try await CloudTestServer(initialToken: accessToken)
         var endpoints = SourceConfiguration.Endpoints()
         endpoints.yandex = server.url(.api, "/yandex/v1/disk")
@@ -22,8 +23,9 @@ struct CloudTestEnvironment {
         endpoints.microsoftGraph = server.url(.api, "/graph/v1.0")
         endpoints.box = server.url(.api, "/box/2.0")
         for service in endpoints.tokens.keys { endpoints.tokens[service] = server.url(.api, "/oauth/token") }
-        let environment = CloudTestEnvironment(server: server,
-                                               configuration: SourceConfiguration(transport: AsyncHTTPClientTransport.shared, endpoints: endpoints))
+        var configuration = SourceConfiguration(transport: AsyncHTTPClientTransport.shared, endpoints: endpoints)
+        configure(&configuration)
+        let environment = CloudTestEnvironment(server: server, configuration: configuration)
         do {
             let result = try await body(environment)
             await server.stop()

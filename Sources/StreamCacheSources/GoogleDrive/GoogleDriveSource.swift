@@ -53,8 +53,9 @@ public struct GoogleDriveSource: Source {
         let (file, target) = try await describe()
         let permissionID = try await about.user.permissionId
         let source = self
-        // Asked again before a revalidation: the media download does not tell a new version.
-        let locator = ResolvingLocator(logDescription: reference, initial: target) { try await source.describe().target }
+        // Asked again before a revalidation and once its word on the version is old
+        // (``SourceConfiguration/linkVersionLifetime``): the media download does not tell a new version.
+        let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
         return ResolvedSource(key: CacheKey("gdrive:\(permissionID):\(file.id)"), fileName: file.name, size: target.totalLength,
                               mimeType: file.mimeType, version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
     }

@@ -57,8 +57,9 @@ public struct OneDriveSource: Source {
         let (file, target) = try await describe()
         let driveID = try await drive.id
         let source = self
-        // Asked again before a revalidation: the content download does not tell a new version.
-        let locator = ResolvingLocator(logDescription: reference, initial: target) { try await source.describe().target }
+        // Asked again before a revalidation and once its word on the version is old
+        // (``SourceConfiguration/linkVersionLifetime``): the content download does not tell a new version.
+        let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
         return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size, mimeType: file.file?.mimeType,
                               version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
     }

@@ -60,6 +60,13 @@ public struct SourceConfiguration: Sendable {
     public var endpoints: Endpoints
     /// Where origins log (never a secret).
     public var logger: Logger
+    /// How long a download link's word on a file's version holds, for the services whose
+    /// downloads do not tell the version (Yandex.Disk, Google Drive, OneDrive, Box): the first
+    /// download after it asks the service's API again (one metadata call, once per this time
+    /// per file while it downloads), so a file replaced there by one of the same length is
+    /// never joined to the cached bytes of the old one for longer. Dropbox's downloads tell
+    /// their version and WebDAV's answers carry an `ETag`: they need no extra call.
+    public var linkVersionLifetime: Duration = .seconds(60)
 
     /// Creates a configuration.
     ///
@@ -74,6 +81,12 @@ public struct SourceConfiguration: Sendable {
         self.transport = transport
         self.endpoints = endpoints
         self.logger = logger
+    }
+
+    /// A locator that resolves `resolve`'s links as ``linkVersionLifetime`` and their failures ask.
+    func resolvingLocator(_ logDescription: String, initial: DownloadTarget? = nil,
+                          resolve: @escaping @Sendable () async throws -> DownloadTarget) -> ResolvingLocator {
+        ResolvingLocator(logDescription: logDescription, initial: initial, versionLifetime: linkVersionLifetime, resolve: resolve)
     }
 
     func origin(_ locator: any DownloadLocator, credentials: (any CredentialProvider)?) -> HTTPOrigin {

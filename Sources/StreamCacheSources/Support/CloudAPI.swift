@@ -88,26 +88,41 @@ struct CloudAPI: Sendable {
 
 /// A download locator whose links come from a service's API and may expire: it resolves one
 /// lazily, keeps it until a download reports it dead, then resolves a new one.
+///
+/// A link whose downloads do not tell the file's version (Yandex.Disk, Google Drive, OneDrive,
+/// Box: they name it in their APIs only) vouches for the version it was resolved with for
+/// `versionLifetime` only; the first download after that resolves it again, with fresh
+/// metadata. Without that, a process that kept one link (a long-running `serve`) would join the
+/// bytes of a file replaced by one of the same length to the cached bytes of the old one: the
+/// length, the only thing such a download tells, would match.
 actor ResolvingLocator: DownloadLocator {
     nonisolated let logDescription: String
     private let resolve: @Sendable () async throws -> DownloadTarget
+    private let versionLifetime: Duration
     private var current: DownloadTarget?
+    /// When the resolution that gave ``current`` began: its metadata is at least that recent.
+    private var resolvedAt: ContinuousClock.Instant
     private var resolving: Task<DownloadTarget, any Error>?
 
-    init(logDescription: String, initial: DownloadTarget? = nil, resolve: @escaping @Sendable () async throws -> DownloadTarget) {
+    init(logDescription: String, initial: DownloadTarget? = nil, versionLifetime: Duration,
+         resolve: @escaping @Sendable () async throws -> DownloadTarget) {
         self.logDescription = logDescription
         self.current = initial
+        self.resolvedAt = .now
+        self.versionLifetime = versionLifetime
         self.resolve = resolve
     }
 
     func target() async throws -> DownloadTarget {
-        if let current { return current }
+        if let current, current.confirmsVersionInResponses || ContinuousClock.now - resolvedAt < versionLifetime { return current }
         if let resolving { return try await resolving.value }
+        let began = ContinuousClock.now
         let task = Task { try await resolve() }
         resolving = task
         defer { resolving = nil }
         let target = try await task.value
         current = target
+        resolvedAt = began
         return target
     }
 

@@ -69,7 +69,7 @@ public struct YandexDiskSource: Source {
         guard first.type == "file" else { throw StreamCacheError(.invalidArgument, "\(reference) is a folder; list it with `streamcache ls`.") }
         let uid = try await account.user.uid
         let source = self
-        let locator = ResolvingLocator(logDescription: "yandex:\(path)") {
+        let locator = configuration.resolvingLocator("yandex:\(path)") {
             // Each link comes with fresh metadata, so a new version shows at the next resolution.
             async let link = source.api.json(Link.self, url: CloudAPI.url(source.base, "resources/download", query: [("path", source.path)]))
             let now = try await source.metadata()
