@@ -39,12 +39,24 @@ public final class CloudTestServer: @unchecked Sendable {
         var data: Data
         var mimeType: String?
         var revision: Int
+        /// Earlier versions' bytes by revision (Box serves them by `file_version` id).
+        var history: [Int: Data] = [:]
         var name: String { String(path.split(separator: "/").last ?? "") }
         var hash: String { SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() }
+        /// Box's id for the current version.
+        var boxVersionID: String { "\(id)v\(revision)" }
+
+        /// The bytes of `revision` (the current ones for `nil`), if it was ever stored.
+        func data(revision: Int?) -> Data? {
+            guard let revision, revision != self.revision else { return data }
+            return history[revision]
+        }
     }
 
     struct Link {
         var fileID: String
+        /// The version the link serves; `nil`: whatever is current when it is used.
+        var revision: Int?
         var remaining: Int64?
     }
 
@@ -90,6 +102,7 @@ public final class CloudTestServer: @unchecked Sendable {
     public func setFile(_ path: String, data: Data, mimeType: String? = nil) -> String {
         state.withLock { state in
             if var file = state.files[path] {
+                file.history[file.revision] = file.data
                 file.data = data
                 file.revision += 1
                 file.mimeType = mimeType
@@ -194,7 +207,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 return empty(.badRequest)
             }
             if (link.remaining ?? 1) <= 0 { return empty(.gone) }
-            return download(fileID: link.fileID, range: range, link: String(parts[1]), authorization: authorization, record: record)
+            return download(fileID: link.fileID, revision: link.revision, range: range, link: String(parts[1]), authorization: authorization, record: record)
         }
 
         if path != "/oauth/token", let failure = state.withLock({ state -> (status: Int, retryAfter: String?)? in
@@ -327,9 +340,18 @@ public final class CloudTestServer: @unchecked Sendable {
             let parts = rest.dropFirst("files/".count).split(separator: "/")
             guard rest.hasPrefix("files/"), let file = file(id: String(parts.first ?? "")) else { return json(["type": "error", "status": 404], status: .notFound) }
             if parts.count > 1, parts[1] == "content" {
-                return empty(.found, [.location: url(.content, "/box/\(issueLink(for: file.id))").absoluteString])
+                // `version` names a file version to download; an unknown one is not found.
+                var revision: Int?
+                if let version = query["version"] {
+                    guard version.hasPrefix(file.id + "v"), let number = Int(version.dropFirst(file.id.count + 1)), file.data(revision: number) != nil else {
+                        return json(["type": "error", "status": 404, "code": "not_found"], status: .notFound)
+                    }
+                    revision = number
+                }
+                return empty(.found, [.location: url(.content, "/box/\(issueLink(for: file.id, revision: revision))").absoluteString])
             }
-            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.hash, "etag": String(file.revision)])
+            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.hash, "etag": String(file.revision),
+                         "file_version": ["type": "file_version", "id": file.boxVersionID, "sha1": file.hash]])
         }
         return empty(.notFound)
     }
@@ -373,10 +395,10 @@ public final class CloudTestServer: @unchecked Sendable {
         return seen.values.sorted { $0.name < $1.name }
     }
 
-    private func issueLink(for fileID: String) -> String {
+    private func issueLink(for fileID: String, revision: Int? = nil) -> String {
         let token = "L" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(20)
         state.withLock { state in
-            state.links[token] = Link(fileID: fileID, remaining: state.linkBudget)
+            state.links[token] = Link(fileID: fileID, revision: revision, remaining: state.linkBudget)
             state.linksIssued += 1
         }
         return token
@@ -399,10 +421,13 @@ public final class CloudTestServer: @unchecked Sendable {
         }
     }
 
-    private func download(fileID: String, range: String?, link: String?, authorization: String?,
+    private func download(fileID: String, revision: Int? = nil, range: String?, link: String?, authorization: String?,
                           record: @escaping @Sendable (Int, Int64, Bool) -> Void) -> Response {
-        guard let file = file(id: fileID) else { record(404, 0, false); return Response(status: .notFound, headers: [.contentLength: "0"]) }
-        let total = Int64(file.data.count)
+        guard let file = file(id: fileID), let data = file.data(revision: revision) else {
+            record(404, 0, false)
+            return Response(status: .notFound, headers: [.contentLength: "0"])
+        }
+        let total = Int64(data.count)
         var start: Int64 = 0
         var end = total
         var status = HTTPResponse.Status.ok
@@ -421,7 +446,6 @@ public final class CloudTestServer: @unchecked Sendable {
         var headers: HTTPFields = [.contentLength: String(end - start), .acceptRanges: "bytes", .contentType: file.mimeType ?? "application/octet-stream"]
         if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(end - 1)/\(total)" }
         charge(authorization, bytes: end - start)
-        let data = file.data
         let state = self.state
         let (first, last, answer) = (start, end, status)
         return Response(status: answer, headers: headers, body: ResponseBody(contentLength: Int(last - first)) { writer in

@@ -191,6 +191,27 @@ import Testing
         }
     }
 
+    /// Box downloads name the file version they were resolved with: while the link's word holds,
+    /// a replaced file's download still brings the old version's bytes, whole and never joined to
+    /// the new one's; the next resolution brings the new version, and the old bytes are dropped.
+    @Test func aBoxLinkIsPinnedToItsVersion() async throws {
+        let old = TestData.random(count: 1_500_000, seed: 62)
+        let new = TestData.random(count: 1_500_000, seed: 63)
+        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .seconds(3600) }) { environment in
+            environment.server.setFile("/Music/song.mp3", data: old)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
+                try await resource.prefetch(ByteRange(600_000, 1_500_000))
+                environment.server.setFile("/Music/song.mp3", data: new)
+                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
+                #expect(environment.server.records.contains { $0.path.hasSuffix("/content") && $0.status == 302 })
+
+                let resolvedAgain = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
+                #expect(TestData.sha256(try await resolvedAgain.read(from: 0).collect()) == TestData.sha256(new))
+            }
+        }
+    }
+
     /// Rate limits and brief outages of a service's API (429 or 503 with `Retry-After`, as each
     /// documents them) are waited out: two in a row still resolve the file. A service down for
     /// longer than the retry policy waits is `originUnavailable`, naming the service and the status.

@@ -8,10 +8,13 @@ import StreamCache
 /// A file or folder in Box, named `box:<file id>` or `box:folder:<folder id>`, read through the
 /// Box API with `Authorization: Bearer <token>`.
 ///
-/// Metadata comes from `GET /2.0/files/{id}?fields=name,size,sha1,etag`; bytes from
-/// `GET /2.0/files/{id}/content`, which answers 302 with an expiring `dl.boxcloud.com` URL: the
-/// redirect is followed without the token, with `Range` kept. The version is the `sha1` (else
-/// `etag`); the cache key is `box:<user id>:<file id>`.
+/// Metadata comes from `GET /2.0/files/{id}?fields=name,size,sha1,etag,file_version`; bytes from
+/// `GET /2.0/files/{id}/content?version={file version id}`, which answers 302 with an expiring
+/// `dl.boxcloud.com` URL: the redirect is followed without the token, with `Range` kept. Naming
+/// the version makes every download of a link the bytes of the version it was resolved with, so
+/// a file replaced meanwhile is never joined to them (a version Box no longer keeps is 404, and
+/// the link is resolved again). The version is the `sha1` (else `etag`); the cache key is
+/// `box:<user id>:<file id>`.
 public struct BoxSource: Source {
     public var service: String { "box" }
     /// The file id, or `folder:<id>`.
@@ -38,7 +41,10 @@ public struct BoxSource: Source {
         var size: Int64?
         var sha1: String?
         var etag: String?
+        var file_version: FileVersion?
     }
+
+    struct FileVersion: Decodable { var id: String }
 
     struct Items: Decodable { var entries: [File] }
 
@@ -57,9 +63,10 @@ public struct BoxSource: Source {
 
     /// The file's metadata now, and where to download it from.
     private func describe() async throws -> (file: File, target: DownloadTarget) {
-        let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag")]))
+        let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag,file_version")]))
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
-        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content"), sendsCredentials: true, expires: false,
+        let pin = file.file_version.map { [("version", $0.id)] } ?? []
+        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: false,
                                     version: version, totalLength: file.size, fileName: file.name)
         return (file, target)
     }
