@@ -210,7 +210,9 @@ public final class CloudTestServer: @unchecked Sendable {
             return download(fileID: link.fileID, revision: link.revision, range: range, link: String(parts[1]), authorization: authorization, record: record)
         }
 
-        if path != "/oauth/token", let failure = state.withLock({ state -> (status: Int, retryAfter: String?)? in
+        // Downloads and the redirects to them are not API calls, though some start on the API's host.
+        let startsADownload = path == "/dropbox-content/2/files/download" || query["alt"] == "media" || path.hasSuffix("/content")
+        if path != "/oauth/token", !startsADownload, let failure = state.withLock({ state -> (status: Int, retryAfter: String?)? in
             guard state.apiFailures.count > 0 else { return nil }
             state.apiFailures.count -= 1
             return (state.apiFailures.status, state.apiFailures.retryAfter)

@@ -191,6 +191,23 @@ import Testing
         }
     }
 
+    /// A link whose word on the version grew old is still used while the service's API cannot be
+    /// asked (down, rate-limited, refusing): the bytes play on.
+    @Test(arguments: ["gdrive", "onedrive", "box", "yandex"])
+    func anOldLinkStillServesWhileTheAPICannotBeAsked(service: String) async throws {
+        let data = TestData.random(count: 1_500_000, seed: 64)
+        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .zero }) { environment in
+            environment.server.setFile("/Music/song.mp3", data: data)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
+                try await resource.prefetch(ByteRange(600_000, 1_500_000))
+                environment.server.failAPICalls(1_000, status: 403)
+                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
+                #expect(environment.server.records.contains { $0.host == .api && $0.status == 403 }, "the API was never asked: the test proves nothing")
+            }
+        }
+    }
+
     /// Box downloads name the file version they were resolved with: while the link's word holds,
     /// a replaced file's download still brings the old version's bytes, whole and never joined to
     /// the new one's; the next resolution brings the new version, and the old bytes are dropped.

@@ -120,10 +120,18 @@ actor ResolvingLocator: DownloadLocator {
         let task = Task { try await resolve() }
         resolving = task
         defer { resolving = nil }
-        let target = try await task.value
-        current = target
-        resolvedAt = began
-        return target
+        do {
+            let target = try await task.value
+            current = target
+            resolvedAt = began
+            return target
+        } catch let error where !(error is CancellationError) {
+            // A link that only grew old still works: an API that is down or refuses for now
+            // must not stop the downloads it would serve. The version is asked again a lifetime later.
+            guard let current else { throw error }
+            resolvedAt = .now
+            return current
+        }
     }
 
     func targetFailed(_ target: DownloadTarget, status: Int) async -> Bool {
