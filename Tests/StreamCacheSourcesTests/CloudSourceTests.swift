@@ -166,28 +166,38 @@ import Testing
         }
     }
 
+    /// `service`'s `/Music/song.mp3` (`data`, 1.5 MB) resolved in a fresh cache with no
+    /// revalidation, its last 900 KB cached; links vouch for the version for `linkVersionLifetime`.
+    static func withPartlyCachedSong(
+        _ service: String, data: Data, linkVersionLifetime: Duration,
+        _ body: (_ resource: Resource, _ cache: StreamCache, _ environment: CloudTestEnvironment) async throws -> Void
+    ) async throws {
+        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = linkVersionLifetime }) { environment in
+            environment.server.setFile("/Music/song.mp3", data: data)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
+                try await resource.prefetch(ByteRange(600_000, 1_500_000))
+                try await body(resource, cache, environment)
+            }
+        }
+    }
+
     /// With no revalidation at all (the default), in a process that keeps its link: a file
     /// replaced by one of the same length is never joined to the cached part of the old one. Once
     /// the link's word on the version is old (here at once), a download asks the service again.
     @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
     func aPartlyCachedFileIsNeverJoinedToAReplacementOfTheSameLength(service: String) async throws {
-        let old = TestData.random(count: 1_500_000, seed: 60)
         let new = TestData.random(count: 1_500_000, seed: 61)
-        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .zero }) { environment in
-            environment.server.setFile("/Music/song.mp3", data: old)
-            try await withTemporaryCache { cache in
-                let resource = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
-                try await resource.prefetch(ByteRange(600_000, 1_500_000))
-                environment.server.setFile("/Music/song.mp3", data: new)
-                let whole: Data
-                do {
-                    whole = try await resource.read(from: 0).collect()
-                } catch let error as StreamCacheError where error.code == .resourceChanged {
-                    // The read's own download met the new version: a player asks again.
-                    whole = try await resource.read(from: 0).collect()
-                }
-                #expect(TestData.sha256(whole) == TestData.sha256(new), "\(service) joined two versions, or served the old one")
+        try await Self.withPartlyCachedSong(service, data: TestData.random(count: 1_500_000, seed: 60), linkVersionLifetime: .zero) { resource, _, environment async throws in
+            environment.server.setFile("/Music/song.mp3", data: new)
+            let whole: Data
+            do {
+                whole = try await resource.read(from: 0).collect()
+            } catch let error as StreamCacheError where error.code == .resourceChanged {
+                // The read's own download met the new version: a player asks again.
+                whole = try await resource.read(from: 0).collect()
             }
+            #expect(TestData.sha256(whole) == TestData.sha256(new), "\(service) joined two versions, or served the old one")
         }
     }
 
@@ -196,15 +206,10 @@ import Testing
     @Test(arguments: ["gdrive", "onedrive", "box", "yandex"])
     func anOldLinkStillServesWhileTheAPICannotBeAsked(service: String) async throws {
         let data = TestData.random(count: 1_500_000, seed: 64)
-        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .zero }) { environment in
-            environment.server.setFile("/Music/song.mp3", data: data)
-            try await withTemporaryCache { cache in
-                let resource = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
-                try await resource.prefetch(ByteRange(600_000, 1_500_000))
-                environment.server.failAPICalls(1_000, status: 403)
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
-                #expect(environment.server.records.contains { $0.host == .api && $0.status == 403 }, "the API was never asked: the test proves nothing")
-            }
+        try await Self.withPartlyCachedSong(service, data: data, linkVersionLifetime: .zero) { resource, _, environment async throws in
+            environment.server.failAPICalls(1_000, status: 403)
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(environment.server.records.contains { $0.host == .api && $0.status == 403 }, "the API was never asked: the test proves nothing")
         }
     }
 
@@ -214,18 +219,13 @@ import Testing
     @Test func aBoxLinkIsPinnedToItsVersion() async throws {
         let old = TestData.random(count: 1_500_000, seed: 62)
         let new = TestData.random(count: 1_500_000, seed: 63)
-        try await CloudTestEnvironment.with(configure: { $0.linkVersionLifetime = .seconds(3600) }) { environment in
-            environment.server.setFile("/Music/song.mp3", data: old)
-            try await withTemporaryCache { cache in
-                let resource = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
-                try await resource.prefetch(ByteRange(600_000, 1_500_000))
-                environment.server.setFile("/Music/song.mp3", data: new)
-                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
-                #expect(environment.server.records.contains { $0.path.hasSuffix("/content") && $0.status == 302 })
+        try await Self.withPartlyCachedSong("box", data: old, linkVersionLifetime: .seconds(3600)) { resource, cache, environment async throws in
+            environment.server.setFile("/Music/song.mp3", data: new)
+            #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
+            #expect(environment.server.records.contains { $0.path.hasSuffix("/content") && $0.status == 302 })
 
-                let resolvedAgain = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
-                #expect(TestData.sha256(try await resolvedAgain.read(from: 0).collect()) == TestData.sha256(new))
-            }
+            let resolvedAgain = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
+            #expect(TestData.sha256(try await resolvedAgain.read(from: 0).collect()) == TestData.sha256(new))
         }
     }
 
