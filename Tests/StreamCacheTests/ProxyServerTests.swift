@@ -49,7 +49,10 @@ import Testing
     /// With a revalidation interval, a player's request for a file cached whole but replaced at
     /// the origin gets the new version's headers and bytes, not the old ones the cache knew.
     @Test func aReplacedFileIsAnsweredWithItsNewVersionOnceTheWordIsOld() async throws {
-        try await Self.withProxy(configure: { $0.revalidationInterval = .zero }) { server, origin in
+        try await Self.withProxy(configure: {
+            $0.revalidationInterval = .zero
+            $0.revalidationTimeout = TestTiming.time(.seconds(2))
+        }) { server, origin in
             let old = TestData.random(count: 700_000, seed: 311)
             let new = TestData.random(count: 650_000, seed: 312)
             origin.setFile("/music/track.mp3", data: old, entityTag: "\"v1\"", contentType: "audio/mpeg")

@@ -18,6 +18,9 @@ import Testing
     static func configuration(_ directory: URL, interval: Duration?) -> StreamCache.Configuration {
         var configuration = StreamCache.Configuration(directory: directory)
         configuration.revalidationInterval = interval
+        // The origin answers on loopback; the default 2 s is for real links, and the sanitizer's
+        // loaded runs once took longer than that for a question a test expects answered.
+        configuration.revalidationTimeout = TestTiming.time(.seconds(2))
         configuration.completesResourcesInBackground = false
         return configuration
     }

@@ -115,22 +115,36 @@ actor ResolvingLocator: DownloadLocator {
 
     func target() async throws -> DownloadTarget {
         if let current, current.confirmsVersionInResponses || ContinuousClock.now - resolvedAt < versionLifetime { return current }
-        if let resolving { return try await resolving.value }
+        let resolution: Task<DownloadTarget, any Error>
+        if let resolving {
+            resolution = resolving
+        } else {
+            resolution = Task { try await self.resolveAndKeep() }
+            resolving = resolution
+        }
+        do {
+            return try await resolution.value
+        } catch let error where !(error is CancellationError) {
+            // A link that only grew old still works: an API that is down or refuses for now
+            // must not stop the downloads it would serve (each download waiting for this answer).
+            guard let current else { throw error }
+            return current
+        }
+    }
+
+    /// One resolution, shared by every download that asks meanwhile.
+    private func resolveAndKeep() async throws -> DownloadTarget {
         let began = ContinuousClock.now
-        let task = Task { try await resolve() }
-        resolving = task
         defer { resolving = nil }
         do {
-            let target = try await task.value
+            let target = try await resolve()
             current = target
             resolvedAt = began
             return target
-        } catch let error where !(error is CancellationError) {
-            // A link that only grew old still works: an API that is down or refuses for now
-            // must not stop the downloads it would serve. The version is asked again a lifetime later.
-            guard let current else { throw error }
-            resolvedAt = .now
-            return current
+        } catch {
+            // The old link, if any, goes on serving; the version is asked again a lifetime later.
+            if current != nil { resolvedAt = .now }
+            throw error
         }
     }
 

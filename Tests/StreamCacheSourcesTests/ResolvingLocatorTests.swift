@@ -1,0 +1,60 @@
+import Foundation
+import StreamCache
+@testable import StreamCacheSources
+import StreamCacheTestSupport
+import Testing
+
+/// How long a cloud link vouches for its file's version, and what happens when asking again fails.
+@Suite struct ResolvingLocatorTests {
+    static func target(_ name: String, version: String) -> DownloadTarget {
+        DownloadTarget(url: URL(string: "https://content.example/\(name)")!, sendsCredentials: false, expires: true,
+                       version: Validator(entityTag: "\"\(version)\""), totalLength: 1000)
+    }
+
+    /// Within its lifetime a link is used without a question; after it, the next download gets a
+    /// newly resolved one. A link whose downloads tell their version needs no lifetime.
+    @Test func aLinkIsResolvedAgainOnceItsWordOnTheVersionIsOld() async throws {
+        let resolutions = Locked(0)
+        let resolve: @Sendable () async throws -> DownloadTarget = {
+            let count = resolutions.withLock { $0 += 1; return $0 }
+            return Self.target("link\(count)", version: "v\(count)")
+        }
+        let lasting = ResolvingLocator(logDescription: "test", initial: Self.target("link0", version: "v0"), versionLifetime: .seconds(3600), resolve: resolve)
+        #expect(try await lasting.target().url.lastPathComponent == "link0")
+        #expect(resolutions.withLock { $0 } == 0)
+
+        let brief = ResolvingLocator(logDescription: "test", initial: Self.target("link0", version: "v0"), versionLifetime: .zero, resolve: resolve)
+        #expect(try await brief.target().url.lastPathComponent == "link1")
+        let unresolved = ResolvingLocator(logDescription: "test", versionLifetime: .seconds(3600), resolve: resolve)
+        #expect(try await unresolved.target().url.lastPathComponent == "link2")
+        #expect(try await unresolved.target().url.lastPathComponent == "link2", "a new link holds for its own lifetime")
+
+        var confirming = Self.target("dropbox", version: "rev1")
+        confirming.versionHeader = VersionHeader(name: "Dropbox-API-Result", jsonKey: "rev")
+        let selfConfirming = ResolvingLocator(logDescription: "test", initial: confirming, versionLifetime: .zero, resolve: resolve)
+        #expect(try await selfConfirming.target().url.lastPathComponent == "dropbox")
+        #expect(resolutions.withLock { $0 } == 2)
+    }
+
+    /// When the service cannot be asked, every download waiting for the answer goes on with the
+    /// old link; with no link yet, the failure is the answer.
+    @Test func downloadsWaitingForAFailedQuestionKeepTheOldLink() async throws {
+        let released = Locked(false)
+        let resolve: @Sendable () async throws -> DownloadTarget = {
+            // The question stays out until released (at most 10 s), then fails.
+            for _ in 0..<1000 where !released.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            throw StreamCacheError(.originUnavailable, "the API is down")
+        }
+        let locator = ResolvingLocator(logDescription: "test", initial: Self.target("old", version: "v1"), versionLifetime: .zero, resolve: resolve)
+        async let first = locator.target()
+        async let second = locator.target()
+        // Both ask while the question is out (a download that came after it would fall back alike).
+        try await Task.sleep(for: .milliseconds(100))
+        released.withLock { $0 = true }
+        #expect(try await first.url.lastPathComponent == "old")
+        #expect(try await second.url.lastPathComponent == "old")
+
+        let fresh = ResolvingLocator(logDescription: "test", versionLifetime: .zero, resolve: resolve)
+        await #expect(throws: StreamCacheError.self) { try await fresh.target() }
+    }
+}
