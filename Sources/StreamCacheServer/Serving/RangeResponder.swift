@@ -22,8 +22,10 @@ import StreamCacheHLS
 /// - No satisfiable range: 416 with `Content-Range: bytes */TOTAL`.
 ///
 /// Every answer carries `Accept-Ranges: bytes`, an exact `Content-Length` and the real MIME type.
-/// The body is written chunk by chunk with the socket's back-pressure; when the client goes away
-/// the write fails, the read stream is dropped and the engine stops the read.
+/// The head of a one-range answer goes out with the range's first byte, built from the info of
+/// the version that byte belongs to, so what the origin says before it (a status, a new version)
+/// is the answer. The body is written chunk by chunk with the socket's back-pressure; when the
+/// client goes away the write fails, the read stream is dropped and the engine stops the read.
 struct RangeResponder: Sendable {
     let logger: Logger
 
