@@ -35,9 +35,14 @@ public enum RawHTTP {
 
     /// A blocking TCP socket connected to 127.0.0.1:`port`, whose sends and receives give up after
     /// `timeout` seconds. The caller closes it.
-    public static func connectedSocket(port: Int, timeout: Double) throws -> Int32 {
+    /// With `receiveBufferSize`, the socket's receive buffer is set before it connects, so the
+    /// window it offers stays that small: a client that stops reading holds the server up soon.
+    public static func connectedSocket(port: Int, timeout: Double, receiveBufferSize: Int? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
+        if var size = receiveBufferSize.map(Int32.init) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var interval = timeval(tv_sec: Int(timeout), tv_usec: .init((timeout - Double(Int(timeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
@@ -88,5 +93,50 @@ public enum RawHTTP {
         for header in headers { text += header + "\r\n" }
         text += "\r\n"
         return try await exchange(port: port, request: Data(text.utf8), timeout: timeout)
+    }
+
+    /// A connection the test reads at its own pace: to hold a response half-read while something
+    /// else happens, then take the rest.
+    public final class Connection: Sendable {
+        private let fd: Int32
+        private let timeout: Double
+
+        /// Connects with a small receive window and sends `request`.
+        public init(port: Int, request: Data, receiveBufferSize: Int = 16 * 1024, timeout: Double = 10) throws {
+            fd = try RawHTTP.connectedSocket(port: port, timeout: timeout, receiveBufferSize: receiveBufferSize)
+            self.timeout = timeout
+            var sent = 0
+            request.withUnsafeBytes { raw in
+                while sent < raw.count {
+                    let count = send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+                    if count <= 0 { break }
+                    sent += count
+                }
+            }
+        }
+
+        deinit { close(fd) }
+
+        /// Reads until at least `count` bytes came, the server closed, or the timeout passed.
+        public func read(atLeast count: Int) async -> Data {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: self.blockingRead(limit: count)) }
+            }
+        }
+
+        /// Reads until the server closes or the timeout passes.
+        public func readToEnd() async -> Data { await read(atLeast: Int.max) }
+
+        private func blockingRead(limit: Int) -> Data {
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let deadline = Date().addingTimeInterval(timeout)
+            while received.count < limit, Date() < deadline {
+                let count = recv(fd, &buffer, min(buffer.count, limit - received.count), 0)
+                if count <= 0 { break }
+                received.append(contentsOf: buffer[0..<count])
+            }
+            return received
+        }
     }
 }

@@ -78,4 +78,54 @@ import Testing
             #expect(healed.body.count == 100_000)
         }
     }
+
+    /// A request for several ranges whose first part is missing, of a file replaced at the
+    /// origin: a multipart answer of the new version (its length in every part's range, its bytes).
+    @Test func aMultiRangeRequestThatMeetsANewVersionIsAnsweredWithIt() async throws {
+        let new = TestData.random(count: 2_900_000, seed: 337)
+        try await Self.withPartlyCachedFile("/mix.mp3", old: TestData.random(count: 3_000_000, seed: 336), cached: ByteRange(0, 200_000),
+                                            replacedBy: new) { url, _ in
+            let answer = try await ProxyServerTests.curl(url, ["-r", "1000000-1000099,2000000-2000099"])
+            #expect(answer.status == 206)
+            #expect(answer.headers["etag"] == "\"v2\"")
+            #expect(answer.headers["content-length"] == String(answer.body.count))
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect(text.contains("Content-Range: bytes 1000000-1000099/2900000\r\n"))
+            #expect(text.contains("Content-Range: bytes 2000000-2000099/2900000\r\n"))
+            #expect(answer.body.range(of: new.subdata(in: 1_000_000..<1_000_100)) != nil)
+            #expect(answer.body.range(of: new.subdata(in: 2_000_000..<2_000_100)) != nil)
+        }
+    }
+
+    /// Each part of a multi-range answer is a read of its own. While a slow client takes the
+    /// first part (cached), another request meets a new version of the same length; the second
+    /// part, read after that, must not bring the new version's bytes under the old head: the
+    /// body is cut off instead (the connection closes, with what was still queued of the first part).
+    @Test func aMultiRangeAnswerNeverMixesVersions() async throws {
+        let old = TestData.random(count: 10_000_000, seed: 338)
+        // Every byte flipped: no stretch of the new version occurs in the old one by chance.
+        let new = Data(old.map { ~$0 })
+        try await Self.withPartlyCachedFile("/long.flac", old: old, cached: ByteRange(0, 8_500_000)) { url, origin in
+            let port = try #require(url.port)
+            // The first part is larger than the socket buffers, so the server is still sending
+            // it when the version changes.
+            let request = "GET \(url.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=0-7999999,9000000-9000099\r\nConnection: close\r\n\r\n"
+            let client = try RawHTTP.Connection(port: port, request: Data(request.utf8), timeout: TestTiming.time(.seconds(5)).timeInterval)
+            let start = await client.read(atLeast: 64 * 1024)
+            let head = try #require(String(decoding: start, as: UTF8.self).components(separatedBy: "\r\n\r\n").first)
+            #expect(head.hasPrefix("HTTP/1.1 206"))
+            #expect(head.lowercased().contains("etag: \"v1\""))
+            let promised = try #require(head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) })
+
+            origin.setFile("/long.flac", data: new, entityTag: "\"v2\"", contentType: "audio/mpeg")
+            let seek = try await ProxyServerTests.curl(url, ["-r", "9500000-9500099"])
+            #expect(seek.headers["etag"] == "\"v2\"", "the seek met the new version")
+
+            let whole = start + (await client.readToEnd())
+            #expect(whole.count < head.utf8.count + 4 + promised, "the body was cut off")
+            #expect(whole.count > 7_000_000, "the first part went out")
+            #expect(whole.range(of: new.subdata(in: 9_000_000..<9_000_100)) == nil, "bytes of the new version under the old head")
+        }
+    }
 }

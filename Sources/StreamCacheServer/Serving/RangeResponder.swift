@@ -24,8 +24,10 @@ import StreamCacheHLS
 /// Every answer carries `Accept-Ranges: bytes`, an exact `Content-Length` and the real MIME type.
 /// The head of a one-range answer goes out with the range's first byte, built from the info of
 /// the version that byte belongs to, so what the origin says before it (a status, a new version)
-/// is the answer. The body is written chunk by chunk with the socket's back-pressure; when the
-/// client goes away the write fails, the read stream is dropped and the engine stops the read.
+/// is the answer; a multi-range answer's head waits for its first part's first byte, and its
+/// later parts' bytes must be of that version too. The body is written chunk by chunk with the
+/// socket's back-pressure; when the client goes away the write fails, the read stream is dropped
+/// and the engine stops the read.
 struct RangeResponder: Sendable {
     let logger: Logger
 
@@ -141,17 +143,26 @@ struct RangeResponder: Sendable {
                 headers[.contentLength] = String(range.count)
                 return Response(status: .partialContent, headers: headers, body: body)
             case let ranges?:
-                // Parts are read one after another as the body goes out; a change of version
-                // meanwhile cuts the body off rather than mixing versions.
-                let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: info.effectiveMIMEType)
-                var headers = head(for: info)
+                // The first part's first byte is in hand before the head, as for one range. Later
+                // parts are read as the body goes out, each by a read of its own that may begin
+                // after the origin's version changed: their bytes are checked against the head's
+                // version, and a change cuts the body off rather than mixing versions.
+                let first = try await open(ranges[0], of: info, started: nil)
+                let version = first.version
+                let multipart = MultipartByteRanges(ranges: ranges, total: total, contentType: version.effectiveMIMEType)
+                var headers = head(for: version)
                 headers[.contentType] = multipart.contentType
                 headers[.contentLength] = String(multipart.contentLength)
                 let (resource, pacer) = (resource, pacer)
                 return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
-                    for (index, range) in ranges.enumerated() {
+                    try await writer.write(ByteBuffer(string: multipart.partHeader(0)))
+                    try await first.write(to: &writer, pacer: pacer)
+                    for index in ranges.indices.dropFirst() {
                         try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
-                        try await RangeResponder.write(resource.regions(range), to: &writer, pacer: pacer)
+                        for try await region in resource.regions(ranges[index]) {
+                            _ = try RangeResponder.version(of: region, expected: version)
+                            try await RangeResponder.write(region, to: &writer, pacer: pacer)
+                        }
                     }
                     try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
                     try await writer.finish(nil)
@@ -167,52 +178,66 @@ struct RangeResponder: Sendable {
         }
 
         /// The body of `range`, its first bytes in hand: returns it with the info of the version
-        /// those bytes belong to, or throws what the origin said instead (a status for the
-        /// player; `resourceChanged` when the bytes are of another version than `info`, which
-        /// the head was about to promise).
+        /// those bytes belong to, or throws what the origin said instead (see ``open(_:of:started:)``).
         private func openBody(_ range: ByteRange, of info: ResourceInfo, started: StartedRead?) async throws -> (ResponseBody, ResourceInfo) {
             guard !range.isEmpty else { return (ResponseBody(byteBuffer: ByteBuffer()), info) }
+            let opened = try await open(range, of: info, started: started)
+            // Small answers go out in one write with the head (Hummingbird's fast path): AVPlayer's
+            // 2-byte probe, and short cached ranges such as a seek's first read.
+            if opened.first.range == range, range.count <= RangeResponder.inlineLimit,
+               let buffer = try? RangeResponder.buffer(from: opened.first) {
+                return (ResponseBody(byteBuffer: buffer), opened.version)
+            }
+            let pacer = self.pacer
+            return (ResponseBody(contentLength: Int(range.count)) { writer in
+                try await opened.write(to: &writer, pacer: pacer)
+                try await writer.finish(nil)
+            }, opened.version)
+        }
+
+        /// The read of a non-empty `range` with its first region taken: throws what the origin
+        /// said instead of that region (a status for the player; `resourceChanged` when the bytes
+        /// are of another version than `info`, which the head was about to promise).
+        private func open(_ range: ByteRange, of info: ResourceInfo, started: StartedRead?) async throws -> OpenedRange {
             let read: StartedRead
             if let started, started.range.lowerBound == range.lowerBound,
                min(started.range.upperBound, info.totalLength ?? .max) == range.upperBound {
                 read = started
             } else if let region = try await resource.cachedRegion(range) {
                 // Wholly cached: one region, without a reader's planning.
-                let version = try Self.version(of: region, expected: info)
-                return (body(first: region, rest: nil, range: range), version)
+                return OpenedRange(first: region, rest: nil, version: try RangeResponder.version(of: region, expected: info))
             } else {
                 read = try await StartedRead(resource: resource, range: range)
             }
             guard let first = read.first else {
                 throw StreamCacheError(.resourceChanged, "The resource ended before the range its length promised.", range: range)
             }
-            let version = try Self.version(of: first, expected: info)
-            return (body(first: first, rest: read.iterator, range: range), version)
+            return OpenedRange(first: first, rest: read.iterator, version: try RangeResponder.version(of: first, expected: info))
         }
+    }
 
-        /// The version `region` belongs to, when it is the one `expected` describes.
-        private static func version(of region: CachedRegion, expected: ResourceInfo) throws -> ResourceInfo {
-            guard let version = region.info, version.isSameVersion(as: expected) else {
-                throw StreamCacheError(.resourceChanged, "The resource changed on the origin before the first byte went out.", range: region.range)
-            }
-            return version
-        }
+    /// A range's read with its first region in hand, and the version of the bytes it brings.
+    private struct OpenedRange: Sendable {
+        let first: CachedRegion
+        /// The rest of the read; `nil` when `first` is the whole range.
+        let rest: RegionStream.Iterator?
+        let version: ResourceInfo
 
-        private func body(first: CachedRegion, rest: RegionStream.Iterator?, range: ByteRange) -> ResponseBody {
-            // Small answers go out in one write with the head (Hummingbird's fast path): AVPlayer's
-            // 2-byte probe, and short cached ranges such as a seek's first read.
-            if first.range == range, range.count <= RangeResponder.inlineLimit, let buffer = try? RangeResponder.buffer(from: first) {
-                return ResponseBody(byteBuffer: buffer)
-            }
-            let pacer = self.pacer
-            return ResponseBody(contentLength: Int(range.count)) { writer in
-                try await RangeResponder.write(first, to: &writer, pacer: pacer)
-                if var rest {
-                    while let region = try await rest.next() { try await RangeResponder.write(region, to: &writer, pacer: pacer) }
-                }
-                try await writer.finish(nil)
+        /// Writes the range's bytes as they come.
+        func write(to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
+            try await RangeResponder.write(first, to: &writer, pacer: pacer)
+            if var rest {
+                while let region = try await rest.next() { try await RangeResponder.write(region, to: &writer, pacer: pacer) }
             }
         }
+    }
+
+    /// The version `region` belongs to, when it is the one `expected` describes.
+    static func version(of region: CachedRegion, expected: ResourceInfo) throws -> ResourceInfo {
+        guard let version = region.info, version.isSameVersion(as: expected) else {
+            throw StreamCacheError(.resourceChanged, "The resource changed on the origin: these bytes are of another version than the answer's head.", range: region.range)
+        }
+        return version
     }
 
     /// A read begun before its response's head, with its first region already taken (`nil`
