@@ -39,7 +39,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var data: Data
         var mimeType: String?
         var revision: Int
-        /// Earlier versions' bytes by revision (Box serves them by `file_version` id).
+        /// Earlier versions' bytes by revision (Box serves them by `file_version` id, Drive by
+        /// revision id).
         var history: [Int: Data] = [:]
         var name: String { String(path.split(separator: "/").last ?? "") }
         var hash: String { SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() }
@@ -71,6 +72,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var linksIssued = 0
         var records: [Record] = []
         var apiFailures: (count: Int, status: Int, retryAfter: String?) = (0, 503, nil)
+        var revisionsReadable = true
     }
 
     private let state = Locked(State())
@@ -135,6 +137,18 @@ public final class CloudTestServer: @unchecked Sendable {
     /// and, when given, `Retry-After`: a service that rate-limits (429) or is briefly down (503).
     public func failAPICalls(_ count: Int, status: Int, retryAfter: String? = nil) {
         state.withLock { $0.apiFailures = (count, status, retryAfter) }
+    }
+
+    /// Whether the Drive user may read files' revisions (`capabilities.canReadRevisions`; a viewer
+    /// of someone else's file may not, and gets 403 from `revisions/{id}`).
+    public func allowReadingRevisions(_ allowed: Bool) { state.withLock { $0.revisionsReadable = allowed } }
+
+    /// Drops every file's earlier versions, as a service that keeps none (or purged them) does:
+    /// a download that names one is then not found.
+    public func forgetEarlierVersions() {
+        state.withLock { state in
+            for path in state.files.keys { state.files[path]?.history = [:] }
+        }
     }
 
     /// The refresh token the token endpoint accepts.
@@ -300,10 +314,22 @@ public final class CloudTestServer: @unchecked Sendable {
                      "mimeType": $0.isFolder ? "application/vnd.google-apps.folder" : "audio/mpeg"] as [String: Any]
                 }])
             }
-            guard rest.hasPrefix("files/"), let file = file(id: String(rest.dropFirst(6))) else { return json(["error": ["code": 404]], status: .notFound) }
+            let parts = rest.dropFirst("files/".count).split(separator: "/")
+            guard rest.hasPrefix("files/"), let file = file(id: String(parts.first ?? "")) else { return json(["error": ["code": 404]], status: .notFound) }
+            let revisionsReadable = state.withLock { $0.revisionsReadable }
+            if parts.count == 3, parts[1] == "revisions" {
+                // A revision's bytes by its id; one the service no longer keeps is not found.
+                guard revisionsReadable else { return json(["error": ["code": 403, "reason": "insufficientFilePermissions"]], status: .forbidden) }
+                guard parts[2].hasPrefix("rev"), let number = Int(parts[2].dropFirst(3)), file.data(revision: number) != nil,
+                      query["alt"] == "media" else {
+                    return json(["error": ["code": 404, "reason": "notFound"]], status: .notFound)
+                }
+                return download(fileID: file.id, revision: number, range: range, link: nil, authorization: authorization, record: record)
+            }
             if query["alt"] == "media" { return download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record) }
             return json(["id": file.id, "name": file.name, "size": String(file.data.count), "mimeType": file.mimeType ?? "application/octet-stream",
-                         "md5Checksum": file.hash, "headRevisionId": "rev\(file.revision)"])
+                         "md5Checksum": file.hash, "headRevisionId": "rev\(file.revision)",
+                         "capabilities": ["canReadRevisions": revisionsReadable]])
         }
         if path.hasPrefix("/graph/v1.0/me/drive") {
             let rest = String(path.dropFirst("/graph/v1.0/me/drive".count))

@@ -217,19 +217,58 @@ import Testing
         }
     }
 
-    /// Box downloads name the file version they were resolved with: while the link's word holds,
-    /// a replaced file's download still brings the old version's bytes, whole and never joined to
-    /// the new one's; the next resolution brings the new version, and the old bytes are dropped.
-    @Test func aBoxLinkIsPinnedToItsVersion() async throws {
+    /// Box and Google Drive downloads name the file version they were resolved with: while the
+    /// link's word holds, a replaced file's download still brings the old version's bytes, whole
+    /// and never joined to the new one's; the next resolution brings the new version, and the old
+    /// bytes are dropped.
+    @Test(arguments: ["box", "gdrive"])
+    func aPinnedLinkServesItsVersion(service: String) async throws {
         let old = TestData.random(count: 1_500_000, seed: 62)
         let new = TestData.random(count: 1_500_000, seed: 63)
-        try await Self.withPartlyCachedSong("box", data: old, linkVersionLifetime: .seconds(3600)) { resource, cache, environment async throws in
+        try await Self.withPartlyCachedSong(service, data: old, linkVersionLifetime: .seconds(3600)) { resource, cache, environment async throws in
             environment.server.setFile("/Music/song.mp3", data: new)
             #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(old))
-            #expect(environment.server.records.contains { $0.path.hasSuffix("/content") && $0.status == 302 })
+            #expect(environment.server.records.contains { ($0.path.hasSuffix("/content") && $0.status == 302) || $0.path.contains("/revisions/") })
 
-            let resolvedAgain = try await cache.resource(for: try await environment.source("box", path: "/Music/song.mp3").resolve())
+            let resolvedAgain = try await cache.resource(for: try await environment.source(service, path: "/Music/song.mp3").resolve())
             #expect(TestData.sha256(try await resolvedAgain.read(from: 0).collect()) == TestData.sha256(new))
+        }
+    }
+
+    /// A pinned version the service no longer keeps (Box without version history, a Drive
+    /// revision replaced and dropped) is not a missing file: the link is resolved again and the
+    /// new version is read, never joined to the old one's cached bytes.
+    @Test(arguments: ["box", "gdrive"])
+    func aPinnedVersionThatIsGoneIsResolvedAgain(service: String) async throws {
+        let new = TestData.random(count: 1_500_000, seed: 66)
+        try await Self.withPartlyCachedSong(service, data: TestData.random(count: 1_500_000, seed: 65), linkVersionLifetime: .seconds(3600)) { resource, _, environment async throws in
+            environment.server.setFile("/Music/song.mp3", data: new)
+            environment.server.forgetEarlierVersions()
+            let whole: Data
+            do {
+                whole = try await resource.read(from: 0).collect()
+            } catch let error as StreamCacheError where error.code == .resourceChanged {
+                // The read's own download met the new version: a player asks again.
+                whole = try await resource.read(from: 0).collect()
+            }
+            #expect(TestData.sha256(whole) == TestData.sha256(new))
+            #expect(environment.server.records.contains { $0.status == 404 }, "the old version was never asked for: the test proves nothing")
+        }
+    }
+
+    /// A Drive user who may not read a file's revisions (a viewer of someone else's file) gets
+    /// its current bytes from `files/{id}?alt=media`.
+    @Test func aDriveViewerWhoMayNotReadRevisionsGetsTheCurrentBytes() async throws {
+        let data = TestData.random(count: 1_500_000, seed: 67)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: data)
+            environment.server.allowReadingRevisions(false)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: try await environment.source("gdrive", path: "/Music/song.mp3").resolve())
+                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
+            }
+            let downloads = environment.server.records.filter(\.isDownload)
+            #expect(!downloads.isEmpty && downloads.allSatisfy { !$0.path.contains("/revisions/") })
         }
     }
 

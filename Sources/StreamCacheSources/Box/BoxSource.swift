@@ -66,7 +66,9 @@ public struct BoxSource: Source {
         let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag,file_version")]))
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
         let pin = file.file_version.map { [("version", $0.id)] } ?? []
-        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: false,
+        // A pinned link "expires" when Box drops its version (accounts without version history
+        // keep none): its 404 then means "resolve again", not "no such file".
+        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: !pin.isEmpty,
                                     version: version, totalLength: file.size, fileName: file.name)
         return (file, target)
     }

@@ -8,10 +8,16 @@ import StreamCache
 /// A file or folder in Google Drive, named `gdrive:<file id>` (a folder: `gdrive:<folder id>`),
 /// read through Drive API v3 with `Authorization: Bearer <token>`.
 ///
-/// Metadata comes from `GET /drive/v3/files/{id}?fields=id,name,size,mimeType,md5Checksum,headRevisionId`;
-/// bytes from `GET /drive/v3/files/{id}?alt=media` with `Range` (a stable URL that always needs
-/// the token). Google Docs, Sheets and Slides have no bytes to download and are refused. The
-/// version is `md5Checksum` (else `headRevisionId`); the cache key is `gdrive:<permission id>:<file id>`.
+/// Metadata comes from `GET /drive/v3/files/{id}?fields=id,name,size,mimeType,md5Checksum,headRevisionId,capabilities/canReadRevisions`;
+/// bytes from `GET /drive/v3/files/{id}/revisions/{headRevisionId}?alt=media` with `Range` when
+/// the user may read the file's revisions, else from `GET /drive/v3/files/{id}?alt=media` (both
+/// stable URLs that always need the token). Naming the revision makes every download of a link
+/// the bytes of the version it was resolved with, so a file replaced meanwhile is never joined to
+/// them (a revision Drive no longer keeps is 404, and the link is resolved again); a viewer who
+/// may not read revisions (`canReadRevisions` false) gets the current bytes, whose version is
+/// asked again once ``SourceConfiguration/linkVersionLifetime`` has passed. Google Docs, Sheets
+/// and Slides have no bytes to download and are refused. The version is `md5Checksum` (else
+/// `headRevisionId`); the cache key is `gdrive:<permission id>:<file id>`.
 public struct GoogleDriveSource: Source {
     public var service: String { "gdrive" }
     /// The file or folder id.
@@ -42,7 +48,10 @@ public struct GoogleDriveSource: Source {
         var size: String?
         var md5Checksum: String?
         var headRevisionId: String?
+        var capabilities: Capabilities?
     }
+
+    struct Capabilities: Decodable { var canReadRevisions: Bool? }
 
     struct Listing: Decodable { var files: [File] }
 
@@ -63,16 +72,26 @@ public struct GoogleDriveSource: Source {
     /// The file's metadata now, and where to download it from.
     private func describe() async throws -> (file: File, target: DownloadTarget) {
         let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(fileID)", query: [
-            ("fields", "id,name,size,mimeType,md5Checksum,headRevisionId"), ("supportsAllDrives", "true"),
+            ("fields", "id,name,size,mimeType,md5Checksum,headRevisionId,capabilities/canReadRevisions"), ("supportsAllDrives", "true"),
         ]))
         if file.mimeType == Self.folderType { throw StreamCacheError(.invalidArgument, "\(reference) is a folder; list it with `streamcache ls`.") }
         if file.mimeType?.hasPrefix("application/vnd.google-apps.") == true {
             throw StreamCacheError(.invalidArgument, "\(reference) is a Google \(file.mimeType ?? "") document, which has no bytes to stream.")
         }
         let version = (file.md5Checksum ?? file.headRevisionId).map { Validator(entityTag: "\"\($0)\"") }
-        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)", query: [("alt", "media"), ("supportsAllDrives", "true")]),
-                                    sendsCredentials: true, expires: false, version: version, totalLength: file.size.flatMap { Int64($0) },
-                                    mimeType: file.mimeType, fileName: file.name)
+        let media: URL
+        let pinned: Bool
+        if let revision = file.headRevisionId, file.capabilities?.canReadRevisions == true {
+            media = CloudAPI.url(base, "files/\(file.id)/revisions/\(revision)", query: [("alt", "media")])
+            pinned = true
+        } else {
+            media = CloudAPI.url(base, "files/\(file.id)", query: [("alt", "media"), ("supportsAllDrives", "true")])
+            pinned = false
+        }
+        // A pinned link "expires" when Drive drops its revision (a newer one replaced it and the
+        // old was not kept): its 404 then means "resolve again", not "no such file".
+        let target = DownloadTarget(url: media, sendsCredentials: true, expires: pinned, version: version,
+                                    totalLength: file.size.flatMap { Int64($0) }, mimeType: file.mimeType, fileName: file.name)
         return (file, target)
     }
 
