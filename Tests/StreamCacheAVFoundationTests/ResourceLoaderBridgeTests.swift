@@ -192,6 +192,34 @@ import Testing
         }
     }
 
+    /// A file cached in part, then replaced at the origin: the player's first request, whose two
+    /// bytes are not cached, is told the new version's length and gets its bytes, rather than
+    /// being described as the old version and then failing.
+    @Test func aProbeThatMeetsANewVersionIsToldTheNewVersion() async throws {
+        let new = TestData.random(count: 2_800_000, seed: 13)
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.setFile("/a/replaced.mp3", data: TestData.random(count: 3_000_000, seed: 12), entityTag: "\"v1\"", contentType: "audio/mpeg")
+        try await Self.withCache { cache in
+            let url = origin.url("/a/replaced.mp3")
+            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            try await resource.prefetch(ByteRange(1_500_000, 1_700_000))
+            origin.setFile("/a/replaced.mp3", data: new, entityTag: "\"v2\"", contentType: "audio/mpeg")
+
+            let player = SimulatedPlayer(resource: resource)
+            let probe = await player.probe()
+            #expect(probe.snapshot.errorDomain == nil, "\(probe.snapshot.errorMessage ?? "")")
+            let information = try #require(probe.snapshot.contentInformation)
+            #expect(information.contentLength == Int64(new.count))
+            #expect(probe.snapshot.received == new.prefix(2))
+            let whole = await player.request(offset: 0, toEnd: true)
+            #expect(await whole.waitUntilFinished())
+            #expect(whole.snapshot.received.count == new.count)
+            Self.expectOriginBytes(whole, new)
+            #expect(player.violations.isEmpty, "\(player.violations)")
+        }
+    }
+
     // MARK: Request patterns
 
     /// An M4A with its `moov` box at the end: the player walks the top-level boxes, reads the

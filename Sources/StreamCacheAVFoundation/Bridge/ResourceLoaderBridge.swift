@@ -6,10 +6,12 @@ import StreamCacheURLSession
 /// Answers a player's loading requests for one resource from the cache: the logic behind
 /// AVFoundation's resource-loader delegate, on every platform.
 ///
-/// For each request the bridge fills the content information (a UTI, the whole length, range
-/// access, and whether every byte is cached), then runs **one** engine read from the request's
-/// `currentOffset` to its end and delivers the bytes as they arrive, in order, in slices of at
-/// most ``Configuration/maximumResponseLength``. Several requests may be outstanding at once;
+/// For each request the bridge runs **one** engine read from the request's `currentOffset` to
+/// its end and delivers the bytes as they arrive, in order, in slices of at most
+/// ``Configuration/maximumResponseLength``. A request that asks for the content information (a
+/// UTI, the whole length, range access, and whether every byte is cached) gets it with its first
+/// byte, from the version that byte belongs to, so a file replaced at the origin and met on the
+/// way to it is described as the new version rather than failing the request. Several requests may be outstanding at once;
 /// each has its own read, and reads of the same resource share downloads. The 2-byte probe
 /// AVPlayer starts with gets its content information and its two bytes.
 ///
@@ -182,18 +184,28 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
 
     private func load(_ plan: Plan, _ handle: Handle) async {
         do {
-            if plan.contentInformation {
-                let information = try await contentInformation(near: plan.range?.lowerBound ?? 0)
-                if let allowed = plan.allowedContentTypes, !allowed.contains(information.contentType) {
-                    throw StreamCacheError(.unsupportedMediaType,
-                                           "The player accepts \(allowed.joined(separator: ", ")), not \(information.contentType).")
+            if plan.contentInformation, let range = plan.range, !range.isEmpty {
+                // The information waits for the first byte, as the proxy's head does: what the
+                // origin says on the way to it (a new version) is what the player is told.
+                let opened = try await openWithInformation(range)
+                try Self.check(opened.information, allowed: plan.allowedContentTypes)
+                guard await perform(handle, { $0.fillContentInformation(opened.information) }) else { return }
+                guard try await deliver(opened.first, to: handle) else { return }
+                var rest = opened.rest
+                while let region = try await rest.next() {
+                    guard try await deliver(region, to: handle) else { return }
                 }
-                guard await perform(handle, { $0.fillContentInformation(information) }) else { return }
-            }
-            if let range = plan.range, !range.isEmpty {
-                for try await chunk in resource.read(range) {
-                    // Returning drops the stream, which ends the read.
-                    guard await deliver(chunk.data, to: handle) else { return }
+            } else {
+                if plan.contentInformation {
+                    let information = try await contentInformation(near: plan.range?.lowerBound ?? 0)
+                    try Self.check(information, allowed: plan.allowedContentTypes)
+                    guard await perform(handle, { $0.fillContentInformation(information) }) else { return }
+                }
+                if let range = plan.range, !range.isEmpty {
+                    for try await chunk in resource.read(range) {
+                        // Returning drops the stream, which ends the read.
+                        guard await deliver(chunk.data, to: handle) else { return }
+                    }
                 }
             }
             await perform(handle, finishing: true) { $0.finishLoading() }
@@ -201,6 +213,60 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
             let nsError = Self.nsError(for: error)
             await perform(handle, finishing: true) { $0.finishLoading(with: nsError) }
         }
+    }
+
+    private static func check(_ information: ContentInformation, allowed: [String]?) throws {
+        if let allowed, !allowed.contains(information.contentType) {
+            throw StreamCacheError(.unsupportedMediaType, "The player accepts \(allowed.joined(separator: ", ")), not \(information.contentType).")
+        }
+    }
+
+    /// How many version changes before a request's first byte are answered with the new version
+    /// (the proxy's limit too).
+    static let versionChangesAnsweredAnew = 2
+
+    /// A read of `range` with its first region in hand, and the content information of the
+    /// version that region's bytes belong to. A new version met before that byte starts the read
+    /// again (at most ``versionChangesAnsweredAnew`` times), so the player is told the new
+    /// version's length; a read that starts past the end is told the information alone.
+    private func openWithInformation(_ range: ByteRange) async throws -> (information: ContentInformation, first: CachedRegion?, rest: RegionStream.Iterator) {
+        var changesMet = 0
+        while true {
+            do {
+                var iterator = resource.regions(range).makeAsyncIterator()
+                guard let first = try await iterator.next() else {
+                    return (try await contentInformation(near: range.lowerBound), nil, iterator)
+                }
+                guard let info = first.info else {
+                    throw StreamCacheError(.badResponse, "The origin did not tell the resource's length, which the player needs.")
+                }
+                return (try await contentInformation(for: info), first, iterator)
+            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < Self.versionChangesAnsweredAnew {
+                changesMet += 1
+            }
+        }
+    }
+
+    /// Delivers a region's bytes, read from the cache file in slices of at most
+    /// ``Configuration/maximumResponseLength``.
+    ///
+    /// - Returns: Whether the request still wants more.
+    private func deliver(_ region: CachedRegion?, to handle: Handle) async throws -> Bool {
+        guard let region else { return true }
+        var offset = region.range.lowerBound
+        while offset < region.range.upperBound {
+            let count = Int(min(Int64(configuration.maximumResponseLength), region.range.upperBound - offset))
+            var slice = Data(count: count)
+            let read = try slice.withUnsafeMutableBytes { try region.read(into: $0, at: offset) }
+            guard read == count else {
+                throw StreamCacheError(.cacheIOFailed, "The cache file is shorter than its index claims; clear the cache entry.",
+                                       range: ByteRange(offset, region.range.upperBound))
+            }
+            let piece = slice
+            guard await perform(handle, { $0.respond(with: piece) }) else { return false }
+            offset += Int64(count)
+        }
+        return true
     }
 
     private func deliver(_ data: Data, to handle: Handle) async -> Bool {
@@ -244,7 +310,11 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
     /// The content information, asking the origin only when the cache does not know the length;
     /// `offset` is where the request reads first, so that question starts the download it needs.
     func contentInformation(near offset: Int64) async throws -> ContentInformation {
-        let info = try await resource.loadInfo(near: offset)
+        try await contentInformation(for: try await resource.loadInfo(near: offset))
+    }
+
+    /// The content information of the version `info` describes.
+    private func contentInformation(for info: ResourceInfo) async throws -> ContentInformation {
         guard let length = info.totalLength else {
             throw StreamCacheError(.badResponse, "The origin did not tell the resource's length, which the player needs.")
         }
