@@ -221,30 +221,16 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
         }
     }
 
-    /// How many version changes before a request's first byte are answered with the new version
-    /// (the proxy's limit too).
-    static let versionChangesAnsweredAnew = 2
-
     /// A read of `range` with its first region in hand, and the content information of the
-    /// version that region's bytes belong to. A new version met before that byte starts the read
-    /// again (at most ``versionChangesAnsweredAnew`` times), so the player is told the new
-    /// version's length; a read that starts past the end is told the information alone.
+    /// version that region's bytes belong to (a new version met before it restarts the read, as
+    /// the proxy's answers do); a read that starts past the end is told the information alone.
     private func openWithInformation(_ range: ByteRange) async throws -> (information: ContentInformation, first: CachedRegion?, rest: RegionStream.Iterator) {
-        var changesMet = 0
-        while true {
-            do {
-                var iterator = resource.regions(range).makeAsyncIterator()
-                guard let first = try await iterator.next() else {
-                    return (try await contentInformation(near: range.lowerBound), nil, iterator)
-                }
-                guard let info = first.info else {
-                    throw StreamCacheError(.badResponse, "The origin did not tell the resource's length, which the player needs.")
-                }
-                return (try await contentInformation(for: info), first, iterator)
-            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < Self.versionChangesAnsweredAnew {
-                changesMet += 1
-            }
+        let read = try await StartedRead(resource: resource, range: range, restartsOnVersionChange: StartedRead.versionChangesAnsweredAnew)
+        guard let first = read.first else { return (try await contentInformation(near: range.lowerBound), nil, read.rest) }
+        guard let info = first.info else {
+            throw StreamCacheError(.badResponse, "The origin did not tell the resource's length, which the player needs.")
         }
+        return (try await contentInformation(for: info), first, read.rest)
     }
 
     /// Delivers a region's bytes, read from the cache file in slices of at most
@@ -257,11 +243,7 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
         while offset < region.range.upperBound {
             let count = Int(min(Int64(configuration.maximumResponseLength), region.range.upperBound - offset))
             var slice = Data(count: count)
-            let read = try slice.withUnsafeMutableBytes { try region.read(into: $0, at: offset) }
-            guard read == count else {
-                throw StreamCacheError(.cacheIOFailed, "The cache file is shorter than its index claims; clear the cache entry.",
-                                       range: ByteRange(offset, region.range.upperBound))
-            }
+            _ = try slice.withUnsafeMutableBytes { try region.read(into: $0, at: offset) }
             let piece = slice
             guard await perform(handle, { $0.respond(with: piece) }) else { return false }
             offset += Int64(count)

@@ -54,7 +54,7 @@ struct RangeResponder: Sendable {
         while true {
             do {
                 return try await answer.make()
-            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < Self.versionChangesAnsweredAnew {
+            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < StartedRead.versionChangesAnsweredAnew {
                 changesMet += 1
                 logger.debug("the origin's version changed before the first byte went out; answering anew",
                              metadata: ["key": "\(resource.key)"])
@@ -63,9 +63,6 @@ struct RangeResponder: Sendable {
             }
         }
     }
-
-    /// How many version changes before a response's first byte are answered with the new version.
-    static let versionChangesAnsweredAnew = 2
 
     /// One attempt at answering a request; it throws what happened before the head would go out.
     private struct Answer: Sendable {
@@ -212,7 +209,7 @@ struct RangeResponder: Sendable {
             guard let first = read.first else {
                 throw StreamCacheError(.resourceChanged, "The resource ended before the range its length promised.", range: range)
             }
-            return OpenedRange(first: first, rest: read.iterator, version: try RangeResponder.version(of: first, expected: info))
+            return OpenedRange(first: first, rest: read.rest, version: try RangeResponder.version(of: first, expected: info))
         }
     }
 
@@ -238,21 +235,6 @@ struct RangeResponder: Sendable {
             throw StreamCacheError(.resourceChanged, "The resource changed on the origin: these bytes are of another version than the answer's head.", range: region.range)
         }
         return version
-    }
-
-    /// A read begun before its response's head, with its first region already taken (`nil`
-    /// when the read ended at once: it starts at or past the end).
-    struct StartedRead: Sendable {
-        let range: ByteRange
-        let iterator: RegionStream.Iterator
-        let first: CachedRegion?
-
-        init(resource: Resource, range: ByteRange) async throws {
-            var iterator = resource.regions(range).makeAsyncIterator()
-            self.first = try await iterator.next()
-            self.range = range
-            self.iterator = iterator
-        }
     }
 
     /// The bytes a request will most likely be answered with, when that does not depend on the
