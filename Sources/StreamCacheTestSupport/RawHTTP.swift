@@ -61,24 +61,7 @@ public enum RawHTTP {
     }
 
     private static func blockingExchange(port: Int, request: Data, timeout: Double) throws -> Response {
-        let fd = try connectedSocket(port: port, timeout: timeout)
-        defer { close(fd) }
-        var sent = 0
-        request.withUnsafeBytes { raw in
-            while sent < raw.count {
-                let count = send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
-                if count <= 0 { break }
-                sent += count
-            }
-        }
-        var received = Data()
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline, received.count < 64 << 20 {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received.append(contentsOf: buffer[0..<count])
-        }
+        let received = try Connection(port: port, request: request, receiveBufferSize: nil, timeout: timeout).blockingRead(limit: 64 << 20)
         var status: Int?
         if let line = String(decoding: received.prefix(64), as: UTF8.self).split(separator: "\r\n").first {
             let parts = line.split(separator: " ")
@@ -101,8 +84,8 @@ public enum RawHTTP {
         private let fd: Int32
         private let timeout: Double
 
-        /// Connects with a small receive window and sends `request`.
-        public init(port: Int, request: Data, receiveBufferSize: Int = 16 * 1024, timeout: Double = 10) throws {
+        /// Connects (by default with a small receive window) and sends `request`.
+        public init(port: Int, request: Data, receiveBufferSize: Int? = 16 * 1024, timeout: Double = 10) throws {
             fd = try RawHTTP.connectedSocket(port: port, timeout: timeout, receiveBufferSize: receiveBufferSize)
             self.timeout = timeout
             var sent = 0
@@ -117,17 +100,17 @@ public enum RawHTTP {
 
         deinit { close(fd) }
 
-        /// Reads until at least `count` bytes came, the server closed, or the timeout passed.
-        public func read(atLeast count: Int) async -> Data {
+        /// Reads until `count` bytes came, the server closed, or the timeout passed.
+        public func read(upTo count: Int) async -> Data {
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async { continuation.resume(returning: self.blockingRead(limit: count)) }
             }
         }
 
         /// Reads until the server closes or the timeout passes.
-        public func readToEnd() async -> Data { await read(atLeast: Int.max) }
+        public func readToEnd() async -> Data { await read(upTo: Int.max) }
 
-        private func blockingRead(limit: Int) -> Data {
+        fileprivate func blockingRead(limit: Int) -> Data {
             var received = Data()
             var buffer = [UInt8](repeating: 0, count: 65536)
             let deadline = Date().addingTimeInterval(timeout)
