@@ -71,7 +71,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var links: [String: Link] = [:]
         var linksIssued = 0
         var records: [Record] = []
-        var apiFailures: (count: Int, status: Int, retryAfter: String?) = (0, 503, nil)
+        var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
+        var downloadFailures: (count: Int, status: Int, body: String?) = (0, 503, nil)
         var revisionsReadable = true
     }
 
@@ -134,10 +135,23 @@ public final class CloudTestServer: @unchecked Sendable {
     }
 
     /// Answers the next `count` API calls (not downloads, not the token endpoint) with `status`
-    /// and, when given, `Retry-After`: a service that rate-limits (429) or is briefly down (503).
-    public func failAPICalls(_ count: Int, status: Int, retryAfter: String? = nil) {
-        state.withLock { $0.apiFailures = (count, status, retryAfter) }
+    /// and, when given, `Retry-After` and a JSON `body`: a service that rate-limits (429; Google
+    /// Drive's 403 with ``driveRateLimitBody``) or is briefly down (503).
+    public func failAPICalls(_ count: Int, status: Int, retryAfter: String? = nil, body: String? = nil) {
+        state.withLock { $0.apiFailures = (count, status, retryAfter, body) }
     }
+
+    /// Answers the next `count` downloads (before any byte) with `status` and, when given, a JSON `body`.
+    public func failDownloads(_ count: Int, status: Int, body: String? = nil) {
+        state.withLock { $0.downloadFailures = (count, status, body) }
+    }
+
+    /// What Google Drive answers with 403 when a user's rate limit is exceeded (its documented
+    /// error format; back off and try again).
+    public static let driveRateLimitBody = """
+        {"error": {"errors": [{"domain": "usageLimits", "reason": "userRateLimitExceeded", "message": "User Rate Limit Exceeded"}], \
+        "code": 403, "message": "User Rate Limit Exceeded"}}
+        """
 
     /// Whether the Drive user may read files' revisions (`capabilities.canReadRevisions`; a viewer
     /// of someone else's file may not, and gets 403 from `revisions/{id}`).
@@ -226,14 +240,14 @@ public final class CloudTestServer: @unchecked Sendable {
 
         // Downloads and the redirects to them are not API calls, though some start on the API's host.
         let startsADownload = path == "/dropbox-content/2/files/download" || query["alt"] == "media" || path.hasSuffix("/content")
-        if path != "/oauth/token", !startsADownload, let failure = state.withLock({ state -> (status: Int, retryAfter: String?)? in
+        if path != "/oauth/token", !startsADownload, let failure = state.withLock({ state -> (status: Int, retryAfter: String?, body: String?)? in
             guard state.apiFailures.count > 0 else { return nil }
             state.apiFailures.count -= 1
-            return (state.apiFailures.status, state.apiFailures.retryAfter)
+            return (state.apiFailures.status, state.apiFailures.retryAfter, state.apiFailures.body)
         }) {
             var headers: HTTPFields = [:]
             if let retryAfter = failure.retryAfter { headers[.retryAfter] = retryAfter }
-            return empty(HTTPResponse.Status(code: failure.status), headers)
+            return failed(HTTPResponse.Status(code: failure.status), body: failure.body, headers, record: record)
         }
 
         if path == "/oauth/token" {
@@ -449,8 +463,26 @@ public final class CloudTestServer: @unchecked Sendable {
         }
     }
 
+    /// A failure answer, with a JSON body when given.
+    private func failed(_ status: HTTPResponse.Status, body: String?, _ headers: HTTPFields = [:],
+                        record: @Sendable (Int, Int64, Bool) -> Void) -> Response {
+        let data = Data((body ?? "").utf8)
+        record(Int(status.code), Int64(data.count), false)
+        var fields = headers
+        fields[.contentLength] = String(data.count)
+        if body != nil { fields[.contentType] = "application/json" }
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
     private func download(fileID: String, revision: Int? = nil, range: String?, link: String?, authorization: String?,
                           record: @escaping @Sendable (Int, Int64, Bool) -> Void) -> Response {
+        if let failure = state.withLock({ state -> (status: Int, body: String?)? in
+            guard state.downloadFailures.count > 0 else { return nil }
+            state.downloadFailures.count -= 1
+            return (state.downloadFailures.status, state.downloadFailures.body)
+        }) {
+            return failed(HTTPResponse.Status(code: failure.status), body: failure.body, record: record)
+        }
         guard let file = file(id: fileID), let data = file.data(revision: revision) else {
             record(404, 0, false)
             return Response(status: .notFound, headers: [.contentLength: "0"])

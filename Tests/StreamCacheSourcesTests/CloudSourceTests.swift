@@ -272,6 +272,42 @@ import Testing
         }
     }
 
+    /// Google Drive answers a user's rate limit with 403 and a `userRateLimitExceeded` reason (its
+    /// documented format), to be waited out like a 429: the API calls and the downloads both go
+    /// on after it, without refreshing the token or resolving the link again. A 403 without such
+    /// a reason is a refusal, at once.
+    @Test func aDriveRateLimitIsWaitedOut() async throws {
+        let data = TestData.random(count: 1_000_000, seed: 68)
+        try await CloudTestEnvironment.with { environment in
+            let server = environment.server
+            server.setFile("/Music/song.mp3", data: data)
+            let token = environment.refreshingToken()
+            server.failAPICalls(2, status: 403, body: CloudTestServer.driveRateLimitBody)
+            let resolved = try await environment.source("gdrive", path: "/Music/song.mp3", token: token).resolve()
+            #expect(server.records.filter { $0.status == 403 }.count == 2)
+            let metadataCalls = { server.records.filter { $0.path.hasPrefix("/drive/v3/files/") && !$0.path.contains("/revisions/") }.count }
+            let resolutions = metadataCalls()
+
+            server.failDownloads(2, status: 403, body: CloudTestServer.driveRateLimitBody)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: resolved)
+                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
+            }
+            #expect(server.records.filter { $0.status == 403 }.count == 4)
+            #expect(metadataCalls() == resolutions, "a rate limit is not a dead link")
+            #expect(server.tokenGrants == 0, "a rate limit is not an expired token")
+
+            server.failAPICalls(1, status: 403, body: #"{"error": {"errors": [{"reason": "insufficientFilePermissions"}], "code": 403}}"#)
+            do {
+                _ = try await environment.source("gdrive", path: "/Music/song.mp3", token: token).resolve()
+                Issue.record("a refusal must fail the call")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .authenticationFailed, "\(error)")
+            }
+            #expect(server.records.filter { $0.status == 403 }.count == 5, "a refusal is not asked again")
+        }
+    }
+
     /// Rate limits and brief outages of a service's API (429 or 503 with `Retry-After`, as each
     /// documents them) are waited out: two in a row still resolve the file. A service down for
     /// longer than the retry policy waits is `originUnavailable`, naming the service and the status.

@@ -200,8 +200,13 @@ public struct HTTPOrigin: Origin {
             let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
                                                                                           validator: validator)
             lastAnsweredURL.withLock { $0 = answeredBy }
+            // A 403 may be a rate limit in disguise (Google's), told by its body.
+            var rateLimited = false
+            if response.status == 403 {
+                rateLimited = RetryPolicy.isRateLimit(status: 403, body: (try? await response.body.collect(upTo: RetryPolicy.refusalBodyLimit)) ?? Data())
+            }
             if response.status != 200, response.status != 206 { response.body.discard() }
-            if target.expires, !relocated, [403, 404, 410].contains(response.status) {
+            if target.expires, !relocated, !rateLimited, [403, 404, 410].contains(response.status) {
                 // An expired link: resolve a new one and ask again for the same bytes.
                 relocated = true
                 if await locator.targetFailed(target, status: response.status) {
@@ -209,7 +214,7 @@ public struct HTTPOrigin: Origin {
                     continue
                 }
             }
-            switch response.status {
+            switch rateLimited ? 429 : response.status {
             case 200, 206:
                 do {
                     var answer = try await interpret(response, requested: range, following: following, target: target, answeredBy: answeredBy,

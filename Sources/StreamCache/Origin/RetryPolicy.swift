@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 /// How often and how patiently an origin request is retried after a transient failure
-/// (a connection refused or reset: see ``HTTPTransport/send(_:retrying:logger:)``; 5xx, 429; a
-/// body that broke off).
+/// (a connection refused or reset: see ``HTTPTransport/send(_:retrying:logger:)``; 5xx, 429, a
+/// 403 that says it is a rate limit; a body that broke off).
 public struct RetryPolicy: Sendable, Hashable {
     /// The most attempts for one request, the first included. Resumes of a body that broke off
     /// count separately, up to this number per body without progress.
@@ -36,6 +36,30 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The methods a request may be repeated with (RFC 9110, section 9.2.2), plus WebDAV's
     /// `PROPFIND`, which only reads.
     static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PROPFIND"]
+
+    /// Whether a 403 answer is a rate limit rather than a refusal, and so is waited out like a
+    /// 429: Google's APIs (Drive) answer a per-user or per-project quota exceeded with 403 and a
+    /// `userRateLimitExceeded` or `rateLimitExceeded` reason in the JSON body, and document
+    /// exponential back-off as the remedy. A daily download quota (`downloadQuotaExceeded`) or a
+    /// missing permission stays a refusal.
+    public static func isRateLimit(status: Int, body: Data) -> Bool {
+        guard status == 403, !body.isEmpty, let answer = try? JSONDecoder().decode(GoogleErrorAnswer.self, from: body) else { return false }
+        return answer.error?.errors?.contains { rateLimitReasons.contains($0.reason ?? "") } ?? false
+    }
+
+    /// The most of a 403's body read to tell a rate limit (``isRateLimit(status:body:)``).
+    public static let refusalBodyLimit = 64 * 1024
+
+    static let rateLimitReasons: Set<String> = ["userRateLimitExceeded", "rateLimitExceeded"]
+
+    /// `{"error": {"errors": [{"domain": "usageLimits", "reason": "…"}], "code": 403}}`.
+    private struct GoogleErrorAnswer: Decodable {
+        struct Failure: Decodable {
+            struct Item: Decodable { var reason: String? }
+            var errors: [Item]?
+        }
+        var error: Failure?
+    }
 
     /// The wait before attempt number `attempt` after an answer that failed for now (429, 5xx):
     /// what its `Retry-After` asks for, within ``maxBackoff``, else the back-off. The header gives

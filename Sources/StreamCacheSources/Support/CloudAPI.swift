@@ -7,7 +7,8 @@ import StreamCache
 
 /// JSON calls to a cloud service's REST API with its access token: one refresh and retry after a
 /// 401; a refused or reset connection (not for a `POST`) and a 429 or 5xx answer tried again by
-/// `retry` (every service documents 429 or 503 with `Retry-After` for rate limits); HTTP statuses
+/// `retry` (every service documents 429 or 503 with `Retry-After` for rate limits, Google Drive
+/// also 403 with a rate-limit reason: ``StreamCache/RetryPolicy/isRateLimit(status:body:)``); HTTP statuses
 /// turned into ``StreamCache/StreamCacheError``s that name the service and never quote a token or
 /// a signed URL.
 struct CloudAPI: Sendable {
@@ -49,7 +50,7 @@ struct CloudAPI: Sendable {
             let response = try await transport.send(HTTPRequest(method: method, url: url, headers: requestHeaders, body: body, timeout: timeout),
                                                     retrying: retry)
             let data = try await response.body.collect(upTo: 8 << 20)
-            switch response.status {
+            switch RetryPolicy.isRateLimit(status: response.status, body: data) ? 429 : response.status {
             case 200..<300:
                 return data
             case 401 where !refreshed:
