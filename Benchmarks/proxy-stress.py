@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The release `streamcache serve` under stress, every byte checked: clients ask for random ranges
-(bounded, open-ended, suffix, whole) of the bench's media and of a file that the origin replaces
+(bounded, open-ended, suffix, several at once, whole) of the bench's media and of a file that the origin replaces
 with a new version now and then, read all of the answer or leave in the middle (a player that
 seeks away), while the proxy is killed (`SIGKILL`) or stopped (`SIGTERM`) and started again over
 the same cache, with a cache limit smaller than the files so that eviction runs all along.
@@ -12,7 +12,8 @@ the same cache, with a cache limit smaller than the files so that eviction runs 
 Needs the bench origin (../shared/bench: ./origin.sh start, any profile; its `cloud` profile is on
 http://127.0.0.1:18090/media/) and a release build (swift build -c release --product streamcache).
 A read passes when its Content-Range is what RFC 9110 asks of the version that answers (the
-changing file's ETag tells which) and every byte it got equals that version's; a read cut short
+changing file's ETag tells which) and every byte it got equals that version's (a multipart answer:
+every part's range and bytes, all of one version); a read cut short
 counts as an error unless the proxy was restarted or the file replaced meanwhile. At the
 end the proxy is killed once more and every file is read whole through the restarted proxy: each
 must be one version of the file, whole. --revalidate-after is passed to `serve`; with 0, the final
@@ -44,7 +45,7 @@ versions = {name: [open(os.path.join(args.media, name), "rb").read()] for name i
 versions[changing] = []
 changing_tags = []  # nginx's ETag of each version of the changing file: "mtime-length" in hex
 lock = threading.Lock()
-counts = {"complete": 0, "left early": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
+counts = {"complete": 0, "left early": 0, "multipart": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
           "bytes": 0, "wrong": 0, "restarts": 0, "new versions": 0, "errors": {}}
 epoch = {"restarts": 0, "restarting": False, "versions": 0}
 proxy = None
@@ -108,7 +109,54 @@ def pick_range(rng, size):
         return f"bytes={rng.randrange(size)}-"
     if roll < 0.85:
         return f"bytes=-{rng.randrange(1, min(size, 4 << 20))}"
+    if roll < 0.93:
+        # Two or three ranges with room between them, in order: a multipart answer.
+        starts = sorted(rng.sample(range(size), rng.choice([2, 3])))
+        spans = []
+        for index, start in enumerate(starts):
+            room = (starts[index + 1] if index + 1 < len(starts) else size + (5 << 20)) - start - 2
+            if room >= 0:
+                spans.append(f"{start}-{start + min(room, rng.choice([0, 4095, 65535, 1 << 20]))}")
+        return "bytes=" + ",".join(spans)
     return None
+
+
+def expected_parts(header, total):
+    """The parts RFC 9110 says a several-range `header` selects in a file of `total` bytes:
+    unsatisfiable ranges dropped, the rest cut to the end, overlapping or touching ones merged."""
+    parts = []
+    for spec in header[len("bytes="):].split(","):
+        first, last = (int(x) for x in spec.split("-"))
+        if first < total:
+            last = min(last, total - 1)
+            if parts and first <= parts[-1][1] + 1:
+                parts[-1] = (parts[-1][0], max(parts[-1][1], last))
+            else:
+                parts.append((first, last))
+    return parts
+
+
+def check_multipart(name, header, head, body, data, served):
+    """Checks a multipart/byteranges body against the version that answered; True when right."""
+    boundary = header_value(head, "Content-Type").split("boundary=", 1)[1].encode()
+    pieces = body.split(b"\r\n--" + boundary)
+    if pieces[0] != b"" or pieces[-1] != b"--\r\n":
+        print(f"WRONG MULTIPART FRAMING: {name} {header}", flush=True)
+        return False
+    claimed = []
+    for piece in pieces[1:-1]:
+        part_head, part_body = piece.split(b"\r\n\r\n", 1)
+        content_range = header_value(b"x" + part_head, "Content-Range")
+        span, length = content_range[len("bytes "):].split("/")
+        first, last = (int(x) for x in span.split("-"))
+        claimed.append((first, last))
+        if int(length) != len(data) or part_body != data[first:last + 1]:
+            print(f"WRONG MULTIPART BYTES: {name} {header} part {content_range} (version {served + 1})", flush=True)
+            return False
+    if claimed != expected_parts(header, len(data)):
+        print(f"WRONG MULTIPART PARTS: {name} {header}: {claimed}", flush=True)
+        return False
+    return True
 
 
 def expected_span(header, total):
@@ -172,6 +220,27 @@ def read_once(rng):
                     counts["older version"] += 1
         with lock:
             data = versions[name][served]
+        if header and "," in header:
+            parts = expected_parts(header, len(data))
+            if status == 416 and not parts and name == changing:
+                raise Interrupted("cut by a new version")  # drawn on a longer version than the one cached
+            if len(parts) == 1:
+                header = f"bytes={parts[0][0]}-{parts[0][1]}"  # one range left: a plain 206
+            elif status == 206 and parts:
+                keep = wanted = int(header_value(head, "Content-Length"))
+                got = bytearray(body)
+                while len(got) < wanted:
+                    chunk = sock.recv(min(1 << 20, wanted - len(got)))
+                    if not chunk:
+                        raise OSError(f"{name} {header} (version {served + 1}) closed after {len(got)} of {wanted} bytes")
+                    got += chunk
+                if check_multipart(name, header, head, bytes(got), data, served):
+                    count("bytes", len(got))
+                    count("complete")
+                    count("multipart")
+                else:
+                    count("wrong")
+                return
         if status == 416 and name == changing and header and expected_span(header, len(data))[0] >= len(data):
             raise Interrupted("cut by a new version")  # drawn on a longer version than the one cached
         if status != (206 if header else 200):
