@@ -198,6 +198,16 @@ def read_once(rng):
 
     sock = None
     keep = wanted = 0
+
+    def receive(got, count):
+        """Reads the body on until `got` holds `count` bytes."""
+        while len(got) < count:
+            chunk = sock.recv(min(1 << 20, count - len(got)))
+            if not chunk:
+                raise OSError(f"{name} {header} (version {served + 1}) closed after {len(got)} of {count} bytes")
+            got += chunk
+        return got
+
     try:
         sock = socket.create_connection(("127.0.0.1", args.port), timeout=30)
         request = f"GET /tok/{name} HTTP/1.1\r\nHost: stress\r\n" + (f"Range: {header}\r\n" if header else "") + "\r\n"
@@ -228,12 +238,7 @@ def read_once(rng):
                 header = f"bytes={parts[0][0]}-{parts[0][1]}"  # one range left: a plain 206
             elif status == 206 and parts:
                 keep = wanted = int(header_value(head, "Content-Length"))
-                got = bytearray(body)
-                while len(got) < wanted:
-                    chunk = sock.recv(min(1 << 20, wanted - len(got)))
-                    if not chunk:
-                        raise OSError(f"{name} {header} (version {served + 1}) closed after {len(got)} of {wanted} bytes")
-                    got += chunk
+                got = receive(bytearray(body), wanted)
                 if check_multipart(name, header, head, bytes(got), data, served):
                     count("bytes", len(got))
                     count("complete")
@@ -255,12 +260,7 @@ def read_once(rng):
                 return
         wanted = last - first + 1
         keep = rng.randrange(0, wanted + 1) if leave_early else wanted
-        got = bytearray(body)
-        while len(got) < keep:
-            chunk = sock.recv(min(1 << 20, keep - len(got)))
-            if not chunk:
-                raise OSError(f"{name} {header} (version {served + 1}) closed after {len(got)} of {keep} bytes")
-            got += chunk
+        got = receive(bytearray(body), keep)
         del got[keep:]
     except OSError as error:
         reason = interruption()
