@@ -45,6 +45,10 @@ public struct DownloadTarget: Sendable, Hashable {
     public var sendsCredentials: Bool
     /// Whether the link can expire: its 403, 404 and 410 answers then mean "resolve again".
     public var expires: Bool
+    /// Whether the URL names the file version it serves (Box's `version`, a Google Drive
+    /// revision): every response is then that version's bytes, never another's, and a 404 or
+    /// 410 means the service no longer keeps it, so "resolve again" rather than "no such file".
+    public var pinsVersion: Bool = false
     /// The version the service's API reports (revision, content hash, ETag of the metadata),
     /// used instead of the download's own headers. When set, no `If-Range` is sent (content hosts
     /// do not know this tag; Yandex answers 416 to `If-Range`): a new version shows when the
@@ -79,8 +83,14 @@ public struct DownloadTarget: Sendable, Hashable {
 extension DownloadTarget {
     /// Whether a response from this target tells the version of what it sends: its own headers
     /// do, or a ``versionHeader`` does; a ``version`` from the service's API alone is the one the
-    /// target was resolved with.
+    /// target was resolved with. Only such a response is the origin's word on its current version.
     public var confirmsVersionInResponses: Bool { version == nil || versionHeader != nil }
+
+    /// Whether the bytes of every response are known to be of one version, the one a response
+    /// or the target says: the response tells it (``confirmsVersionInResponses``), or the URL
+    /// names it (``pinsVersion``). A target that does not vouch for its bytes may mix a file
+    /// replaced at the origin into cached bytes of the old one, so its word must not be kept long.
+    public var vouchesForItsBytes: Bool { confirmsVersionInResponses || pinsVersion }
 }
 
 /// A response header that carries JSON metadata of the bytes sent, and the key of the version in it.

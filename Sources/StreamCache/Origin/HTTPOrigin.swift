@@ -206,8 +206,9 @@ public struct HTTPOrigin: Origin {
                 rateLimited = RetryPolicy.isRateLimit(status: 403, body: (try? await response.body.collect(upTo: RetryPolicy.refusalBodyLimit)) ?? Data())
             }
             if response.status != 200, response.status != 206 { response.body.discard() }
-            if target.expires, !relocated, !rateLimited, [403, 404, 410].contains(response.status) {
-                // An expired link: resolve a new one and ask again for the same bytes.
+            if !relocated, !rateLimited, (target.expires && [403, 404, 410].contains(response.status)) || (target.pinsVersion && [404, 410].contains(response.status)) {
+                // An expired link, or a version the service no longer keeps: resolve a new one
+                // and ask again for the same bytes.
                 relocated = true
                 if await locator.targetFailed(target, status: response.status) {
                     logger.info("download link resolved again after \(response.status)", metadata: ["origin": "\(logDescription)"])

@@ -12,8 +12,8 @@ import StreamCache
 /// `GET /2.0/files/{id}/content?version={file version id}`, which answers 302 with an expiring
 /// `dl.boxcloud.com` URL: the redirect is followed without the token, with `Range` kept. Naming
 /// the version makes every download of a link the bytes of the version it was resolved with, so
-/// a file replaced meanwhile is never joined to them (a version Box no longer keeps is 404, and
-/// the link is resolved again). The version is the `sha1` (else `etag`); the cache key is
+/// a file replaced meanwhile is never joined to them and the link needs no asking again until a
+/// revalidation (a version Box no longer keeps is 404, and the link is resolved again). The version is the `sha1` (else `etag`); the cache key is
 /// `box:<user id>:<file id>`.
 public struct BoxSource: Source {
     public var service: String { "box" }
@@ -54,8 +54,9 @@ public struct BoxSource: Source {
         let (file, target) = try await describe()
         let userID = try await user.id
         let source = self
-        // Asked again before a revalidation and once its word on the version is old
-        // (``SourceConfiguration/linkVersionLifetime``): the content download does not tell a new version.
+        // Asked again before a revalidation: the content download does not tell a new version. A
+        // link that names its version keeps its word on its bytes; one that does not (no version
+        // id, a viewer's) keeps it for ``SourceConfiguration/linkVersionLifetime``.
         let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
         return ResolvedSource(key: CacheKey("box:\(userID):\(file.id)"), fileName: file.name, size: file.size, mimeType: nil,
                               version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
@@ -66,10 +67,9 @@ public struct BoxSource: Source {
         let file = try await api.json(File.self, url: CloudAPI.url(base, "files/\(item)", query: [("fields", "name,size,sha1,etag,file_version")]))
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
         let pin = file.file_version.map { [("version", $0.id)] } ?? []
-        // A pinned link "expires" when Box drops its version (accounts without version history
-        // keep none): its 404 then means "resolve again", not "no such file".
-        let target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: !pin.isEmpty,
+        var target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: false,
                                     version: version, totalLength: file.size, fileName: file.name)
+        target.pinsVersion = !pin.isEmpty
         return (file, target)
     }
 

@@ -13,7 +13,8 @@ import StreamCache
 /// the user may read the file's revisions, else from `GET /drive/v3/files/{id}?alt=media` (both
 /// stable URLs that always need the token). Naming the revision makes every download of a link
 /// the bytes of the version it was resolved with, so a file replaced meanwhile is never joined to
-/// them (a revision Drive no longer keeps is 404, and the link is resolved again); a viewer who
+/// them and the link needs no asking again until a revalidation (a revision Drive no longer
+/// keeps is 404, and the link is resolved again); a viewer who
 /// may not read revisions (`canReadRevisions` false) gets the current bytes, whose version is
 /// asked again once ``SourceConfiguration/linkVersionLifetime`` has passed. Google Docs, Sheets
 /// and Slides have no bytes to download and are refused. The version is `md5Checksum` (else
@@ -62,8 +63,9 @@ public struct GoogleDriveSource: Source {
         let (file, target) = try await describe()
         let permissionID = try await about.user.permissionId
         let source = self
-        // Asked again before a revalidation and once its word on the version is old
-        // (``SourceConfiguration/linkVersionLifetime``): the media download does not tell a new version.
+        // Asked again before a revalidation: the media download does not tell a new version. A
+        // link that names its version keeps its word on its bytes; one that does not (no version
+        // id, a viewer's) keeps it for ``SourceConfiguration/linkVersionLifetime``.
         let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
         return ResolvedSource(key: CacheKey("gdrive:\(permissionID):\(file.id)"), fileName: file.name, size: target.totalLength,
                               mimeType: file.mimeType, version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
@@ -88,10 +90,9 @@ public struct GoogleDriveSource: Source {
             media = CloudAPI.url(base, "files/\(file.id)", query: [("alt", "media"), ("supportsAllDrives", "true")])
             pinned = false
         }
-        // A pinned link "expires" when Drive drops its revision (a newer one replaced it and the
-        // old was not kept): its 404 then means "resolve again", not "no such file".
-        let target = DownloadTarget(url: media, sendsCredentials: true, expires: pinned, version: version,
+        var target = DownloadTarget(url: media, sendsCredentials: true, expires: false, version: version,
                                     totalLength: file.size.flatMap { Int64($0) }, mimeType: file.mimeType, fileName: file.name)
+        target.pinsVersion = pinned
         return (file, target)
     }
 

@@ -61,11 +61,12 @@ public struct SourceConfiguration: Sendable {
     /// Where origins log (never a secret).
     public var logger: Logger
     /// How long a download link's word on a file's version holds, for the services whose
-    /// downloads do not tell the version (Yandex.Disk, Google Drive, OneDrive, Box): the first
-    /// download after it asks the service's API again (one metadata call, once per this time
-    /// per file while it downloads), so a file replaced there by one of the same length is
-    /// never joined to the cached bytes of the old one for longer. Dropbox's downloads tell
-    /// their version and WebDAV's answers carry an `ETag`: they need no extra call.
+    /// downloads do not tell the version (Yandex.Disk, OneDrive, and Google Drive for a user who
+    /// may not read the file's revisions): the first download after it asks the service's API
+    /// again (one metadata call, once per this time per file while it downloads), so a file
+    /// replaced there by one of the same length is never joined to the cached bytes of the old
+    /// one for longer. Dropbox's downloads tell their version, WebDAV's answers carry an `ETag`,
+    /// and Box's and Drive's links name the version they serve: they need no extra call.
     public var linkVersionLifetime: Duration = .seconds(60)
 
     /// Creates a configuration.

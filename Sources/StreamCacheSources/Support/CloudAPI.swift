@@ -90,12 +90,14 @@ struct CloudAPI: Sendable {
 /// A download locator whose links come from a service's API and may expire: it resolves one
 /// lazily, keeps it until a download reports it dead, then resolves a new one.
 ///
-/// A link whose downloads do not tell the file's version (Yandex.Disk, Google Drive, OneDrive,
-/// Box: they name it in their APIs only) vouches for the version it was resolved with for
+/// A link whose downloads do not tell the file's version (Yandex.Disk, OneDrive, a Google Drive
+/// viewer's: they name it in their APIs only) vouches for the version it was resolved with for
 /// `versionLifetime` only; the first download after that resolves it again, with fresh
 /// metadata. Without that, a process that kept one link (a long-running `serve`) would join the
 /// bytes of a file replaced by one of the same length to the cached bytes of the old one: the
-/// length, the only thing such a download tells, would match.
+/// length, the only thing such a download tells, would match. A link that names its version
+/// (Box, Google Drive: ``StreamCache/DownloadTarget/pinsVersion``) vouches for its bytes for
+/// as long as it works.
 actor ResolvingLocator: DownloadLocator {
     nonisolated let logDescription: String
     private let resolve: @Sendable () async throws -> DownloadTarget
@@ -115,7 +117,7 @@ actor ResolvingLocator: DownloadLocator {
     }
 
     func target() async throws -> DownloadTarget {
-        if let current, current.confirmsVersionInResponses || ContinuousClock.now - resolvedAt < versionLifetime { return current }
+        if let current, current.vouchesForItsBytes || ContinuousClock.now - resolvedAt < versionLifetime { return current }
         let resolution: Task<DownloadTarget, any Error>
         if let resolving {
             resolution = resolving
