@@ -317,6 +317,17 @@ import Testing
                 #expect(error.code == .authenticationFailed, "\(error)")
             }
             #expect(server.records.filter { $0.status == 403 }.count == 5, "a refusal is not asked again")
+
+            // A rate limit that outlasts the retry policy says so.
+            server.failAPICalls(100, status: 403, body: CloudTestServer.driveRateLimitBody)
+            do {
+                _ = try await environment.source("gdrive", path: "/Music/song.mp3", token: token).resolve()
+                Issue.record("a service that keeps limiting must fail the call")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .originUnavailable)
+                #expect(error.message.contains("limiting"), "\(error.message)")
+            }
+            server.failAPICalls(0, status: 503)
         }
     }
 

@@ -65,7 +65,8 @@ struct CloudAPI: Sendable {
                 throw StreamCacheError(.notFound, "\(service) has no such file or folder (\(url.redactedDescription)).", httpStatus: response.status)
             case 429, 500...599:
                 guard attempt < retry.maxAttempts else {
-                    throw StreamCacheError(.originUnavailable, "\(service) is unavailable (HTTP \(response.status)); try again later.",
+                    let state = response.status >= 500 ? "is unavailable" : "is limiting this account's requests"
+                    throw StreamCacheError(.originUnavailable, "\(service) \(state) (HTTP \(response.status)); try again later.",
                                            httpStatus: response.status)
                 }
                 attempt += 1
