@@ -91,6 +91,13 @@ extension DownloadTarget {
     /// names it (``pinsVersion``). A target that does not vouch for its bytes may mix a file
     /// replaced at the origin into cached bytes of the old one, so its word must not be kept long.
     public var vouchesForItsBytes: Bool { confirmsVersionInResponses || pinsVersion }
+
+    /// Whether `status` says this target's link is dead, so that a new resolution may succeed:
+    /// an expiring link's 403, 404 or 410; a pinned version's 404 or 410 (the service no longer
+    /// keeps it). A pinned link's 403 is a refusal.
+    public func isDead(answering status: Int) -> Bool {
+        (expires && [403, 404, 410].contains(status)) || (pinsVersion && [404, 410].contains(status))
+    }
 }
 
 /// A response header that carries JSON metadata of the bytes sent, and the key of the version in it.

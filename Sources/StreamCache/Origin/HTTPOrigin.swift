@@ -206,7 +206,7 @@ public struct HTTPOrigin: Origin {
                 rateLimited = RetryPolicy.isRateLimit(status: 403, body: (try? await response.body.collect(upTo: RetryPolicy.refusalBodyLimit)) ?? Data())
             }
             if response.status != 200, response.status != 206 { response.body.discard() }
-            if !relocated, !rateLimited, (target.expires && [403, 404, 410].contains(response.status)) || (target.pinsVersion && [404, 410].contains(response.status)) {
+            if !relocated, !rateLimited, target.isDead(answering: response.status) {
                 // An expired link, or a version the service no longer keeps: resolve a new one
                 // and ask again for the same bytes.
                 relocated = true

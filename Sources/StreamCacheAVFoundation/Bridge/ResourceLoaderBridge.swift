@@ -11,9 +11,10 @@ import StreamCacheURLSession
 /// ``Configuration/maximumResponseLength``. A request that asks for the content information (a
 /// UTI, the whole length, range access, and whether every byte is cached) gets it with its first
 /// byte, from the version that byte belongs to, so a file replaced at the origin and met on the
-/// way to it is described as the new version rather than failing the request. Several requests may be outstanding at once;
-/// each has its own read, and reads of the same resource share downloads. The 2-byte probe
-/// AVPlayer starts with gets its content information and its two bytes.
+/// way to it is described as the new version rather than failing the request. Several requests
+/// may be outstanding at once; each has its own read, and reads of the same resource share
+/// downloads. The 2-byte probe AVPlayer starts with gets its content information and its two
+/// bytes.
 ///
 /// The bridge never responds to or finishes a request the player cancelled, and never finishes a
 /// request twice: before every call it checks, on the queue, that the request is still its own

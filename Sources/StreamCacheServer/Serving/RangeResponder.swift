@@ -232,7 +232,8 @@ struct RangeResponder: Sendable {
     /// The version `region` belongs to, when it is the one `expected` describes.
     static func version(of region: CachedRegion, expected: ResourceInfo) throws -> ResourceInfo {
         guard let version = region.info, version.isSameVersion(as: expected) else {
-            throw StreamCacheError(.resourceChanged, "The resource changed on the origin: these bytes are of another version than the answer's head.", range: region.range)
+            throw StreamCacheError(.resourceChanged, "The resource changed on the origin: these bytes are of another version than the answer's head.",
+                                   range: region.range)
         }
         return version
     }
