@@ -286,9 +286,9 @@ import Testing
 
     /// Google Drive answers a user's rate limit with 403 and a `userRateLimitExceeded` reason (its
     /// documented format), to be waited out like a 429: the API calls and the downloads both go
-    /// on after it, without refreshing the token or resolving the link again. A 403 without such
-    /// a reason is a refusal, at once.
-    @Test func aDriveRateLimitIsWaitedOut() async throws {
+    /// on after it, without refreshing the token or resolving the link again. A 403 with another
+    /// reason is a refusal, at once, and its error says the reason rather than "check the token".
+    @Test func aDriveRateLimitIsWaitedOutAndARefusalSaysWhy() async throws {
         let data = TestData.random(count: 1_000_000, seed: 68)
         try await CloudTestEnvironment.with { environment in
             let server = environment.server
@@ -315,8 +315,23 @@ import Testing
                 Issue.record("a refusal must fail the call")
             } catch let error as StreamCacheError {
                 #expect(error.code == .authenticationFailed, "\(error)")
+                #expect(error.message.contains("insufficientFilePermissions") && !error.message.contains("token"), "\(error.message)")
             }
             #expect(server.records.filter { $0.status == 403 }.count == 5, "a refusal is not asked again")
+
+            // A download refused for a reason a token cannot fix says the reason (the token is
+            // refreshed once all the same, as after any 403, and refused again).
+            server.failDownloads(2, status: 403, body: #"{"error": {"errors": [{"domain": "usageLimits", "reason": "downloadQuotaExceeded"}], "code": 403}}"#)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: resolved)
+                do {
+                    _ = try await resource.read(from: 0).collect()
+                    Issue.record("a refused download must fail the read")
+                } catch let error as StreamCacheError {
+                    #expect(error.code == .authenticationFailed, "\(error)")
+                    #expect(error.message.contains("downloadQuotaExceeded") && !error.message.contains("token"), "\(error.message)")
+                }
+            }
 
             // A rate limit that outlasts the retry policy says so.
             server.failAPICalls(100, status: 403, body: CloudTestServer.driveRateLimitBody)

@@ -18,4 +18,12 @@ import Testing
     func aForbiddenAnswerIsARateLimitOnlyWhenItsBodySaysSo(status: Int, body: String, expected: Bool) {
         #expect(RetryPolicy.isRateLimit(status: status, body: Data(body.utf8)) == expected)
     }
+
+    /// The reasons a Google error body gives, in order; only plain words, so a message can quote them.
+    @Test func theReasonsOfAGoogleErrorBodyAreReadAndOnlyPlainWordsKept() {
+        let body = #"{"error": {"errors": [{"reason": "downloadQuotaExceeded"}, {"reason": "a \"quoted\" reason"}, {"reason": "forbidden2"}], "code": 403}}"#
+        #expect(GoogleErrorBody.reasons(in: Data(body.utf8)) == ["downloadQuotaExceeded", "forbidden2"])
+        #expect(GoogleErrorBody.reasons(in: Data("<html>403</html>".utf8)).isEmpty)
+        #expect(GoogleErrorBody.reasons(in: Data(#"{"error": {"errors": [{"reason": "\#(String(repeating: "x", count: 65))"}]}}"#.utf8)).isEmpty)
+    }
 }

@@ -200,10 +200,14 @@ public struct HTTPOrigin: Origin {
             let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
                                                                                           validator: validator)
             lastAnsweredURL.withLock { $0 = answeredBy }
-            // A 403 may be a rate limit in disguise (Google's), told by its body.
+            // A 403 may be a rate limit in disguise (Google's), told by its body, which may also
+            // say why it refuses.
+            var refusalReasons: [String] = []
             var rateLimited = false
             if response.status == 403 {
-                rateLimited = RetryPolicy.isRateLimit(status: 403, body: (try? await response.body.collect(upTo: RetryPolicy.refusalBodyLimit)) ?? Data())
+                let body = (try? await response.body.collect(upTo: RetryPolicy.refusalBodyLimit)) ?? Data()
+                refusalReasons = GoogleErrorBody.reasons(in: body)
+                rateLimited = RetryPolicy.isRateLimit(status: 403, body: body)
             }
             if response.status != 200, response.status != 206 { response.body.discard() }
             if !relocated, !rateLimited, target.isDead(answering: response.status) {
@@ -245,6 +249,10 @@ public struct HTTPOrigin: Origin {
                         logger.info("credentials refreshed after \(response.status)", metadata: ["origin": "\(logDescription)"])
                         continue
                     }
+                }
+                if let reason = refusalReasons.first {
+                    throw StreamCacheError(.authenticationFailed, "The origin refused the request (HTTP 403, \(reason)) for \(logDescription).",
+                                           httpStatus: response.status, range: range)
                 }
                 throw StreamCacheError(.authenticationFailed,
                                        "The origin rejected the credentials (HTTP \(response.status)); check the token or password for \(logDescription).",

@@ -39,27 +39,17 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Whether a 403 answer is a rate limit rather than a refusal, and so is waited out like a
     /// 429: Google's APIs (Drive) answer a per-user or per-project quota exceeded with 403 and a
-    /// `userRateLimitExceeded` or `rateLimitExceeded` reason in the JSON body, and document
-    /// exponential back-off as the remedy. A daily download quota (`downloadQuotaExceeded`) or a
-    /// missing permission stays a refusal.
+    /// `userRateLimitExceeded` or `rateLimitExceeded` reason in the JSON body
+    /// (``GoogleErrorBody``), and document exponential back-off as the remedy. A daily download
+    /// quota (`downloadQuotaExceeded`) or a missing permission stays a refusal.
     public static func isRateLimit(status: Int, body: Data) -> Bool {
-        guard status == 403, !body.isEmpty, let answer = try? JSONDecoder().decode(GoogleErrorAnswer.self, from: body) else { return false }
-        return answer.error?.errors?.contains { rateLimitReasons.contains($0.reason ?? "") } ?? false
+        status == 403 && GoogleErrorBody.reasons(in: body).contains { rateLimitReasons.contains($0) }
     }
 
     /// The most of a 403's body read to tell a rate limit (``isRateLimit(status:body:)``).
     public static let refusalBodyLimit = 64 * 1024
 
     static let rateLimitReasons: Set<String> = ["userRateLimitExceeded", "rateLimitExceeded"]
-
-    /// `{"error": {"errors": [{"domain": "usageLimits", "reason": "…"}], "code": 403}}`.
-    private struct GoogleErrorAnswer: Decodable {
-        struct Failure: Decodable {
-            struct Item: Decodable { var reason: String? }
-            var errors: [Item]?
-        }
-        var error: Failure?
-    }
 
     /// The wait before attempt number `attempt` after an answer that failed for now (429, 5xx):
     /// what its `Retry-After` asks for, within ``maxBackoff``, else the back-off. The header gives

@@ -58,6 +58,9 @@ struct CloudAPI: Sendable {
                 if try await credentials.refresh(rejected: authorization, status: 401) { continue }
                 fallthrough
             case 401, 403:
+                if response.status == 403, let reason = GoogleErrorBody.reasons(in: data).first {
+                    throw StreamCacheError(.authenticationFailed, "\(service) refused the request (HTTP 403, \(reason)).", httpStatus: 403)
+                }
                 throw StreamCacheError(.authenticationFailed, "\(service) rejected the access token (HTTP \(response.status)); check or renew it.",
                                        httpStatus: response.status)
             case 404, 409, 410:
