@@ -73,8 +73,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Prefetch every URL given on the command line in the background, for offline playback.")
     var prefetch = false
 
-    @Flag(name: .shortAndLong, help: "Log requests and downloads to stderr.")
-    var verbose = false
+    @Flag(name: .shortAndLong, help: "Log requests and downloads to stderr; twice (-vv) also each origin request the engine plans.")
+    var verbose: Int
 
     @OptionGroup var cache: CacheOptions
 
@@ -229,10 +229,10 @@ struct ServeCommand: AsyncParsableCommand {
         FileDescriptorOutput.standardError.write((text + "\n"))
     }
 
-    static func makeLogger(verbose: Bool) -> Logger {
-        guard verbose else { return Logger(label: "streamcache", factory: { _ in SwiftLogNoOpLogHandler() }) }
+    static func makeLogger(verbose: Int) -> Logger {
+        guard verbose > 0 else { return Logger(label: "streamcache", factory: { _ in SwiftLogNoOpLogHandler() }) }
         var logger = Logger(label: "streamcache", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = .info
+        logger.logLevel = verbose > 1 ? .debug : .info
         return logger
     }
 

@@ -48,7 +48,7 @@ import Glibc
             let process = try CommandLineTool.start([
                 "serve", origin.url("/music/one.mp3").absoluteString, "-H", "Authorization: \(Self.secret)",
                 "--folder", origin.url("/music/").absoluteString, "--url-token", "lib",
-                "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path,
+                "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path, "-vv",
             ], stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err))
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
@@ -103,7 +103,12 @@ import Glibc
             let stderr = try String(contentsOf: err, encoding: .utf8)
             #expect(stderr.contains("stopping"))
             #expect(stderr.contains("served 2.5 MB in 2 reads (0.0 % from the cache); fetched 2.6 MB from origins in 3 requests"), "\(stderr)")
-            #expect(!stderr.contains("serve-cli-secret"), "the origin's token is never printed")
+            #expect(!stderr.contains("serve-cli-secret"), "the origin's token is never printed, not even with -vv")
+            // -vv: each read and each origin request the engine planned for it, with their ranges
+            // (the proxy's warm-up request to itself at start has lines of its own).
+            let logged = stderr.split(separator: "\n").filter { $0.contains(origin.url("/music/").absoluteString) }
+            #expect(logged.filter { $0.contains("origin request") }.count == origin.requests.filter { $0.path != "/music/" }.count, "\(stderr)")
+            #expect(logged.contains { $0.contains("read began") && $0.contains("two.mp3") && $0.contains("start=0 ") && $0.contains("end=10 ") }, "\(stderr)")
 
             // Everything written before the stop is in the index.
             let store = try CacheStore(directory: cacheDir)

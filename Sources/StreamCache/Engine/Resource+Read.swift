@@ -188,6 +188,7 @@ extension Resource {
                                   pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))
         usage.begin(key)
         statistics.reads += 1
+        logger.debug("read began", metadata: ["key": "\(key)", "reader": "\(id)", "start": "\(range.lowerBound)", "end": "\(range.upperBound)"])
         reaper?.cancel()
         reaper = nil
         touchIfDue()
@@ -224,7 +225,8 @@ extension Resource {
 
     func endRead(readerID: Int, servedCache: Int64, servedOrigin: Int64) {
         countServed(reads: 0, cache: servedCache, origin: servedOrigin)
-        guard readers.removeValue(forKey: readerID) != nil else { return }
+        guard let reader = readers.removeValue(forKey: readerID) else { return }
+        logger.debug("read ended", metadata: ["key": "\(key)", "reader": "\(readerID)", "at": "\(reader.position)"])
         usage.end(key)
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground {
