@@ -150,6 +150,37 @@ import Testing
         #expect(readersDownload.reduce(0) { $0 + $1.bodyBytesSent } >= Int64(leftAt + (1 << 20)), "\(described)")
     }
 
+    /// A read to the end of a file shorter than two parts is not split because another reader's
+    /// download runs inside its range: only parts tell that a read was split. `ffprobe` on an
+    /// MP4 whose index is at the end reads the start, the index, then the start again; the
+    /// index's download made the second read look split, and its parts fetched the rest of the
+    /// file (7.26 MB, where 1.76 MB do now).
+    @Test func aShortReadBesideAnotherReadersDownloadIsNotSplit() async throws {
+        let (server, _) = try Self.origin(seed: 86)
+        defer { server.stop() }
+        let size = 7_000_000
+        let data = TestData.random(count: size, seed: 87)
+        server.setFile(Self.path, data: data)
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            let index = ByteRange(Int64(size - 2_000_000), Int64(size))
+            let indexRead = Task { try await song.read(index).collect() }
+            for _ in 0..<(200 * TestTiming.slowdown) where server.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            var received = Data()
+            for try await chunk in song.read(from: 0) {
+                received.append(chunk.data)
+                if received.count >= 600_000 { break }
+            }
+            #expect(received == data.prefix(received.count))
+            #expect(try await indexRead.value == data.suffix(2_000_000))
+            try await Self.waitUntilIdle(song, origin: server)
+            let described = server.dataRequests(for: Self.path).map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            #expect(server.maximumConcurrency(for: Self.path) <= 2, "the index's read and the start's: \(described)")
+            #expect(Self.servedRangesAreDisjoint(server))
+        }
+    }
+
     @Test func aPrefetchUsesSeveralConnections() async throws {
         let (server, data) = try Self.origin(seed: 72)
         defer { server.stop() }

@@ -42,6 +42,9 @@ extension Resource {
         /// back where it left. A part of a long read that its reader never reached sends no
         /// request past the one in flight instead (``Resource/updateIdleState(_:)``).
         var readerReached = true
+        /// Started by ``Resource/addParallelDownloads(in:kind:)`` as a part of a long range: its
+        /// read counts as split from then on (its tail is split again as it shrinks).
+        var isParallelPart = false
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
@@ -256,6 +259,7 @@ extension Resource {
                                  rangeEnd: min(limit, start + segment), segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
         downloads[id]?.splitReadID = splitReadID
         downloads[id]?.readerReached = !aheadOfItsReader
+        downloads[id]?.isParallelPart = aheadOfItsReader
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])

@@ -35,8 +35,10 @@ extension Resource {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
             guard active.count < maximum else { return }
             // A read starts splitting only when it is long; once split, it goes on splitting its
-            // tail in smaller parts, so the last bytes do not trail on one connection.
-            guard active.count > 1 || wanted.count > 2 * configuration.parallelPartSize else { return }
+            // tail in smaller parts, so the last bytes do not trail on one connection. Only parts
+            // tell that it was split: another reader's download inside the range (a player's
+            // read of the index at the file's end) does not.
+            guard active.contains(where: \.isParallelPart) || wanted.count > 2 * configuration.parallelPartSize else { return }
             var covered = available
             for download in downloads.values where !download.window.isEmpty { covered.insert(download.window) }
             // A stretch nobody fetches, beyond the reader's own download, is taken first. When
