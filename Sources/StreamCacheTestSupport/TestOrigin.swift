@@ -30,6 +30,9 @@ public final class TestOrigin: @unchecked Sendable {
         case ignoreRange
         /// Answer with this status and an empty body.
         case status(Int, headers: [String: String] = [:])
+        /// Answer with this status and this JSON body (a cloud service's error, as Google's
+        /// `{"error": {"errors": [{"reason": …}]}}`).
+        case refusal(Int, json: String)
         /// Wait this long before answering, with the file as it was when the request arrived (an
         /// answer still on its way while the file changes).
         case stall(seconds: Double)
@@ -354,14 +357,15 @@ public final class TestOrigin: @unchecked Sendable {
             state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
                                                                servedRanges: served, interval: arrival...ContinuousClock.now, connection: number)) }
         }
-        func simple(_ status: Int, _ extra: [String: String] = [:]) -> Bool {
-            var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: 0\r\n"
+        func simple(_ status: Int, _ extra: [String: String] = [:], body: String = "") -> Bool {
+            var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(body.utf8.count)\r\n"
             for (name, value) in extra { head += "\(name): \(value)\r\n" }
             head += "\r\n"
-            record(status, 0)
-            return send(Array(head.utf8), on: connection)
+            record(status, Int64(body.utf8.count))
+            return send(Array((head + body).utf8), on: connection)
         }
         if case .status(let code, let extra) = fault { return simple(code, extra) }
+        if case .refusal(let code, let json) = fault { return simple(code, ["Content-Type": "application/json"], body: json) }
         if case .redirect(let location) = fault { return simple(302, ["Location": location]) }
         for (name, value) in required where headers[name] != value { return simple(401, ["WWW-Authenticate": "Bearer"]) }
         guard let file else { return simple(404) }

@@ -55,8 +55,9 @@ import Testing
     }
 
     /// An origin that refuses the bytes a seek needs gets the player a status that says so, not
-    /// a 206 cut off after its head: here the file was deleted (404) and the credentials
-    /// revoked (401, which the proxy answers 502: the player's own credentials cannot help).
+    /// a 206 cut off after its head: here the file was deleted (404), the credentials revoked
+    /// (401, which the proxy answers 502: the player's own credentials cannot help) and the
+    /// download refused for a reason the origin gives (403, 502 with the reason).
     @Test func aSeekTheOriginRefusesGetsAStatusNotACutBody() async throws {
         try await Self.withPartlyCachedFile("/gone.mp3", old: TestData.random(count: 2_000_000, seed: 335), cached: ByteRange(0, 100_000)) { url, origin in
             origin.faults = { _, _, _, _ in .status(404) }
@@ -68,6 +69,15 @@ import Testing
             let revoked = try await ProxyServerTests.curl(url, ["-r", "1500000-"])
             #expect(revoked.status == 502)
             #expect(revoked.text.contains("credentials"))
+
+            // A refusal that says why (Google's quota on a shared file) tells the player why,
+            // not "credentials": a new token cannot fix it. It said "rejected the credentials" before.
+            origin.faults = { _, _, _, _ in
+                .refusal(403, json: #"{"error": {"errors": [{"domain": "usageLimits", "reason": "downloadQuotaExceeded"}], "code": 403}}"#)
+            }
+            let refused = try await ProxyServerTests.curl(url, ["-r", "1500000-"])
+            #expect(refused.status == 502)
+            #expect(refused.text.contains("downloadQuotaExceeded") && !refused.text.contains("credentials"), "\(refused.text)")
 
             // The cached bytes are still served, and once the origin answers again so is the rest.
             let cached = try await ProxyServerTests.curl(url, ["-r", "0-99999"])

@@ -349,10 +349,9 @@ struct RangeResponder: Sendable {
             switch error.code {
             case .notFound: status = .notFound
             case .rangeNotSatisfiable: status = .rangeNotSatisfiable
-            case .originUnavailable, .tooManyRedirects: status = .badGateway
-            case .authenticationFailed:
-                status = .badGateway
-                message = "The origin rejected the credentials this stream was registered with."
+            // A credential failure is the registered credentials' (or a refusal a new token
+            // cannot fix, whose reason the message gives), so the player's own cannot help.
+            case .originUnavailable, .tooManyRedirects, .authenticationFailed: status = .badGateway
             case .resourceChanged: status = .serviceUnavailable
             default: status = .badGateway
             }
