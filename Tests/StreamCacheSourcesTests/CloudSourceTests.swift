@@ -83,6 +83,41 @@ import Testing
         }
     }
 
+    /// A token the endpoint granted moments ago that the service rejects as well is not refreshed
+    /// again on every read: the refusal is not about its age (a revoked grant), and each read
+    /// cost a call to the token endpoint before (three here). Once the service takes the token,
+    /// reads go on with it.
+    @Test(arguments: ["gdrive", "dropbox"])
+    func aTokenRejectedRightAfterItsRefreshIsNotRefreshedOnEveryRead(service: String) async throws {
+        let data = TestData.random(count: 500_000, seed: 69)
+        try await CloudTestEnvironment.with { environment in
+            let server = environment.server
+            server.setFile("/Music/song.mp3", data: data)
+            let token = environment.refreshingToken()
+            let resolved = try await environment.source(service, path: "/Music/song.mp3", token: token).resolve()
+            server.failDownloads(100, status: 401)
+            for _ in 0..<3 {
+                try await withTemporaryCache { cache in
+                    let resource = try await cache.resource(for: resolved)
+                    do {
+                        _ = try await resource.read(from: 0).collect()
+                        Issue.record("a rejected download must fail the read")
+                    } catch let error as StreamCacheError {
+                        #expect(error.code == .authenticationFailed, "\(error)")
+                    }
+                }
+            }
+            #expect(server.tokenGrants == 1, "one refresh for the first rejection, none for a token seconds old")
+            server.failDownloads(0, status: 401)
+            try await withTemporaryCache { cache in
+                let resource = try await cache.resource(for: resolved)
+                #expect(TestData.sha256(try await resource.read(from: 0).collect()) == TestData.sha256(data))
+            }
+            #expect(server.tokenGrants == 1)
+            #expect(try await token.accessToken() != CloudTestEnvironment.accessToken)
+        }
+    }
+
     /// A file replaced on the service (new revision) drops the cached bytes of the old version:
     /// what is read afterwards is all new, never a mix.
     @Test(arguments: ["dropbox", "gdrive", "onedrive", "box", "yandex"])
@@ -431,7 +466,8 @@ import Testing
                 cacheConfiguration.logger = logger
                 let cache = try StreamCache(configuration: cacheConfiguration)
                 for service in Self.services {
-                    let token = environment.refreshingToken()
+                    // The tokens granted for the services before expire too, seconds old.
+                    let token = environment.refreshingToken(minimumTokenAge: .zero)
                     let file = try await environment.source(service, path: "/Music/song.mp3", token: token).resolve()
                     environment.server.expireTokens(afterBytes: 900_000)
                     let bytes = try await cache.resource(for: file.key, origin: file.origin).read(from: 0).collect()

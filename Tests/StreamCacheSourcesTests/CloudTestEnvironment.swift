@@ -47,9 +47,11 @@ struct CloudTestEnvironment {
     }
 
     /// A token that the server's token endpoint can refresh.
-    func refreshingToken() -> OAuthRefreshingToken {
+    /// A provider that starts with ``accessToken`` and refreshes it at the test server's endpoint.
+    /// `minimumTokenAge` zero lets a test expire a token seconds after the endpoint granted it.
+    func refreshingToken(minimumTokenAge: Duration = .seconds(60)) -> OAuthRefreshingToken {
         OAuthRefreshingToken(endpoint: .init(url: server.url(.api, "/oauth/token")), clientID: server.clientID, refreshToken: server.refreshToken,
-                             accessToken: Self.accessToken, transport: AsyncHTTPClientTransport.shared)
+                             accessToken: Self.accessToken, transport: AsyncHTTPClientTransport.shared, minimumTokenAge: minimumTokenAge)
     }
 
     func source(_ service: String, path: String, token: (any TokenProvider)? = nil) throws -> any Source {

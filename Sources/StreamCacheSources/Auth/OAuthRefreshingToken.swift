@@ -9,7 +9,11 @@ import StreamCache
 /// rejects it.
 ///
 /// Refreshes are single-flight: however many requests fail with the same token at once, one
-/// refresh runs and all of them retry with its result. Tokens are kept in memory only.
+/// refresh runs and all of them retry with its result. A token this provider obtained less than
+/// ``minimumTokenAge`` ago is not refreshed again when it is rejected: a service that refuses a
+/// token minutes younger than any lifetime it grants refuses it for another reason (a revoked
+/// grant, a file the account may not read), and every read would otherwise cost a call to the
+/// token endpoint, which services rate-limit too. Tokens are kept in memory only.
 public actor OAuthRefreshingToken: TokenProvider {
     /// A service's token endpoint.
     public struct Endpoint: Sendable, Hashable {
@@ -37,7 +41,12 @@ public actor OAuthRefreshingToken: TokenProvider {
     private var refreshToken: String
     private var current: String?
     private var refreshing: Task<String, any Error>?
+    /// When ``current`` came from the token endpoint (`nil`: given at creation, of unknown age).
+    private var obtainedAt: ContinuousClock.Instant?
     private let transport: any HTTPTransport
+    /// How old a token this provider obtained must be before a rejection refreshes it again
+    /// (60 s by default; the services' tokens live an hour or more).
+    public let minimumTokenAge: Duration
 
     /// Creates a provider.
     ///
@@ -48,8 +57,10 @@ public actor OAuthRefreshingToken: TokenProvider {
     ///   - refreshToken: The user's refresh token.
     ///   - accessToken: An access token already held, if any; otherwise the first use refreshes.
     ///   - transport: The HTTP client.
+    ///   - minimumTokenAge: How old a token obtained here must be before its rejection refreshes it again.
     public init(endpoint: Endpoint, clientID: String, clientSecret: String? = nil, refreshToken: String, accessToken: String? = nil,
-                transport: any HTTPTransport) {
+                transport: any HTTPTransport, minimumTokenAge: Duration = .seconds(60)) {
+        self.minimumTokenAge = minimumTokenAge
         self.endpoint = endpoint
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -66,6 +77,7 @@ public actor OAuthRefreshingToken: TokenProvider {
     public func refresh(rejected: String) async throws -> String? {
         // Someone else already replaced the rejected token: use theirs.
         if let current, current != rejected { return current }
+        if current != nil, let obtainedAt, ContinuousClock.now - obtainedAt < minimumTokenAge { return nil }
         return try await runRefresh()
     }
 
@@ -80,6 +92,7 @@ public actor OAuthRefreshingToken: TokenProvider {
         // Every waiter stores the result, so none of them can read the old token after the await.
         defer { if refreshing == task { refreshing = nil } }
         let token = try await task.value
+        if token != current { obtainedAt = .now }
         current = token
         return token
     }
