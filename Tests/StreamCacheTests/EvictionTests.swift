@@ -77,6 +77,33 @@ import Testing
         }
     }
 
+    /// Asking for the length of a resource the cache does not know yet, while it is being
+    /// removed (eviction under a full cache), gets the length. Its probe read ended before the
+    /// answer was looked at, so a removal in between cleared what the probe had learned, and
+    /// the proxy answered a suffix range with 502 "The origin did not tell the resource's
+    /// length" (once in a 150 s stress run).
+    @Test func theLengthAskedForDuringARemovalIsTold() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile("/measured", data: TestData.random(count: 2_000, seed: 74))
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let url = server.url("/measured")
+            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            var removals = 0
+            for round in 0..<1000 {
+                _ = try? await cache.remove(resource.key)
+                async let removed: Bool? = {
+                    try? await Task.sleep(for: .microseconds(Int.random(in: 0...1500)))
+                    return try? await cache.remove(resource.key)
+                }()
+                let info = try await resource.loadInfo()
+                #expect(info.totalLength == 2_000, "round \(round)")
+                if await removed == true { removals += 1 }
+            }
+            #expect(removals > 0)
+        }
+    }
+
     @Test func aResourceBeingReadIsNotEvicted() async throws {
         let server = try TestOrigin()
         server.setFile("/old", data: TestData.random(count: 1_000_000, seed: 71))

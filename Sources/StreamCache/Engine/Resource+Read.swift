@@ -70,9 +70,12 @@ extension Resource {
         try await ensureLoaded()
         await revalidateIfDue()
         if let info, info.totalLength != nil { return info }
-        var probe = read(ByteRange(max(0, offset), max(0, offset) + 1)).makeAsyncIterator()
-        _ = try await probe.next()
+        // The probe's region carries the version it was read from: the read may end, and a
+        // removal (eviction) clear what the resource learned, before this resumes.
+        var probe = regions(ByteRange(max(0, offset), max(0, offset) + 1)).makeAsyncIterator()
+        let region = try await probe.next()
         if let info, info.totalLength != nil { return info }
+        if let version = region?.info, version.totalLength != nil { return version }
         if offset > 0 { return try await loadInfo(near: 0) }
         if let info { return info }
         throw StreamCacheError(.badResponse, "The origin did not tell the resource's length.")
