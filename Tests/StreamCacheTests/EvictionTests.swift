@@ -44,37 +44,47 @@ import Testing
         }
     }
 
+    /// Runs `body` `rounds` times on a resource of `data` that was just removed (so the body
+    /// must load it again, with a wait on the index), while a second removal comes in after up
+    /// to `maximumDelay`; returns how many of those removals happened (not refused as in use).
+    static func racingRemovals(of data: Data, rounds: Int, maximumDelay: Duration,
+                               _ body: @escaping @Sendable (Resource, Int) async throws -> Void) async throws -> Int {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile("/raced", data: data)
+        var removals = 0
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let url = server.url("/raced")
+            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            let microseconds = Int(maximumDelay / .microseconds(1))
+            for round in 0..<rounds {
+                _ = try? await cache.remove(resource.key)
+                async let removed: Bool? = {
+                    try? await Task.sleep(for: .microseconds(Int.random(in: 0...microseconds)))
+                    return try? await cache.remove(resource.key)
+                }()
+                try await body(resource, round)
+                if await removed == true { removals += 1 }
+                await resource.flush()
+            }
+        }
+        return removals
+    }
+
     /// A read that begins while the resource is being removed (eviction, or `remove(_:)`) gets
     /// its bytes: the removal happens wholly before the read loads the resource, or is refused
     /// while the read sets up. Before, a removal that ran between the read's loading and its
     /// start left it with no data file ("The resource was removed from the cache during the
     /// read", a 502 once in a 240 s stress run of the proxy).
     @Test func aReadThatBeginsDuringARemovalGetsItsBytes() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
         let data = TestData.random(count: 200_000, seed: 73)
-        server.setFile("/raced", data: data)
-        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let url = server.url("/raced")
-            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
-            var removals = 0
-            for round in 0..<500 {
-                // Removed, so the read below must load the resource again (a wait on the index)
-                // while the second removal comes in.
-                _ = try? await cache.remove(resource.key)
-                async let removed: Bool? = {
-                    try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
-                    return try? await cache.remove(resource.key)
-                }()
-                let range = ByteRange(Int64(round * 397), Int64(round * 397 + 1000))
-                let bytes = try await resource.read(range).collect()
-                #expect(bytes == data[Int(range.lowerBound)..<Int(range.upperBound)], "round \(round)")
-                if await removed == true { removals += 1 }
-                await resource.flush()
-            }
-            // Both orders happened: reads that began before the removal and after it.
-            #expect(removals > 0)
+        let removals = try await Self.racingRemovals(of: data, rounds: 500, maximumDelay: .milliseconds(3)) { resource, round in
+            let range = ByteRange(Int64(round * 397), Int64(round * 397 + 1000))
+            let bytes = try await resource.read(range).collect()
+            #expect(bytes == data[Int(range.lowerBound)..<Int(range.upperBound)], "round \(round)")
         }
+        // Both orders happened: reads that began before the removal and after it.
+        #expect(removals > 0)
     }
 
     /// Asking for the length of a resource the cache does not know yet, while it is being
@@ -83,25 +93,11 @@ import Testing
     /// the proxy answered a suffix range with 502 "The origin did not tell the resource's
     /// length" (once in a 150 s stress run).
     @Test func theLengthAskedForDuringARemovalIsTold() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
-        server.setFile("/measured", data: TestData.random(count: 2_000, seed: 74))
-        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let url = server.url("/measured")
-            let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
-            var removals = 0
-            for round in 0..<1000 {
-                _ = try? await cache.remove(resource.key)
-                async let removed: Bool? = {
-                    try? await Task.sleep(for: .microseconds(Int.random(in: 0...1500)))
-                    return try? await cache.remove(resource.key)
-                }()
-                let info = try await resource.loadInfo()
-                #expect(info.totalLength == 2_000, "round \(round)")
-                if await removed == true { removals += 1 }
-            }
-            #expect(removals > 0)
+        let removals = try await Self.racingRemovals(of: TestData.random(count: 2_000, seed: 74), rounds: 1000, maximumDelay: .microseconds(1500)) { resource, round in
+            let info = try await resource.loadInfo()
+            #expect(info.totalLength == 2_000, "round \(round)")
         }
+        #expect(removals > 0)
     }
 
     @Test func aResourceBeingReadIsNotEvicted() async throws {
