@@ -424,8 +424,9 @@ extension Resource {
         stopReceiving(&download)
         downloads[id] = download
         statistics.originRequests += 1
-        logger.debug("origin request", metadata: ["key": "\(key)", "download": "\(id)", "start": "\(download.position)", "end": "\(download.rangeEnd)",
-                                                   "ranges": "\(following.count + 1)", "reader": "\(download.readerReached)"])
+        logger.debug("origin request", metadata: ["key": "\(key)", "download": "\(id)", "kind": "\(download.kind)", "start": "\(download.position)",
+                                                   "end": "\(download.rangeEnd)", "ranges": "\(following.count + 1)",
+                                                   "part": "\(download.isParallelPart)", "readerReached": "\(download.readerReached)"])
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
         let end = download.rangeEnd == Int64.max ? Int64.max : download.rangeEnd
         return (origin, OriginRequest(range: ByteRange(download.position, end), followingRanges: following, validator: validator))
