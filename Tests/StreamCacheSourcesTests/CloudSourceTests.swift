@@ -97,15 +97,8 @@ import Testing
             let resolved = try await environment.source(service, path: "/Music/song.mp3", token: token).resolve()
             server.failDownloads(100, status: 401)
             for _ in 0..<3 {
-                try await withTemporaryCache { cache in
-                    let resource = try await cache.resource(for: resolved)
-                    do {
-                        _ = try await resource.read(from: 0).collect()
-                        Issue.record("a rejected download must fail the read")
-                    } catch let error as StreamCacheError {
-                        #expect(error.code == .authenticationFailed, "\(error)")
-                    }
-                }
+                let error = try await Self.failureOfAWholeRead(of: resolved)
+                #expect(error?.code == .authenticationFailed, "\(String(describing: error))")
             }
             #expect(server.tokenGrants == 1, "one refresh for the first rejection, none for a token seconds old")
             server.failDownloads(0, status: 401)
@@ -145,6 +138,22 @@ import Testing
                 #expect(TestData.sha256(bytes) == TestData.sha256(new))
             }
         }
+    }
+
+    /// Reads `file` whole through a fresh cache and returns the error the read failed with;
+    /// records an issue (and returns `nil`) when the read succeeds.
+    static func failureOfAWholeRead(of file: ResolvedSource) async throws -> StreamCacheError? {
+        var failure: StreamCacheError?
+        try await withTemporaryCache { cache in
+            let resource = try await cache.resource(for: file)
+            do {
+                _ = try await resource.read(from: 0).collect()
+                Issue.record("the read was expected to fail")
+            } catch let error as StreamCacheError {
+                failure = error
+            }
+        }
+        return failure
     }
 
     /// One process holds `service`'s `/Music/song.mp3` (1.5 MB, `old`) in a cache that asks the
@@ -357,16 +366,10 @@ import Testing
             // A download refused for a reason a token cannot fix says the reason (the token is
             // refreshed once all the same, as after any 403, and refused again).
             server.failDownloads(2, status: 403, body: #"{"error": {"errors": [{"domain": "usageLimits", "reason": "downloadQuotaExceeded"}], "code": 403}}"#)
-            try await withTemporaryCache { cache in
-                let resource = try await cache.resource(for: resolved)
-                do {
-                    _ = try await resource.read(from: 0).collect()
-                    Issue.record("a refused download must fail the read")
-                } catch let error as StreamCacheError {
-                    #expect(error.code == .authenticationFailed, "\(error)")
-                    #expect(error.message.contains("downloadQuotaExceeded") && !error.message.contains("token"), "\(error.message)")
-                }
-            }
+            let refusal = try await Self.failureOfAWholeRead(of: resolved)
+            #expect(refusal?.code == .authenticationFailed, "\(String(describing: refusal))")
+            #expect(refusal?.message.contains("downloadQuotaExceeded") == true && refusal?.message.contains("token") == false,
+                    "\(refusal?.message ?? "no error")")
 
             // A rate limit that outlasts the retry policy says so.
             server.failAPICalls(100, status: 403, body: CloudTestServer.driveRateLimitBody)
