@@ -109,6 +109,11 @@ import Glibc
             let logged = stderr.split(separator: "\n").filter { $0.contains(origin.url("/music/").absoluteString) }
             #expect(logged.filter { $0.contains("origin request") }.count == origin.requests.filter { $0.path != "/music/" }.count, "\(stderr)")
             #expect(logged.contains { $0.contains("read began") && $0.contains("two.mp3") && $0.contains("start=0 ") && $0.contains("end=10 ") }, "\(stderr)")
+            // Each download's end, with the bytes it received: together, what the origin sent.
+            let ended = logged.filter { $0.contains("download ended") }
+            #expect(ended.count == logged.filter { $0.contains("download started") }.count, "\(stderr)")
+            let received = ended.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("received=") }.flatMap { Int64($0.dropFirst(9)) } }
+            #expect(received.reduce(0, +) == origin.bodyBytesSent(for: "/music/one.mp3") + origin.bodyBytesSent(for: "/music/sub/two.mp3"), "\(stderr)")
 
             // Everything written before the stop is in the index.
             let store = try CacheStore(directory: cacheDir)

@@ -716,6 +716,10 @@ extension Resource {
         usage.end(key)
         scheduleCommit()
         emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))
+        // The error's kind only: a description may quote a URL with its query.
+        let ending = error.map { ($0 as? StreamCacheError)?.code.description ?? ($0 is CancellationError ? "cancelled" : "\(type(of: $0))") }
+        logger.debug("download ended", metadata: ["key": "\(key)", "download": "\(id)", "at": "\(download.position)",
+                                                  "received": "\(download.received)", "error": "\(ending ?? "none")"])
         var error = error
         if (error as? StreamCacheError)?.code == .resourceChanged, !isOfTheVersionKnown(download) {
             // A download of a version the resource has already left, whose resume met the version
