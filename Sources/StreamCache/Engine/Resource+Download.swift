@@ -706,6 +706,14 @@ extension Resource {
         readers.values.contains { $0.position < download.limit && $0.end > download.position }
     }
 
+    /// How a download ended, for the debug log: the error's kind only, since a description may
+    /// quote a URL with its query.
+    static func kind(of error: (any Error)?) -> String {
+        guard let error else { return "none" }
+        if let streamError = error as? StreamCacheError { return streamError.code.description }
+        return error is CancellationError ? "cancelled" : "\(type(of: error))"
+    }
+
     func downloadEnded(id: Int, error: (any Error)?) {
         guard var download = downloads.removeValue(forKey: id) else { return }
         // Its place at the gate goes to the next in the queue; one that ended while it waited
@@ -716,10 +724,8 @@ extension Resource {
         usage.end(key)
         scheduleCommit()
         emit(.downloadEnded(ByteRange(download.start, max(download.start, download.position)), bytes: download.received))
-        // The error's kind only: a description may quote a URL with its query.
-        let ending = error.map { ($0 as? StreamCacheError)?.code.description ?? ($0 is CancellationError ? "cancelled" : "\(type(of: $0))") }
         logger.debug("download ended", metadata: ["key": "\(key)", "download": "\(id)", "at": "\(download.position)",
-                                                  "received": "\(download.received)", "error": "\(ending ?? "none")"])
+                                                  "received": "\(download.received)", "error": "\(Self.kind(of: error))"])
         var error = error
         if (error as? StreamCacheError)?.code == .resourceChanged, !isOfTheVersionKnown(download) {
             // A download of a version the resource has already left, whose resume met the version
