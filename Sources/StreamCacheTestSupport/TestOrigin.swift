@@ -44,6 +44,9 @@ public final class TestOrigin: @unchecked Sendable {
         case redirect(String)
         /// Send this response's body at this many bytes per second.
         case drip(bytesPerSecond: Int)
+        /// Send this many body bytes, then the rest once `resume` returns true (asked every 10 ms,
+        /// for 60 s at most): an answer held at a point a test chooses, whatever the machine's load.
+        case pause(afterBytes: Int, until: @Sendable () -> Bool)
         /// Answer 206 without a `Content-Range` header.
         case missingContentRange
     }
@@ -425,10 +428,19 @@ public final class TestOrigin: @unchecked Sendable {
         var sent: Int64 = 0
         var rate = serverRate
         if case .drip(let bytesPerSecond) = fault { rate = bytesPerSecond }
-        let started = Date()
+        var started = Date()
         let chunk = 64 * 1024
+        var pause: (bytes: Int64, resume: @Sendable () -> Bool)?
+        if case .pause(let bytes, let resume) = fault { pause = (Int64(bytes), resume) }
         while sent < limit {
-            let count = Int(min(Int64(chunk), limit - sent))
+            if let held = pause, sent >= held.bytes {
+                let deadline = Date().addingTimeInterval(60)
+                while !held.resume(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+                pause = nil
+                // The rate goes on from here: the held time is not owed to it.
+                if let rate, rate > 0 { started = Date().addingTimeInterval(-Double(sent) / Double(rate)) }
+            }
+            let count = Int(min(Int64(chunk), limit - sent, pause.map { max(1, $0.bytes - sent) } ?? Int64.max))
             // A chunk arrives once the link has carried it.
             waitForLink(count)
             let start = multipartBody == nil ? Int(range.lowerBound + sent) : Int(sent)

@@ -79,13 +79,18 @@ import Testing
     /// Reads from byte 0 to the end at 1 MB/s per connection (the first 256 KiB take a quarter of
     /// a second), leaves after `bytes`, and returns the origin's requests for the file once the
     /// read-ahead ran out, in the order they began.
-    static func readToTheEnd(leavingAfter bytes: Int, seed: UInt64, firstAnswerBytesPerSecond: Int? = nil)
+    ///
+    /// With `holdingTheFirstAnswer`, the origin sends the first 64 KiB of its first answer and
+    /// the rest only once the engine has seen the reader leave: a read that leaves at once, however
+    /// late a loaded machine runs the reader's loop.
+    static func readToTheEnd(leavingAfter bytes: Int, seed: UInt64, holdingTheFirstAnswer: Bool = false)
         async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int) {
         let (server, data) = try Self.origin(seed: seed)
         defer { server.stop() }
         server.bytesPerSecond = TestTiming.rate(1_000_000)
-        if let firstAnswerBytesPerSecond {
-            server.faults = { _, _, _, index in index == 0 ? .drip(bytesPerSecond: TestTiming.rate(firstAnswerBytesPerSecond)) : nil }
+        let readerLeft = Locked(false)
+        if holdingTheFirstAnswer {
+            server.faults = { _, _, _, index in index == 0 ? .pause(afterBytes: 64 << 10, until: { readerLeft.withLock { $0 } }) : nil }
         }
         var result: (requests: [TestOrigin.RecordedRequest], concurrency: Int) = ([], 0)
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
@@ -94,6 +99,11 @@ import Testing
             for try await chunk in song.read(from: 0) {
                 received.append(chunk.data)
                 if received.count >= bytes { break }
+            }
+            if holdingTheFirstAnswer {
+                for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                #expect(await song.readers.isEmpty, "the engine saw the reader leave")
+                readerLeft.withLock { $0 = true }
             }
             #expect(received == data.prefix(received.count))
             try await Self.waitUntilIdle(song, origin: server)
@@ -108,11 +118,11 @@ import Testing
     /// quarter of a first segment read) is worth more connections. Before, the parts started as
     /// soon as the first request answered.
     ///
-    /// The first answer comes at 256 kB/s, so a quarter of its segment takes a second: with the
-    /// rest of the suite loading the machine, the reader's loop once got to leave only after the
-    /// engine had handed it 256 KiB at 1 MB/s.
+    /// The origin holds the first answer after 64 KiB until the reader has left: with the rest of
+    /// the suite loading the machine, the reader's loop once got to leave only after the engine had
+    /// handed it 256 KiB at 1 MB/s (and once more at 256 kB/s).
     @Test func aReadToTheEndDroppedAtOnceStartsNoParts() async throws {
-        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: 16 << 10, seed: 82, firstAnswerBytesPerSecond: 256_000)
+        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: 16 << 10, seed: 82, holdingTheFirstAnswer: true)
         // One connection: the first request, and the read-ahead's rest after it.
         let spans = Self.firstRanges(of: requests)
         #expect(concurrency == 1, "\(requests.map { $0.range ?? "" })")
