@@ -5,7 +5,8 @@ import Foundation
 /// log records each request's `Range` header, status and body bytes, so tests can count what the
 /// origin sent.
 public final class Nginx: @unchecked Sendable {
-    // @unchecked: the process handle is only touched by start (init) and stop.
+    // @unchecked: the process handle and the port holder are only touched by start (init), stop
+    // and deinit.
 
     /// One access-log line.
     public struct LogEntry: Sendable {
@@ -28,6 +29,8 @@ public final class Nginx: @unchecked Sendable {
     public let root: URL
     private let prefix: URL
     private let process: Process
+    /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``), or -1.
+    private var portHolder: Int32 = -1
 
     /// The nginx binary, or `nil` when not installed.
     public static var executable: String? {
@@ -168,6 +171,7 @@ public final class Nginx: @unchecked Sendable {
 
     deinit {
         stop()
+        if portHolder >= 0 { close(portHolder) }
         // Its configuration, logs and temporary directories; every test run made a few.
         try? FileManager.default.removeItem(at: prefix)
     }
@@ -175,7 +179,9 @@ public final class Nginx: @unchecked Sendable {
     /// The URL of `path` (relative to the root, starting with `/`).
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
-    /// Stops nginx (idempotent).
+    /// Stops nginx (idempotent). Its port then stays bound and refusing connections until the
+    /// server is released, so that a test of offline play meets a server that is down, not
+    /// another test's server that took the port.
     public func stop() {
         guard process.isRunning else { return }
         process.terminate()
@@ -184,6 +190,7 @@ public final class Nginx: @unchecked Sendable {
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
+        portHolder = FreePort.hold(port)
     }
 
     /// The access log so far.
@@ -227,21 +234,48 @@ public enum FreePort {
     }
 
     private static func bound() throws -> (Int, Int32) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
+        guard let fd = boundSocket(port: 0, reusingAddress: false) else { throw POSIXError(.EADDRNOTAVAIL) }
         var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
         }
-        guard ok else {
+        guard named else {
             close(fd)
             throw POSIXError(.EADDRNOTAVAIL)
         }
         return (Int(UInt16(bigEndian: address.sin_port)), fd)
+    }
+
+    /// Binds `port` on 127.0.0.1 without listening, so it refuses connections and the kernel gives
+    /// it to no bind for port 0 (every server of this test suite, SwiftNIO's included, binds so);
+    /// -1 when something else holds it already. `SO_REUSEADDR` lets the bind pass the closed
+    /// connections of a server that just stopped, which linger on the port in `TIME_WAIT`.
+    static func hold(_ port: Int) -> Int32 {
+        boundSocket(port: port, reusingAddress: true) ?? -1
+    }
+
+    /// A TCP socket bound to 127.0.0.1:`port` (0: a port the kernel picks), not listening, or
+    /// `nil` when the bind fails.
+    public static func boundSocket(port: Int, reusingAddress: Bool) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        if reusingAddress {
+            var yes: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 
     /// Polls until something accepts connections on `port` (bounded by `timeout` seconds).

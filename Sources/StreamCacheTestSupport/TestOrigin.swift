@@ -111,46 +111,60 @@ public final class TestOrigin: @unchecked Sendable {
     /// The port the server listens on.
     public let port: Int
 
-    /// Starts a server on 127.0.0.1 at an ephemeral port. With `listening` false the port is
-    /// taken but refuses connections (a server that is down) until ``startListening()``.
+    /// Starts a server on 127.0.0.1 at a free port. With `listening` false the port is taken but
+    /// refuses connections (a server that is down) until ``startListening()``.
     public init(listening: Bool = true) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try Self.bindPortItKeeps()
         if listening { try startListening() }
     }
 
-    /// Starts accepting connections after `delay`: a server made with `listening: false` that is
-    /// down for that long. Cancel the task to keep it down.
-    @discardableResult
-    public func startListening(after delay: Duration) -> Task<Void, any Error> {
-        Task {
-            try await Task.sleep(for: delay)
-            try startListening()
+    /// A socket bound to a port that was free, by number and without `SO_REUSEADDR`: Linux keeps
+    /// such a port bound when ``stop()`` shuts its listener down, where it releases a port the
+    /// kernel picked (a bind to port 0). A stopped origin then stays a refusing port until it is
+    /// released, and no other test's server can take the port meanwhile and answer for it (a
+    /// test of offline play would read that server's 404 instead of a refused connection).
+    private static func bindPortItKeeps() throws -> (descriptor: Int32, port: Int) {
+        for _ in 0..<20 {
+            let candidate = try FreePort.find()
+            // Taken since it was found free: try another.
+            if let fd = FreePort.boundSocket(port: candidate, reusingAddress: false) { return (fd, candidate) }
         }
+        throw POSIXError(.EADDRINUSE)
+    }
+
+    /// Starts accepting connections after `delay`: a server made with `listening: false` that is
+    /// down for that long. Cancel the returned start to keep it down.
+    ///
+    /// The delay is timed on a thread of its own, not on a task: a test that lets an origin come
+    /// up between a client's retries must not see it come up late because the suite keeps Swift
+    /// concurrency's few threads busy (a task's sleep there woke up to 1.7 s late).
+    @discardableResult
+    public func startListening(after delay: Duration) -> DelayedStart {
+        let start = DelayedStart()
+        let deadline = ContinuousClock.now + delay
+        let thread = Thread { [self] in
+            while ContinuousClock.now < deadline, !start.isCancelled { Thread.sleep(forTimeInterval: 0.005) }
+            if !start.isCancelled { try? startListening() }
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+        return start
+    }
+
+    /// A ``startListening(after:)`` still to come, which ``cancel()`` calls off.
+    public final class DelayedStart: Sendable {
+        private let cancelled = Locked(false)
+
+        /// Whether ``cancel()`` was called.
+        public var isCancelled: Bool { cancelled.withLock { $0 } }
+
+        /// Keeps the server down, if it has not come up yet.
+        public func cancel() { cancelled.withLock { $0 = true } }
     }
 
     /// Starts accepting connections on ``port``: a server made with `listening: false` comes up.
     public func startListening() throws {
-        // Under the lock: once `stop()` marked the server stopped, the descriptor may be closed.
+        // Under the lock: once `stop()` marked the server stopped, it stays down.
         let started = state.withLock { state -> Bool? in
             guard !state.stopped, !state.listening else { return nil }
             state.listening = listen(listener, 128) == 0
@@ -163,7 +177,10 @@ public final class TestOrigin: @unchecked Sendable {
         thread.start()
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        close(listener)
+    }
 
     /// The URL of `path` on this server.
     public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
@@ -256,7 +273,8 @@ public final class TestOrigin: @unchecked Sendable {
     /// Forgets the recorded requests.
     public func resetRecords() { state.withLock { $0.requests = [] } }
 
-    /// Stops listening and closes every connection.
+    /// Stops listening and closes every connection. The port stays taken and refuses connections
+    /// until the server is released, so a stopped origin looks like one that is down.
     public func stop() {
         // Close once, and shut connections down under the lock (their threads remove them from
         // the set before closing): touching a descriptor after its close would hit whatever
@@ -268,8 +286,9 @@ public final class TestOrigin: @unchecked Sendable {
             return true
         }
         guard first else { return }
+        // Shut down, not closed: the accept loop ends, and the port stays bound (see
+        // `bindPortItKeeps`); `deinit` closes the descriptor once no thread can use it.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private func acceptLoop() {
