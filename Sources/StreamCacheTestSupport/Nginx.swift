@@ -29,8 +29,8 @@ public final class Nginx: @unchecked Sendable {
     public let root: URL
     private let prefix: URL
     private let process: Process
-    /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``), or -1.
-    private var portHolder: Int32 = -1
+    /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``).
+    private var portHolder: Int32?
 
     /// The nginx binary, or `nil` when not installed.
     public static var executable: String? {
@@ -171,7 +171,7 @@ public final class Nginx: @unchecked Sendable {
 
     deinit {
         stop()
-        if portHolder >= 0 { close(portHolder) }
+        if let portHolder { close(portHolder) }
         // Its configuration, logs and temporary directories; every test run made a few.
         try? FileManager.default.removeItem(at: prefix)
     }
@@ -190,7 +190,10 @@ public final class Nginx: @unchecked Sendable {
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
-        portHolder = FreePort.hold(port)
+        // Bound but not listening: it refuses connections, and no bind for port 0 (how every
+        // server of this suite, SwiftNIO's included, takes one) gets it. `SO_REUSEADDR` lets the
+        // bind pass nginx's closed connections, which linger on the port in `TIME_WAIT`.
+        portHolder = FreePort.boundSocket(port: port, reusingAddress: true)
     }
 
     /// The access log so far.
@@ -245,14 +248,6 @@ public enum FreePort {
             throw POSIXError(.EADDRNOTAVAIL)
         }
         return (Int(UInt16(bigEndian: address.sin_port)), fd)
-    }
-
-    /// Binds `port` on 127.0.0.1 without listening, so it refuses connections and the kernel gives
-    /// it to no bind for port 0 (every server of this test suite, SwiftNIO's included, binds so);
-    /// -1 when something else holds it already. `SO_REUSEADDR` lets the bind pass the closed
-    /// connections of a server that just stopped, which linger on the port in `TIME_WAIT`.
-    static func hold(_ port: Int) -> Int32 {
-        boundSocket(port: port, reusingAddress: true) ?? -1
     }
 
     /// A TCP socket bound to 127.0.0.1:`port` (0: a port the kernel picks), not listening, or
