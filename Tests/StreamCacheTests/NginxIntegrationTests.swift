@@ -50,11 +50,9 @@ import Testing
                 #expect(offline.status == 0, "\(offline.stderr)")
                 #expect(TestData.sha256(try Data(contentsOf: URL(fileURLWithPath: out))) == TestData.sha256(data))
 
-                // A file not cached, from an origin that is gone. Not at nginx's port: once free,
-                // another test's server can take it (and once answered 404).
-                let unreachable = try await FreePort.withRefusingPort { port in
-                    try await CommandLineTool.run(["get", "http://127.0.0.1:\(port)/song.mp3?other", "-H", "Authorization: Bearer nope", "--cache-dir", cacheDir])
-                }
+                // A file not cached, from the origin that is gone (its port stays refusing, see
+                // `Nginx.stop()`).
+                let unreachable = try await CommandLineTool.run(["get", url + "?other", "-H", "Authorization: Bearer nope", "--cache-dir", cacheDir])
                 #expect(unreachable.status == 3, "origin stopped: unreachable: \(unreachable.stderr)")
             }
         }
