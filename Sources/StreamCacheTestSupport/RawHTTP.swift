@@ -110,6 +110,12 @@ public enum RawHTTP {
         /// Reads until the server closes or the timeout passes.
         public func readToEnd() async -> Data { await read(upTo: Int.max) }
 
+        /// The bytes that arrived and were not read yet (up to 4 MiB), without waiting or taking them.
+        public var unreadByteCount: Int {
+            var buffer = [UInt8](repeating: 0, count: 4 << 20)
+            return max(0, recv(fd, &buffer, buffer.count, Int32(MSG_PEEK | MSG_DONTWAIT)))
+        }
+
         fileprivate func blockingRead(limit: Int) -> Data {
             var received = Data()
             var buffer = [UInt8](repeating: 0, count: 65536)

@@ -188,6 +188,51 @@ import Testing
         }
     }
 
+    /// An iterator's `cancel()` from another task ends a read that waits for the origin: the
+    /// waiting `next()` throws `CancellationError` and the resource has no reader left.
+    @Test(arguments: [false, true])
+    func cancellingAnIteratorEndsAReadThatWaitsForTheOrigin(regions: Bool) async throws {
+        let (server, data) = try makeOrigin(size: 2_000_000)
+        let released = Locked(false)
+        defer { released.withLock { $0 = true } }
+        // The pause ends by itself at a deadline, so a cancel that does nothing fails, not hangs.
+        let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
+        server.faults = { _, _, _, _ in .pause(afterBytes: 64 << 10, until: { released.withLock { $0 } || ContinuousClock.now > deadline }) }
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let range = ByteRange(0, Int64(data.count))
+            let waiting: Task<Int64, any Error>
+            let cancel: @Sendable () -> Void
+            if regions {
+                var iterator = song.regions(range).makeAsyncIterator()
+                cancel = { [iterator] in iterator.cancel() }
+                waiting = Task {
+                    var count: Int64 = 0
+                    while let region = try await iterator.next() { count += region.range.count }
+                    return count
+                }
+            } else {
+                var iterator = song.read(range).makeAsyncIterator()
+                cancel = { [iterator] in iterator.cancel() }
+                waiting = Task {
+                    var count: Int64 = 0
+                    while let chunk = try await iterator.next() { count += Int64(chunk.data.count) }
+                    return count
+                }
+            }
+            // The read has all the origin will send before it pauses, and waits for more.
+            for _ in 0..<(500 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < 64 << 10 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(await !song.readers.isEmpty)
+            cancel()
+            await #expect(throws: CancellationError.self) { try await waiting.value }
+            // The read leaves the resource on its own task, soon after.
+            for _ in 0..<(200 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await song.readers.isEmpty)
+        }
+    }
+
     /// A download whose reader left is not cut mid-request: every byte the origin sent ends up in
     /// the cache, so none is fetched twice when the next reader comes.
     @Test func aDownloadNobodyNeedsFinishesItsRequestInsteadOfWastingIt() async throws {

@@ -347,7 +347,9 @@ import Testing
     /// Every answer is held (the first after 512 KiB, the parts' after 64 KiB) until the proxy has
     /// seen the client leave: however late a loaded machine lets it see that, no request can end
     /// and be followed by another meanwhile. Before the hold, a leaving seen 1.7–3.3 s late under
-    /// the whole suite let the parts reach a second, doubled request each.
+    /// the whole suite let the parts reach a second, doubled request each. A client that closes
+    /// only after the proxy wrote all of the held answer is seen by the connection's reset (see
+    /// the next test); before the proxy watched for that, such a late close failed this test in CI.
     @Test func aClientThatLeavesStopsTheDownloadAfterTheGracePeriod() async throws {
         try await Self.withProxy(configure: { $0.idleDownloadGracePeriod = .milliseconds(200) }) { server, origin in
             let size = 40_000_000
@@ -381,6 +383,44 @@ import Testing
             #expect(requests.count <= 4, "\(requests.map { $0.range ?? "-" })")
             let sent = origin.bodyBytesSent(for: "/long.bin")
             #expect(sent < Int64(size) / 8, "the origin kept sending after the client left: \(sent) bytes")
+        }
+    }
+
+    /// A player that leaves while the origin stalls frees its read at once, and the download ends
+    /// after the grace period though the origin never sends again: the proxy, waiting for the
+    /// origin's next bytes, has no write that could fail and tell it (see `ClientDeparture`).
+    @Test func aClientThatLeavesWhileTheOriginStallsEndsItsReadAtOnce() async throws {
+        try await Self.withProxy(configure: { $0.idleDownloadGracePeriod = .milliseconds(200) }) { server, origin in
+            let sent = 64 << 10
+            origin.setFile("/stalled.bin", data: TestData.random(count: 4_000_000, seed: 307))
+            let released = Locked(false)
+            defer { released.withLock { $0 = true } }
+            origin.faults = { _, _, _, _ in .pause(afterBytes: sent, until: { released.withLock { $0 } }) }
+            let registration = server.register(url: origin.url("/stalled.bin"), headers: ["Authorization": Self.secret])
+            let url = server.url(for: registration)
+            let resource: Resource
+            do {
+                let request = "GET \(url.path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                // The kernel's default window holds all the origin sent, so the proxy's writes end.
+                let client = try RawHTTP.Connection(port: try #require(url.port), request: Data(request.utf8), receiveBufferSize: nil,
+                                                    timeout: TestTiming.time(.seconds(10)).timeInterval)
+                let received = await client.read(upTo: 1000)
+                #expect(received.count == 1000)
+                // Everything the proxy will write before the origin sends again is here, unread:
+                // closing now resets the connection while the proxy waits on the origin.
+                for _ in 0..<(500 * TestTiming.slowdown) where client.unreadByteCount < sent - 1000 { try await Task.sleep(for: .milliseconds(10)) }
+                #expect(client.unreadByteCount >= sent - 1000)
+                resource = try #require(server.resource(for: registration))
+                #expect(await !resource.readers.isEmpty)
+            }
+            var waited = 0
+            while await !resource.readers.isEmpty, waited < 300 * TestTiming.slowdown {
+                try await Task.sleep(for: .milliseconds(10))
+                waited += 1
+            }
+            #expect(await resource.readers.isEmpty, "the read still waits for the origin after \(waited * 10) ms")
+            #expect(try await waitUntilNoDownload(of: resource, within: .seconds(5), checkingEvery: .milliseconds(50)),
+                    "the download must stop once nobody reads, though the origin never sends again")
         }
     }
 

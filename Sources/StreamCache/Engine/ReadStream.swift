@@ -62,6 +62,11 @@ public struct ReadStream: AsyncSequence, Sendable {
         }
 
         public mutating func next() async throws -> ReadChunk? { try await buffer.next() }
+
+        /// Ends the read now, from any task: a `next()` waiting or to come throws
+        /// `CancellationError`, as when the consuming task is cancelled (see
+        /// ``RegionStream/Iterator/cancel()``).
+        public func cancel() { buffer.cancel() }
     }
 
     /// Collects the whole read into memory; meant for small ranges and tests.

@@ -39,6 +39,14 @@ public struct RegionStream: AsyncSequence, Sendable {
         }
 
         public mutating func next() async throws -> CachedRegion? { try await buffer.next() }
+
+        /// Ends the read now, from any task: a `next()` waiting or to come throws
+        /// `CancellationError`, as when the consuming task is cancelled.
+        ///
+        /// For a consumer that learns from elsewhere that nobody wants the bytes (a server whose
+        /// client closed its connection while the read waited for the origin) and cannot cancel
+        /// the task that iterates.
+        public func cancel() { buffer.cancel() }
     }
 }
 

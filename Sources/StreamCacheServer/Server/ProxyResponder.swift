@@ -12,18 +12,16 @@ import StreamCache
 import StreamCacheHLS
 
 /// What a response depends on besides the request: the peer's address, which the control API
-/// checks, and the connection's event loop and sendfile slots.
+/// checks, and what body writers need of the connection.
 struct ProxyRequestContext {
     let peerIsLoopback: Bool
-    /// The connection's event loop, which body writers wait on (see ``RangeResponder/OutboundPacer``).
-    let eventLoop: any EventLoop
-    /// Where cached bytes go to be sent with `sendfile` (see ``FileRegionSlots``).
-    let fileRegions: FileRegionSlots?
+    /// The connection's event loop, sendfile slots and departure (see ``RangeResponder/OutboundPacer``).
+    let outbound: RangeResponder.OutboundPacer
 
     init(channel: any Channel) {
         peerIsLoopback = Self.isLoopback(channel.remoteAddress)
-        eventLoop = channel.eventLoop
-        fileRegions = FileRegionSlots.slots(for: channel)
+        outbound = RangeResponder.OutboundPacer(eventLoop: channel.eventLoop, fileRegions: FileRegionSlots.slots(for: channel),
+                                                departure: ClientDeparture.byChannel.value(for: channel))
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {
@@ -100,8 +98,7 @@ struct ProxyResponder: Sendable {
             let (playlists, origin, location) = (playlists, stream.origin, stream.location)
             playlistFallback = { await playlists.respond(method: method, resource: resource, origin: origin, location: location) }
         }
-        return await ranges.respond(to: request, resource: resource, fileName: stream.registration.fileName, eventLoop: context.eventLoop,
-                                     fileRegions: context.fileRegions,
+        return await ranges.respond(to: request, resource: resource, fileName: stream.registration.fileName, outbound: context.outbound,
                                     playlistFallback: playlistFallback)
     }
 

@@ -183,7 +183,7 @@ public final class ProxyServer: Sendable {
         serverLogger.logLevel = max(serverLogger.logLevel, .notice)
         let http1Configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: {
-                var handlers: [any RemovableChannelHandler] = []
+                var handlers: [any RemovableChannelHandler] = [ClientDepartureHandler()]
                 if let size = configuration.connectionSendBufferSize { handlers.append(WriteTurnLimit(sendBufferSize: size)) }
                 if configuration.sendsCachedBytesWithSendfile { handlers.append(FileRegionInstaller(statistics: fileRegionStatistics)) }
                 return handlers

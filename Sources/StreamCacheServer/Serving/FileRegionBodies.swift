@@ -108,20 +108,11 @@ final class FileRegionSlots: Sendable {
 
     // MARK: Per connection
 
-    private static let byChannel = Locked([ObjectIdentifier: FileRegionSlots]())
+    /// Each connection's slots, owned by its ``FileRegionBodyHandler``.
+    static let byChannel = ChannelRegistry<FileRegionSlots>()
 
     /// The slots of `channel`, when its pipeline has a ``FileRegionBodyHandler``.
-    static func slots(for channel: any Channel) -> FileRegionSlots? {
-        byChannel.withLock { $0[ObjectIdentifier(channel)] }
-    }
-
-    fileprivate static func register(_ slots: FileRegionSlots, for channel: any Channel) {
-        byChannel.withLock { $0[ObjectIdentifier(channel)] = slots }
-    }
-
-    fileprivate static func unregister(_ channel: any Channel) {
-        _ = byChannel.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
-    }
+    static func slots(for channel: any Channel) -> FileRegionSlots? { byChannel.value(for: channel) }
 }
 
 /// Swaps body markers for file regions, right before NIO's HTTP/1 encoder (see ``FileRegionSlots``).
@@ -162,11 +153,11 @@ final class FileRegionBodyHandler: ChannelOutboundHandler, RemovableChannelHandl
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        FileRegionSlots.register(slots, for: context.channel)
+        FileRegionSlots.byChannel.register(slots, for: context.channel)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        FileRegionSlots.unregister(context.channel)
+        FileRegionSlots.byChannel.unregister(context.channel)
         slots.closeAll()
     }
 

@@ -26,16 +26,16 @@ import StreamCacheHLS
 /// the version that byte belongs to, so what the origin says before it (a status, a new version)
 /// is the answer; a multi-range answer's head waits for its first part's first byte, and its
 /// later parts' bytes must be of that version too. The body is written chunk by chunk with the
-/// socket's back-pressure; when the client goes away the write fails, the read stream is dropped
-/// and the engine stops the read.
+/// socket's back-pressure; when the client goes away the write fails (or, while the body waits for
+/// the origin, the connection's ``ClientDeparture`` ends the read) and the engine stops the read.
 struct RangeResponder: Sendable {
     let logger: Logger
 
     /// Answers instead when the origin's type shows the file is an HLS playlist.
     typealias PlaylistFallback = @Sendable () async -> Response
 
-    func respond(to request: Request, resource: Resource, fileName: String, eventLoop: any EventLoop,
-                 fileRegions: FileRegionSlots? = nil, playlistFallback: PlaylistFallback? = nil) async -> Response {
+    func respond(to request: Request, resource: Resource, fileName: String, outbound: OutboundPacer,
+                 playlistFallback: PlaylistFallback? = nil) async -> Response {
         let isHead = request.method == .head
         guard isHead || request.method == .get else {
             return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
@@ -45,7 +45,7 @@ struct RangeResponder: Sendable {
             // RFC 9110 §14.2: Range is defined for GET only.
             range: isHead ? nil : request.headers[.range].flatMap { RangeHeader(parsing: $0) },
             isHead: isHead, resource: resource, fileName: fileName,
-            pacer: OutboundPacer(eventLoop: eventLoop, fileRegions: fileRegions), playlistFallback: playlistFallback)
+            pacer: outbound, playlistFallback: playlistFallback)
         // The head goes out with the first byte, so a new version met on the way to that byte (in
         // its download's answer, or in the question a due revalidation asks) can still be answered
         // as the new version: the old head, promising the old bytes, was never sent. An origin
@@ -105,7 +105,7 @@ struct RangeResponder: Sendable {
                 if isHead { return Response(status: .ok, headers: headers) }
                 let (resource, pacer) = (resource, pacer)
                 return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                    try await RangeResponder.write(resource.regions(ByteRange(0, Int64.max)), to: &writer, pacer: pacer)
+                    try await RangeResponder.write(resource.regions(ByteRange(0, Int64.max)).makeAsyncIterator(), to: &writer, pacer: pacer)
                     try await writer.finish(nil)
                 })
             }
@@ -156,10 +156,8 @@ struct RangeResponder: Sendable {
                     try await first.write(to: &writer, pacer: pacer)
                     for index in ranges.indices.dropFirst() {
                         try await writer.write(ByteBuffer(string: multipart.partHeader(index)))
-                        for try await region in resource.regions(ranges[index]) {
-                            _ = try RangeResponder.version(of: region, expected: version)
-                            try await RangeResponder.write(region, to: &writer, pacer: pacer)
-                        }
+                        try await RangeResponder.write(resource.regions(ranges[index]).makeAsyncIterator(), to: &writer, pacer: pacer,
+                                                       version: version)
                     }
                     try await writer.write(ByteBuffer(string: multipart.closingDelimiter))
                     try await writer.finish(nil)
@@ -223,9 +221,7 @@ struct RangeResponder: Sendable {
         /// Writes the range's bytes as they come.
         func write(to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
             try await RangeResponder.write(first, to: &writer, pacer: pacer)
-            if var rest {
-                while let region = try await rest.next() { try await RangeResponder.write(region, to: &writer, pacer: pacer) }
-            }
+            if let rest { try await RangeResponder.write(rest, to: &writer, pacer: pacer) }
         }
     }
 
@@ -314,9 +310,20 @@ struct RangeResponder: Sendable {
         }
     }
 
-    /// Writes each region of a read as it comes, each with the region writer above.
-    static func write(_ regions: RegionStream, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
-        for try await region in regions { try await write(region, to: &writer, pacer: pacer) }
+    /// Writes each region of a read as it comes, each with the region writer above; with a
+    /// `version`, a region of another version throws `resourceChanged` instead.
+    ///
+    /// The read ends as soon as the client leaves, even while it waits for the origin (see
+    /// ``ClientDeparture``).
+    static func write(_ read: RegionStream.Iterator, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer,
+                      version: ResourceInfo? = nil) async throws {
+        let watch = pacer.departure?.whenLeft { [read] in read.cancel() }
+        defer { watch?.end() }
+        var read = read
+        while let region = try await read.next() {
+            if let version { _ = try RangeResponder.version(of: region, expected: version) }
+            try await write(region, to: &writer, pacer: pacer)
+        }
     }
 
     /// Keeps a body writer from running ahead of its socket.
@@ -328,10 +335,14 @@ struct RangeResponder: Sendable {
     /// which time the write has reached the channel and its writability is current, so at most one
     /// buffer per connection is ever waiting. Measured: 16 slow clients took the proxy from
     /// 133 MiB to (see docs/benchmarks.md) peak RSS.
+    ///
+    /// It also carries what else a body writer needs of its connection.
     struct OutboundPacer: Sendable {
         let eventLoop: any EventLoop
         /// The connection's zero-copy path, if it has one.
         var fileRegions: FileRegionSlots? = nil
+        /// Ends a read waiting for the origin when the client leaves, if the connection is watched.
+        var departure: ClientDeparture? = nil
 
         func write(_ buffer: ByteBuffer, to writer: inout any ResponseBodyWriter) async throws {
             try await writer.write(buffer)
