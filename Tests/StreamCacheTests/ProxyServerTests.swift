@@ -401,8 +401,8 @@ import Testing
             let resource: Resource
             do {
                 let request = "GET \(url.path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                // The kernel's default window holds all the origin sent, so the proxy's writes end.
-                let client = try RawHTTP.Connection(port: try #require(url.port), request: Data(request.utf8), receiveBufferSize: nil,
+                // A window that holds all the origin sent, so the proxy's writes end.
+                let client = try RawHTTP.Connection(port: try #require(url.port), request: Data(request.utf8), receiveBufferSize: 1 << 20,
                                                     timeout: TestTiming.time(.seconds(10)).timeInterval)
                 let received = await client.read(upTo: 1000)
                 #expect(received.count == 1000)
