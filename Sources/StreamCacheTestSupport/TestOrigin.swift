@@ -36,6 +36,10 @@ public final class TestOrigin: @unchecked Sendable {
         /// Wait this long before answering, with the file as it was when the request arrived (an
         /// answer still on its way while the file changes).
         case stall(seconds: Double)
+        /// Wait until `release` returns true (asked every 10 ms, for 60 s at most) before
+        /// answering, with the file as it was when the request arrived: an answer that reaches the
+        /// client after something the test makes happen first, whatever the machine's load.
+        case hold(until: @Sendable () -> Bool)
         /// Answer 206 with a `Content-Range` that starts elsewhere than asked.
         case wrongContentRange
         /// Answer 206 but send this many fewer bytes than `Content-Length` says, then close.
@@ -367,6 +371,11 @@ public final class TestOrigin: @unchecked Sendable {
         }
         if case .stall(let seconds) = fault {
             Thread.sleep(forTimeInterval: seconds)
+            fault = nil
+        }
+        if case .hold(let release) = fault {
+            let deadline = Date().addingTimeInterval(60)
+            while !release(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
             fault = nil
         }
         // Where each range of the file starts in the body: one range, or a multipart body's parts.

@@ -226,13 +226,14 @@ import Testing
         let new = TestData.random(count: 5_000_000, seed: 22)
         server.setFile(Self.path, data: old, entityTag: "\"v1\"")
         let lateRequestArrived = Locked(false)
+        let newVersionLearned = Locked(false)
         server.faults = { method, _, headers, _ in
             guard method == "GET", headers["Range"]?.hasPrefix("bytes=2000000-") == true else { return nil }
             lateRequestArrived.withLock { $0 = true }
-            // Long enough for the read below to learn the new version first, also under the
-            // thread sanitizer (0.6 s there once let this answer come first: no crossing to see);
-            // well within the grace period (5 s) for which the failed read's download waits for it.
-            return .stall(seconds: min(0.6 * Double(TestTiming.slowdown), 2.5))
+            // Held until the read below has learned the new version, well within the grace period
+            // (5 s) for which the failed read's download waits for it. A fixed 0.6 s stall let this
+            // answer come first on a loaded machine (no crossing to see) once in about 60 runs.
+            return .hold(until: { newVersionLearned.withLock { $0 } })
         }
         try await withOldStartCached(server, old: old) { cache, key, song in
             // The old version's answer for 2,000,000 is decided now and arrives after the hold.
@@ -242,6 +243,7 @@ import Testing
             // Meanwhile a read past the late request's meets the new version: a 200 to its If-Range: v1.
             let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
             #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
+            newVersionLearned.withLock { $0 = true }
             // A reader of the new version comes to 2,000,000, where the old request is still on its
             // way: it waits for that download, whose answer is of the old version. It gets the new
             // bytes, from a request of its own.
@@ -262,14 +264,16 @@ import Testing
         let new = TestData.random(count: 5_000_000, seed: 24)
         server.setFile(Self.path, data: old, entityTag: "\"v1\"")
         let resumeArrived = Locked(false)
+        let newVersionLearned = Locked(false)
         server.faults = { method, _, headers, _ in
             guard method == "GET", let range = headers["Range"] else { return nil }
             if range.hasPrefix("bytes=2000000-") { return .dropAfter(bytes: 100_000) }
             guard range.hasPrefix("bytes=2100000-") else { return nil }
-            // The resume finds the new version (a 200 to its If-Range: v1), and answers late.
+            // The resume finds the new version (a 200 to its If-Range: v1), and answers once the
+            // cache has learned that version from another answer.
             server.setFile(Self.path, data: new, entityTag: "\"v2\"")
             resumeArrived.withLock { $0 = true }
-            return .stall(seconds: 0.6)
+            return .hold(until: { newVersionLearned.withLock { $0 } })
         }
         try await withOldStartCached(server, old: old) { cache, key, song in
             let oldRead = Task { try await song.read(ByteRange(2_000_000, 2_200_000)).collect() }
@@ -277,6 +281,7 @@ import Testing
             // While the resume's answer is on its way, a read elsewhere learns the new version.
             let part = try await readAcrossAChange(song, ByteRange(4_000_000, 4_100_000))
             #expect(TestData.firstDifference(part, new[4_000_000..<4_100_000]) == nil)
+            newVersionLearned.withLock { $0 = true }
             try await expectTheOldReadFailsAndOnlyTheNewVersionStays(oldRead, oldRequestRange: "bytes=2100000-", new: new,
                                                                      kept: ByteRange(4_000_000, 4_100_000), in: song, cache: cache, key: key, server: server)
         }
