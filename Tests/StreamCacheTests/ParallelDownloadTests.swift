@@ -320,17 +320,18 @@ import Testing
     }
 
     /// Three 256 KiB reads at 0, 10 MB and 20 MB over two connections at most, on an origin whose
-    /// connections share one link of 200 kB/s, each read's read-ahead done before the next. Returns the origin's requests for the bytes of the
+    /// connections share one link of 100 kB/s, each read's read-ahead done before the next. Returns the origin's requests for the bytes of the
     /// second and of the third read.
     static func threeSeeksOnASharedLink(seed: UInt64) async throws -> (second: [TestOrigin.RecordedRequest], third: [TestOrigin.RecordedRequest]) {
         let (server, data) = try Self.origin(seed: seed)
         defer { server.stop() }
         server.bytesPerSecond = nil
         // Slow enough that a late wake-up on a loaded machine is a small part of each seek's time
-        // (1.3 s): at 800 kB/s a fresh-clone CI run measured the split as a gain and split the
-        // third seek too, and at 400 kB/s one full run in about 30 did so with the machine loaded
-        // on top (the suite's own tasks wake 150–500 ms late in its first seconds).
-        server.linkBytesPerSecond = TestTiming.rate(200_000)
+        // (2.6 s): at 800 kB/s a fresh-clone CI run measured the split as a gain and split the
+        // third seek too; at 400 kB/s one full run in about 30 did so with the machine loaded on
+        // top, and at 200 kB/s a fresh-clone CI run once more (the suite's own tasks wake 150–500 ms
+        // late in its first seconds, and this test took 14 s there against 5 s alone).
+        server.linkBytesPerSecond = TestTiming.rate(100_000)
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []
         try await withTemporaryCache(configure: { configuration in
@@ -376,10 +377,10 @@ import Testing
         // connection's bytes at 0.5 MB/s, and connections side by side then did fetch faster than
         // one; at 2 MB/s it happened once more (the test took 18 s in a full run, 2 s alone), and
         // at 1 MB/s once in a fresh-clone CI run (a 256 KiB transfer takes 0.26 s there, about
-        // what a late wake-up in the suite's first seconds costs). At 200 kB/s each measured
-        // transfer takes 1.3 s; the long read, which only has to stay on one connection, runs at
+        // what a late wake-up in the suite's first seconds costs). At 100 kB/s each measured
+        // transfer takes 2.6 s; the long read, which only has to stay on one connection, runs at
         // 1 MB/s (its own requests, alone and faster, can only confirm that).
-        server.linkBytesPerSecond = TestTiming.rate(200_000)
+        server.linkBytesPerSecond = TestTiming.rate(100_000)
         try await withTemporaryCache(configure: { configuration in
             configuration.parallelDownloads = 4
             configuration.parallelPartSize = 1 << 20
