@@ -110,10 +110,10 @@ public enum RawHTTP {
         /// Reads until the server closes or the timeout passes.
         public func readToEnd() async -> Data { await read(upTo: Int.max) }
 
-        /// The bytes that arrived and were not read yet (up to 4 MiB), without waiting or taking them.
+        /// The bytes that arrived and were not read yet, without waiting or taking them (`FIONREAD`).
         public var unreadByteCount: Int {
-            var buffer = [UInt8](repeating: 0, count: 4 << 20)
-            return max(0, recv(fd, &buffer, buffer.count, Int32(MSG_PEEK | MSG_DONTWAIT)))
+            var count: Int32 = 0
+            return ioctl(fd, UInt(FIONREAD), &count) == 0 ? Int(count) : 0
         }
 
         fileprivate func blockingRead(limit: Int) -> Data {

@@ -374,8 +374,7 @@ public final class TestOrigin: @unchecked Sendable {
             fault = nil
         }
         if case .hold(let release) = fault {
-            let deadline = Date().addingTimeInterval(60)
-            while !release(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            Self.waitUntilReleased(release)
             fault = nil
         }
         // Where each range of the file starts in the body: one range, or a multipart body's parts.
@@ -462,8 +461,7 @@ public final class TestOrigin: @unchecked Sendable {
         if case .pause(let bytes, let resume) = fault { pause = (Int64(bytes), resume) }
         while sent < limit {
             if let held = pause, sent >= held.bytes {
-                let deadline = Date().addingTimeInterval(60)
-                while !held.resume(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+                Self.waitUntilReleased(held.resume)
                 pause = nil
                 // The rate goes on from here: the held time is not owed to it.
                 if let rate, rate > 0 { started = Date().addingTimeInterval(-Double(sent) / Double(rate)) }
@@ -493,6 +491,13 @@ public final class TestOrigin: @unchecked Sendable {
 
     private func send(_ bytes: [UInt8], on connection: Int32) -> Bool {
         bytes.withUnsafeBytes { Self.sendAll(connection, $0.baseAddress!, $0.count) }
+    }
+
+    /// Blocks this connection's thread until `release` returns true, asking every 10 ms for 60 s
+    /// at most (a test that never releases fails on its own bounds, not by hanging the server).
+    private static func waitUntilReleased(_ release: @Sendable () -> Bool) {
+        let deadline = Date().addingTimeInterval(60)
+        while !release(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
     }
 
     private static func sendAll(_ connection: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Bool {
