@@ -51,13 +51,16 @@ public final class StreamCache: Sendable {
         metrics = CacheMetrics(factory: configuration.metricsFactory)
         let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
         self.openFiles = openFiles
-        openFiles.setCloser { [resources] keys in
+        // Weak: `openFiles` keeps this closure, and every resource keeps `openFiles`. Strong
+        // references made a cycle (files, resources, recent resources) that outlived the cache, so
+        // a released cache never closed its index or its data files.
+        openFiles.setCloser { [weak resources, weak openFiles] keys in
             for key in keys {
-                if let resource = resources.existing(key) {
+                if let resource = resources?.existing(key) {
                     Task { await resource.closeFileIfIdle() }
                 } else {
                     // Freed from memory, which closed its file.
-                    openFiles.closed(key)
+                    openFiles?.closed(key)
                 }
             }
         }
