@@ -48,8 +48,16 @@ public enum ExternalTool {
         process.arguments = arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
+        // Closed here rather than left to the `Process`, which Foundation on Linux may keep:
+        // the suite runs hundreds of tools, and each open descriptor also slows the next spawn.
+        let output = try FileHandle(forWritingTo: outURL)
+        let errors = try FileHandle(forWritingTo: errURL)
+        defer {
+            try? output.close()
+            try? errors.close()
+        }
+        process.standardOutput = output
+        process.standardError = errors
         try process.run()
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
