@@ -111,7 +111,13 @@ public enum ExternalTool {
         var status: Int32 = 0
         let deadline = Date().addingTimeInterval(timeout)
         do {
-            while waitpid(pid, &status, WNOHANG) == 0 {
+            while true {
+                let reaped = waitpid(pid, &status, WNOHANG)
+                if reaped == pid { break }
+                if reaped == -1, errno != EINTR {
+                    throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno),
+                                  userInfo: [NSLocalizedDescriptionKey: "lost child \(pid): \(String(cString: strerror(errno)))"])
+                }
                 if Date() >= deadline {
                     kill(pid, SIGKILL)
                     waitpid(pid, &status, 0)
