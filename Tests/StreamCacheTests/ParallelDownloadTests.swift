@@ -327,12 +327,8 @@ import Testing
         defer { server.stop() }
         server.bytesPerSecond = nil
         // Slow enough that a late wake-up on a loaded machine is a small part of each seek's time
-        // (2.6 s): at 800 kB/s a fresh-clone CI run measured the split as a gain and split the
-        // third seek too; at 400 kB/s one full run in about 30 did so with the machine loaded on
-        // top, and at 200 kB/s a fresh-clone CI run once more (the suite's own tasks wake 150–500 ms
-        // late in its first seconds, and this test took 14 s there against 5 s alone). Under the
-        // thread sanitizer it stays at the 40 kB/s that has passed there: much slower, the
-        // read-ahead outlives the engine's idle limits, which the slowdown does not stretch.
+        // (2.6 s); faster links let the suite's load pass for a gain (the rates tried, and why the
+        // thread sanitizer keeps 40 kB/s: docs/reliability.md, "Tests that race a reader's leaving").
         server.linkBytesPerSecond = min(100_000, TestTiming.rate(400_000))
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []
@@ -374,17 +370,10 @@ import Testing
         defer { server.stop() }
         let data = TestData.random(count: 4_000_000, seed: 80)
         server.setFile(Self.path, data: data)
-        // Slow enough while the engine measures that the link, not a machine busy with the rest
-        // of the suite, is what limits each transfer: at 4 MB/s the loaded machine once took in a
-        // connection's bytes at 0.5 MB/s, and connections side by side then did fetch faster than
-        // one; at 2 MB/s it happened once more (the test took 18 s in a full run, 2 s alone), and
-        // at 1 MB/s once in a fresh-clone CI run (a 256 KiB transfer takes 0.26 s there, about
-        // what a late wake-up in the suite's first seconds costs). At 100 kB/s each measured
-        // transfer takes 2.6 s; the long read, which only has to stay on one connection, runs at
-        // 1 MB/s (its own requests, alone and faster, can only confirm that). Under the thread
-        // sanitizer all of it runs at the 100 kB/s that has passed there: at 10 kB/s the
-        // read-aheads outlived the engine's idle limits, which the slowdown does not stretch, and
-        // were cut with bytes in flight that the long read then fetched again.
+        // Slow enough while the engine measures (2.6 s a transfer) that the link, not a machine
+        // busy with the rest of the suite, limits each transfer; the long read, which only has to
+        // stay on one connection, then runs at 1 MB/s. The rates tried, and why the thread
+        // sanitizer keeps 100 kB/s throughout: docs/reliability.md, "Tests that race a reader's leaving".
         server.linkBytesPerSecond = min(100_000, TestTiming.rate(1_000_000))
         try await withTemporaryCache(configure: { configuration in
             configuration.parallelDownloads = 4
