@@ -17,18 +17,12 @@ public enum CommandLineTool {
     /// Starts `streamcache` with `arguments` (and `environment` added to this process's); the
     /// caller waits or kills.
     public static func start(_ arguments: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil,
-                             environment: [String: String] = [:]) throws -> Process {
+                             environment: [String: String] = [:]) throws -> ChildProcess {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw NSError(domain: "CommandLineTool", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable.path) is missing: run `swift build` first"])
         }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
-        process.standardOutput = stdout ?? FileHandle.nullDevice
-        process.standardError = stderr ?? FileHandle.nullDevice
-        try process.run()
-        return process
+        return try ChildProcess.spawn(executable, arguments, environment: environment,
+                                      output: stdout?.fileDescriptor, errors: stderr?.fileDescriptor)
     }
 
     /// Runs `streamcache` to completion (bounded by `timeout` seconds, then killed).

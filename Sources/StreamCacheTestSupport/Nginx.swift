@@ -28,7 +28,7 @@ public final class Nginx: @unchecked Sendable {
     /// The directory it serves.
     public let root: URL
     private let prefix: URL
-    private let process: Process
+    private let process: ChildProcess
     /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``).
     private var portHolder: Int32?
 
@@ -113,7 +113,7 @@ public final class Nginx: @unchecked Sendable {
     }
 
     /// Writes the configuration for `port` and starts nginx in the foreground.
-    private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String) throws -> Process {
+    private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
         let config = """
         \(user)
@@ -144,20 +144,15 @@ public final class Nginx: @unchecked Sendable {
         """
         let configFile = prefix.appendingPathComponent("nginx.conf")
         try config.write(to: configFile, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+        return try ChildProcess.spawn(URL(fileURLWithPath: executable),
+                                      ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"])
     }
 
     private enum StartOutcome { case serving, exited, timedOut }
 
     /// Waits (at most 10 s) until `process` has bound `port` (its pid file exists) and accepts
     /// connections there, or has exited.
-    private static func waitUntilServing(_ process: Process, port: Int, pidFile: URL) -> StartOutcome {
+    private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) -> StartOutcome {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else { return .exited }
@@ -188,7 +183,7 @@ public final class Nginx: @unchecked Sendable {
         // A fast shutdown takes milliseconds; never let a stuck nginx hang the suite.
         let deadline = Date().addingTimeInterval(5)
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         process.waitUntilExit()
         // Bound but not listening: it refuses connections, and no bind for port 0 (how every
         // server of this suite, SwiftNIO's included, takes one) gets it. `SO_REUSEADDR` lets the

@@ -10,7 +10,7 @@ import Glibc
 /// source references, `ls`, credentials from the environment or a 0600 file.
 @Suite(.serialized) struct SourceCommandTests {
     /// Starts `streamcache serve` with `arguments`, returns the first stream URL and the process.
-    static func serve(_ arguments: [String], environment: [String: String], in work: URL) async throws -> (URL, Process) {
+    static func serve(_ arguments: [String], environment: [String: String], in work: URL) async throws -> (URL, ChildProcess) {
         let out = work.appendingPathComponent("stdout-\(UUID().uuidString)")
         let err = work.appendingPathComponent("stderr-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
@@ -23,14 +23,14 @@ import Glibc
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         throw StreamCacheError(.originUnavailable, "serve printed no stream URL (exit \(process.isRunning ? -1 : process.terminationStatus))")
     }
 
-    static func stop(_ process: Process) async throws {
-        kill(process.processIdentifier, SIGTERM)
+    static func stop(_ process: ChildProcess) async throws {
+        process.signal(SIGTERM)
         for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         process.waitUntilExit()
     }
 

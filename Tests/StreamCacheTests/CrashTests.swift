@@ -35,16 +35,12 @@ import Testing
     /// can overshoot by seconds when other suites' blocking waits hold the cooperative pool on a
     /// loaded machine, and the kill would then find the download finished. Returns whether the
     /// process was still running when it was killed.
-    static func killProcess(_ process: Process, after delay: Duration) async -> Bool {
-        struct Target: @unchecked Sendable { let process: Process }  // only read and signalled
-        let target = Target(process: process)
+    static func killProcess(_ process: ChildProcess, after delay: Duration) async -> Bool {
         let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
         return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 Thread.sleep(forTimeInterval: seconds)
-                let wasRunning = target.process.isRunning
-                Foundation.kill(target.process.processIdentifier, SIGKILL)
-                continuation.resume(returning: wasRunning)
+                continuation.resume(returning: process.signal(SIGKILL))
             }
         }
     }
@@ -69,7 +65,7 @@ import Testing
                                                         stderr: try FileHandle(forWritingTo: errors))
                 try await Task.sleep(for: TestTiming.time(.milliseconds(700 + 300 * round)))
                 #expect(process.isRunning, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
-                kill(process.processIdentifier, SIGKILL)
+                process.signal(SIGKILL)
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal,
                         "exit status \(process.terminationStatus): \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")

@@ -12,7 +12,7 @@ import Glibc
     static let secret = "Bearer serve-cli-secret-55aa"
 
     /// Waits (bounded) until `file` holds `count` lines, and returns them.
-    static func lines(of file: URL, count: Int, process: Process) async throws -> [String] {
+    static func lines(of file: URL, count: Int, process: ChildProcess) async throws -> [String] {
         for _ in 0..<300 {
             let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
             let lines = text.split(separator: "\n").map(String.init)
@@ -23,10 +23,10 @@ import Glibc
         throw StreamCacheError(.originUnavailable, "serve printed no stream URLs: \((try? String(contentsOf: file, encoding: .utf8)) ?? "")")
     }
 
-    static func terminate(_ process: Process, signal: Int32 = SIGTERM) async throws -> Int32 {
-        kill(process.processIdentifier, signal)
+    static func terminate(_ process: ChildProcess, signal: Int32 = SIGTERM) async throws -> Int32 {
+        process.signal(signal)
         for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         process.waitUntilExit()
         return process.terminationStatus
     }
@@ -50,7 +50,7 @@ import Glibc
                 "--folder", origin.url("/music/").absoluteString, "--url-token", "lib",
                 "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path, "-vv",
             ], stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err))
-            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            defer { process.signal(SIGKILL) }
 
             let lines = try await Self.lines(of: out, count: 2, process: process)
             let first = lines[0].split(separator: "\t").map(String.init)
@@ -142,7 +142,7 @@ import Glibc
             let process = try CommandLineTool.start(["serve", origin.url("/a.mp3").absoluteString, "--json", "--cache-dir", work.path,
                                                      "--control-token-file", work.appendingPathComponent("token").path],
                                                     stdout: try FileHandle(forWritingTo: out))
-            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            defer { process.signal(SIGKILL) }
             let line = try await Self.lines(of: out, count: 1, process: process)[0]
             let object = try JSONDecoder().decode([String: String].self, from: Data(line.utf8))
             #expect(object["source"] == origin.url("/a.mp3").absoluteString)
