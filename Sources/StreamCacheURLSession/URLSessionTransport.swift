@@ -66,7 +66,7 @@ public final class URLSessionTransport: HTTPTransport {
         if !request.headers.contains("User-Agent") { urlRequest.setValue("StreamCache/1", forHTTPHeaderField: "User-Agent") }
 
         let task = session.dataTask(with: urlRequest)
-        let buffer = AsyncBuffer<Data>(limit: bufferLimit)
+        let buffer = AsyncBuffer<HTTPBody.Chunk>(limit: bufferLimit)
         let control = TaskControl()
         buffer.setOnCancel { [weak task] in if let task { control.cancel(task) } }
         buffer.setOnDrain { [weak task] in if let task { control.resumeIfDrained(task, buffer: buffer) } }
@@ -84,11 +84,11 @@ public final class URLSessionTransport: HTTPTransport {
 /// What the delegate tracks for one data task.
 private final class TaskState: @unchecked Sendable {
     // @unchecked: touched only on the session's serial delegate queue, after registration under the delegate's lock.
-    let buffer: AsyncBuffer<Data>
+    let buffer: AsyncBuffer<HTTPBody.Chunk>
     let control: TaskControl
     var head: CheckedContinuation<HTTPResponse, any Error>?
 
-    init(buffer: AsyncBuffer<Data>, control: TaskControl, head: CheckedContinuation<HTTPResponse, any Error>) {
+    init(buffer: AsyncBuffer<HTTPBody.Chunk>, control: TaskControl, head: CheckedContinuation<HTTPResponse, any Error>) {
         self.buffer = buffer
         self.control = control
         self.head = head
@@ -117,7 +117,7 @@ private final class TaskControl: Sendable {
 
     private let state = Locked(State())
 
-    func pauseIfFull(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
+    func pauseIfFull(_ task: URLSessionTask, buffer: AsyncBuffer<HTTPBody.Chunk>) {
         #if !canImport(FoundationNetworking)
         state.withLock { state in
             guard !state.suspended, !state.cancelled, buffer.isPaused else { return }
@@ -160,7 +160,7 @@ private final class TaskControl: Sendable {
         }
     }
 
-    func resumeIfDrained(_ task: URLSessionTask, buffer: AsyncBuffer<Data>) {
+    func resumeIfDrained(_ task: URLSessionTask, buffer: AsyncBuffer<HTTPBody.Chunk>) {
         state.withLock { state in
             guard state.suspended, !state.cancelled, !buffer.isPaused else { return }
             state.suspended = false
@@ -209,7 +209,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         guard let state = state(of: dataTask) else { return }
-        if state.buffer.offer(data, weight: data.count) {
+        if state.buffer.offer(HTTPBody.Chunk(data), weight: data.count) {
             state.control.pauseIfFull(dataTask, buffer: state.buffer)
         }
     }

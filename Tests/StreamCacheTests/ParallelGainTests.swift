@@ -1,4 +1,6 @@
+import Foundation
 @testable import StreamCache
+import StreamCacheTestSupport
 import Testing
 
 /// The arithmetic that tells a cap on each connection from a link all connections share, on
@@ -103,6 +105,51 @@ import Testing
         let muchLater = Self.at(5000) + ParallelGain.memory
         #expect(gain.alone(at: muchLater) == 6_000_000)
         #expect(gain.together(at: muchLater) == nil && gain.helps(minimumSpeedup: 1.4, now: muchLater) == nil)
+    }
+}
+
+/// The engine times a transfer by when its chunks arrived at the transport, not when its download
+/// got to them (see ``HTTPBody/Chunk``).
+@Suite struct TransferTimingTests {
+    /// Hands out a 1 MiB file in 16 chunks of 64 KiB, all at once, each saying it arrived 10 ms
+    /// after the one before: as a transport does when a busy machine left its buffer unread.
+    struct BackloggedOrigin: Origin {
+        static let chunk = 64 << 10
+        static let data = TestData.random(count: 16 * chunk, seed: 91)
+        var logDescription: String { "backlogged" }
+
+        func open(_ request: OriginRequest) async throws -> OriginResponse {
+            let range = (request.range ?? ByteRange(0, Int64.max)).clamped(toLength: Int64(Self.data.count))
+            let start = ContinuousClock.now
+            let chunks = stride(from: Int(range.lowerBound), to: Int(range.upperBound), by: Self.chunk).map { offset in
+                HTTPBody.Chunk(Self.data[offset..<min(offset + Self.chunk, Int(range.upperBound))],
+                               arrivedAt: start + .milliseconds(10 * (offset / Self.chunk)))
+            }
+            let info = ResourceInfo(totalLength: Int64(Self.data.count), mimeType: "audio/mpeg", acceptsByteRanges: true,
+                                    validator: Validator(entityTag: "\"v1\""))
+            return OriginResponse(info: info, offset: range.lowerBound, length: range.count, body: HTTPBody(pulling: Chunks(chunks)))
+        }
+    }
+
+    final class Chunks: HTTPBodySource, @unchecked Sendable {
+        // @unchecked: only the body's one consumer calls `nextChunk()`.
+        private var chunks: ArraySlice<HTTPBody.Chunk>
+        init(_ chunks: [HTTPBody.Chunk]) { self.chunks = chunks[...] }
+        func next() async throws -> Data? { try await nextChunk()?.data }
+        func nextChunk() async throws -> HTTPBody.Chunk? { chunks.popFirst() }
+        func cancel() {}
+    }
+
+    @Test func aBacklogTakenInAtOnceIsTimedByItsArrival() async throws {
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey("backlogged"), origin: BackloggedOrigin())
+            #expect(try await song.read(ByteRange(0, Int64(BackloggedOrigin.data.count))).collect() == BackloggedOrigin.data)
+            // Fifteen chunks after the first over 150 ms. Timed as the download took them in,
+            // they came in no time at all.
+            let alone = try #require(await song.parallelGain.alone())
+            let expected = Double(15 * BackloggedOrigin.chunk) / 0.150
+            #expect(abs(alone - expected) < expected * 0.01, "measured \(alone) B/s")
+        }
     }
 }
 

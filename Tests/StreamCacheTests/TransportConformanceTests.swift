@@ -210,6 +210,32 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(received == data)
     }
 
+    /// Chunks carry when the transport received them, not when the consumer got to them: the
+    /// engine times transfers by it, and a busy machine may leave a body unread for a while.
+    @Test(arguments: TransportKind.allCases)
+    func chunksSayWhenTheyArrived(kind: TransportKind) async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 200_000, seed: 36)
+        server.setFile("/small", data: data)
+        let sent = ContinuousClock.now
+        let response = try await kind.make().send(HTTPRequest(url: server.url("/small")))
+        // The whole body fits in the transport's buffer: it is all there long before this wakes.
+        try await Task.sleep(for: .seconds(1))
+        let asked = ContinuousClock.now
+        var iterator = response.body.makeAsyncIterator()
+        var received = Data()
+        var arrivals: [ContinuousClock.Instant] = []
+        while let chunk = try await iterator.nextChunk() {
+            received.append(chunk.data)
+            arrivals.append(chunk.arrivedAt)
+        }
+        #expect(received == data)
+        let first = try #require(arrivals.first)
+        #expect(first >= sent && first < asked - .milliseconds(500),
+                "the first chunk arrived \(first - sent) after the request was sent, the consumer asked \(asked - sent) after it")
+        #expect(zip(arrivals, arrivals.dropFirst()).allSatisfy { $0 <= $1 }, "arrivals in order")
+    }
+
     static var isLinuxURLSession: Bool {
         #if canImport(FoundationNetworking)
         true

@@ -337,8 +337,8 @@ extension Resource {
                 var rangeEnd = response.length.map { start + $0 } ?? Int64.max
                 var followingRanges = response.followingRanges[...]
                 var iterator = response.body.makeAsyncIterator()
-                while let chunk = try await iterator.next() {
-                    var rest = chunk[...]
+                while let chunk = try await iterator.nextChunk() {
+                    var rest = chunk.data[...]
                     while !rest.isEmpty {
                         if offset >= rangeEnd, let next = followingRanges.popFirst() {
                             offset = next.lowerBound
@@ -349,7 +349,7 @@ extension Resource {
                         rest = rest.dropFirst(piece.count)
                         let written = ByteRange(offset: offset, length: Int64(piece.count))
                         offset = written.upperBound
-                        guard try await didWrite(id: id, range: written, generation: generation) else { break segments }
+                        guard try await didWrite(id: id, range: written, generation: generation, arrivedAt: chunk.arrivedAt) else { break segments }
                     }
                 }
                 planned = try await nextSegmentAfterAnySkimmingHold(id: id)
@@ -603,7 +603,8 @@ extension Resource {
     }
 
     /// Records written bytes, wakes readers, and says whether the download should go on.
-    func didWrite(id: Int, range: ByteRange, generation downloadGeneration: Int) throws -> Bool {
+    /// `arrivedAt` is when the transport received them (see ``HTTPBody/Chunk``).
+    func didWrite(id: Int, range: ByteRange, generation downloadGeneration: Int, arrivedAt: ContinuousClock.Instant) throws -> Bool {
         guard downloadGeneration == generation, var download = downloads[id] else { return false }
         var cut = range
         if let total = info?.totalLength { cut = range.clamped(toLength: total) }
@@ -614,7 +615,7 @@ extension Resource {
             if firstPendingAt == nil { firstPendingAt = .now }
         }
         statistics.bytesDownloaded += range.count
-        noteTransfer(of: range.count, by: &download)
+        noteTransfer(of: range.count, by: &download, arrivedAt: arrivedAt)
         download.received += range.count
         download.position = range.upperBound
         if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {

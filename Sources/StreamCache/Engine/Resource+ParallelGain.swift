@@ -1,10 +1,14 @@
 extension Resource {
     // The samples of ``parallelGain``, and the decisions taken from it. See ``ParallelGain``.
 
-    /// Counts `bytes` that just arrived for `download` into its request's sample (and its split
-    /// read's, for a part of one): the request is receiving from its first bytes on.
-    func noteTransfer(of bytes: Int64, by download: inout Download) {
-        let now = ContinuousClock.now
+    /// Counts `bytes` that arrived for `download` at `arrivedAt` into its request's sample (and its
+    /// split read's, for a part of one): the request is receiving from its first bytes on.
+    ///
+    /// Timed by when the transport received them, not when the download got to them: on a busy
+    /// machine the download may take in a transfer's first bytes late, with the bytes that came
+    /// meanwhile right behind them; timed when taken in, that backlog would count as bytes
+    /// received in no time (a split seek on a shared link once measured twice the link's speed).
+    func noteTransfer(of bytes: Int64, by download: inout Download, arrivedAt now: ContinuousClock.Instant) {
         if let splitReadID = download.splitReadID {
             parallelGain.noteSplitRead(id: splitReadID, bytes: bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
         }
@@ -22,7 +26,8 @@ extension Resource {
     func stopReceiving(_ download: inout Download) -> (connections: Double, transfer: ParallelGain.TransferSample)? {
         guard let sample = download.requestSample else { return nil }
         download.requestSample = nil
-        let connections = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt)
+        let connections = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt,
+                                                    at: sample.transfer.lastByteAt)
         return (connections, sample.transfer)
     }
 

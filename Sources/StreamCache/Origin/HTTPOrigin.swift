@@ -446,6 +446,10 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
     }
 
     func next() async throws -> Data? {
+        try await nextChunk()?.data
+    }
+
+    func nextChunk() async throws -> HTTPBody.Chunk? {
         while let range = ranges.first {
             if position >= range.upperBound {
                 ranges.removeFirst()
@@ -457,15 +461,15 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
                 continue
             }
             do {
-                guard let chunk = try await iterator.next() else {
+                guard let chunk = try await iterator.nextChunk() else {
                     throw StreamCacheError(.badResponse, "The origin ended the body \(range.upperBound - position) bytes early.",
                                            range: ByteRange(position, range.upperBound))
                 }
-                let usable = chunk.prefix(Int(clamping: range.upperBound - position))
+                let usable = chunk.data.prefix(Int(clamping: range.upperBound - position))
                 guard !usable.isEmpty else { continue }
                 position += Int64(usable.count)
                 failures = 0
-                return usable
+                return HTTPBody.Chunk(usable, arrivedAt: chunk.arrivedAt)
             } catch let error where !(error is CancellationError) && !Task.isCancelled && !current.withLock({ $0.cancelled }) {
                 failures += 1
                 guard failures < origin.configuration.retry.maxAttempts else { throw error }

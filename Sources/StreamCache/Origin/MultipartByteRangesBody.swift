@@ -15,8 +15,8 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     private let body: HTTPBody
     private var iterator: HTTPBody.Iterator
     private var parser: MultipartByteRangesParser
-    /// Payload parsed but not handed on yet.
-    private var pending: [Data] = []
+    /// Payload parsed but not handed on yet, each piece with its chunk's arrival.
+    private var pending: [HTTPBody.Chunk] = []
     private var ended = false
 
     /// Reads `body`, whose parts must be `expected`, separated by `boundary`.
@@ -36,6 +36,10 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     }
 
     func next() async throws -> Data? {
+        try await nextChunk()?.data
+    }
+
+    func nextChunk() async throws -> HTTPBody.Chunk? {
         while pending.isEmpty {
             guard try await receive() else { return nil }
         }
@@ -49,12 +53,12 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     /// Parses the next chunk of the body; `false` once it has ended (after its last part).
     private func receive() async throws -> Bool {
         guard !ended else { return false }
-        guard let chunk = try await iterator.next() else {
+        guard let chunk = try await iterator.nextChunk() else {
             ended = true
             try parser.finish()
             return false
         }
-        pending += try parser.parse(chunk)
+        pending += try parser.parse(chunk.data).map { HTTPBody.Chunk($0, arrivedAt: chunk.arrivedAt) }
         return true
     }
 }

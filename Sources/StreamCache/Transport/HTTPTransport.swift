@@ -15,7 +15,9 @@ import Foundation
 ///   may follow the redirect to another host;
 /// - **not decode** content encodings: send `Accept-Encoding: identity` unless told otherwise, since
 ///   byte ranges count encoded bytes;
-/// - **stream** the body as it arrives, holding back the connection when the consumer is slow;
+/// - **stream** the body as it arrives, holding back the connection when the consumer is slow,
+///   and time each chunk where it is received (``HTTPBody/Chunk/arrivedAt``), not where the
+///   consumer takes it;
 /// - **abort** the request (and drop its connection) when the task awaiting it is cancelled or
 ///   the body is abandoned;
 /// - **fail at once** when a connection cannot be set up (refused, unreachable), without retrying:
@@ -93,16 +95,34 @@ public struct HTTPResponse: Sendable {
 public struct HTTPBody: AsyncSequence, Sendable {
     public typealias Element = Data
 
+    /// A chunk of a body and when it arrived: when the transport received it, which may be well
+    /// before the consumer gets to it on a busy machine. The engine times transfers by it (see
+    /// `ParallelGain`). `URLSessionTransport` stamps a chunk in the session's delegate callback;
+    /// `AsyncHTTPClientTransport` in the task that reads the client's body, as the client hands
+    /// the chunk over (its `async` interface has no earlier point).
+    public struct Chunk: Sendable {
+        /// The bytes.
+        public var data: Data
+        /// When the transport received them.
+        public var arrivedAt: ContinuousClock.Instant
+
+        /// Creates a chunk; `arrivedAt` defaults to now.
+        public init(_ data: Data, arrivedAt: ContinuousClock.Instant = .now) {
+            self.data = data
+            self.arrivedAt = arrivedAt
+        }
+    }
+
     fileprivate enum Source: Sendable {
         /// Chunks pushed by a transport or a producer task.
-        case buffer(AsyncBuffer<Data>)
+        case buffer(AsyncBuffer<Chunk>)
         /// Chunks pulled on demand in the consumer's own task.
         case pull(any HTTPBodySource)
     }
 
     private let source: Source
 
-    package init(buffer: AsyncBuffer<Data>) { self.source = .buffer(buffer) }
+    package init(buffer: AsyncBuffer<Chunk>) { self.source = .buffer(buffer) }
 
     /// A body whose chunks `source` produces when the consumer asks, in the consumer's task: no
     /// task and no buffer of its own, so each chunk costs no extra thread hop.
@@ -111,8 +131,8 @@ public struct HTTPBody: AsyncSequence, Sendable {
     /// A body with the given chunks, already complete. Useful for tests and for transports that
     /// received the whole body at once.
     public init(chunks: [Data]) {
-        let buffer = AsyncBuffer<Data>(limit: Int.max)
-        for chunk in chunks { buffer.offer(chunk, weight: chunk.count) }
+        let buffer = AsyncBuffer<Chunk>(limit: Int.max)
+        for chunk in chunks { buffer.offer(Chunk(chunk), weight: chunk.count) }
         buffer.finish()
         self.source = .buffer(buffer)
     }
@@ -126,10 +146,10 @@ public struct HTTPBody: AsyncSequence, Sendable {
         bufferLimit: Int = 1 << 20,
         producer: @escaping @Sendable (_ write: @escaping @Sendable (Data) async throws -> Void) async throws -> Void
     ) -> HTTPBody {
-        let buffer = AsyncBuffer<Data>(limit: bufferLimit)
+        let buffer = AsyncBuffer<Chunk>(limit: bufferLimit)
         let task = Task {
             do {
-                try await producer { chunk in try await buffer.send(chunk, weight: chunk.count) }
+                try await producer { chunk in try await buffer.send(Chunk(chunk), weight: chunk.count) }
                 buffer.finish()
             } catch {
                 buffer.finish(throwing: error)
@@ -176,9 +196,14 @@ public struct HTTPBody: AsyncSequence, Sendable {
         }
 
         public mutating func next() async throws -> Data? {
+            try await nextChunk()?.data
+        }
+
+        /// The next chunk with the time it arrived, or `nil` at the end of the body.
+        public mutating func nextChunk() async throws -> Chunk? {
             switch source {
             case .buffer(let buffer): try await buffer.next()
-            case .pull(let pull): try await pull.next()
+            case .pull(let pull): try await pull.nextChunk()
             }
         }
     }
@@ -191,6 +216,15 @@ public struct HTTPBody: AsyncSequence, Sendable {
 public protocol HTTPBodySource: AnyObject, Sendable {
     /// The next chunk, or `nil` at the end of the body.
     func next() async throws -> Data?
+    /// The next chunk with the time it arrived (see ``HTTPBody/Chunk``), or `nil` at the end of
+    /// the body. The default implementation calls ``next()`` and says it arrived now.
+    func nextChunk() async throws -> HTTPBody.Chunk?
     /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
     func cancel()
+}
+
+extension HTTPBodySource {
+    public func nextChunk() async throws -> HTTPBody.Chunk? {
+        try await next().map { HTTPBody.Chunk($0) }
+    }
 }
