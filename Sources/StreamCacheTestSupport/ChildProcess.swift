@@ -138,7 +138,12 @@ public final class ChildProcess: Sendable {
     @discardableResult
     public func signal(_ signal: Int32) -> Bool {
         reapedStatus.withLock { reaped in
-            guard (try? Self.reap(processIdentifier, into: &reaped)) == .some(nil) else { return false }
+            // Reaped, or lost to `waitpid`: its identifier may name another process by now.
+            do {
+                guard try Self.reap(processIdentifier, into: &reaped) == nil else { return false }
+            } catch {
+                return false
+            }
             return kill(processIdentifier, signal) == 0
         }
     }
