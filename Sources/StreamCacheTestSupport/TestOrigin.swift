@@ -53,6 +53,9 @@ public final class TestOrigin: @unchecked Sendable {
         case pause(afterBytes: Int, until: @Sendable () -> Bool)
         /// Answer 206 without a `Content-Range` header.
         case missingContentRange
+        /// Read the request, then reset the connection without an answer: a server that went
+        /// down while the request was on its way, or after it took effect.
+        case reset
     }
 
     /// One request as the server saw it.
@@ -63,7 +66,7 @@ public final class TestOrigin: @unchecked Sendable {
         public var path: String
         /// The request headers.
         public var headers: HTTPHeaders
-        /// The status answered.
+        /// The status answered; 0 for a connection reset without an answer.
         public var status: Int
         /// The body bytes written to the socket.
         public var bodyBytesSent: Int64
@@ -74,6 +77,8 @@ public final class TestOrigin: @unchecked Sendable {
         public var interval: ClosedRange<ContinuousClock.Instant>
         /// Which connection carried it: 0 for the first one the server accepted, 1 for the next…
         public var connection: Int
+        /// The request's body (`Content-Length` bytes; empty without one).
+        public var body: Data = Data()
         /// The `Range` header, if any.
         public var range: String? { headers["Range"] }
 
@@ -349,13 +354,23 @@ public final class TestOrigin: @unchecked Sendable {
                 guard let colon = line.firstIndex(of: ":") else { continue }
                 headers.add(name: String(line[..<colon]), value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
             }
-            let keepAlive = respond(to: connection, number: number, method: method, path: path, headers: headers)
+            // A body is read whole before the answer, so its bytes are never taken for the next request.
+            let bodyLength = headers["Content-Length"].flatMap { Int($0) } ?? 0
+            guard bodyLength >= 0, bodyLength <= 1 << 20 else { return }
+            while pending.count < bodyLength {
+                let count = recv(connection, &buffer, buffer.count, 0)
+                if count <= 0 { return }
+                pending.append(contentsOf: buffer[0..<count])
+            }
+            let body = Data(pending[0..<bodyLength])
+            pending.removeFirst(bodyLength)
+            let keepAlive = respond(to: connection, number: number, method: method, path: path, headers: headers, body: body)
             if !keepAlive || headers["Connection"]?.lowercased() == "close" { return }
         }
     }
 
     /// Writes one response. Returns whether the connection may be reused.
-    private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders) -> Bool {
+    private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders, body requestBody: Data) -> Bool {
         let (faultProvider, index) = state.withLock { state in
             state.requestCount += 1
             state.answering += 1
@@ -385,7 +400,8 @@ public final class TestOrigin: @unchecked Sendable {
                 return count > 0 ? ByteRange(offset: part.range.lowerBound, length: count) : nil
             }
             state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
-                                                               servedRanges: served, interval: arrival...ContinuousClock.now, connection: number)) }
+                                                               servedRanges: served, interval: arrival...ContinuousClock.now, connection: number,
+                                                               body: requestBody)) }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:], body: String = "") -> Bool {
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(body.utf8.count)\r\n"
@@ -393,6 +409,13 @@ public final class TestOrigin: @unchecked Sendable {
             head += "\r\n"
             record(status, Int64(body.utf8.count))
             return send(Array((head + body).utf8), on: connection)
+        }
+        if case .reset = fault {
+            // A zero linger makes the close that follows send RST instead of FIN.
+            var reset = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(connection, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+            record(0, 0)
+            return false
         }
         if case .status(let code, let extra) = fault { return simple(code, extra) }
         if case .refusal(let code, let json) = fault { return simple(code, ["Content-Type": "application/json"], body: json) }
