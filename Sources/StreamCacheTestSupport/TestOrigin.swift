@@ -73,7 +73,11 @@ public final class TestOrigin: @unchecked Sendable {
         /// The bytes of the file those body bytes carried, in the order sent (a multipart body's
         /// parts, without their headers; a cut body's first bytes only).
         public var servedRanges: [ByteRange] = []
-        /// When the request arrived and when its answer was written.
+        /// When the request arrived, and when the socket took the last chunk of its body
+        /// (at a rate per connection, ``bytesPerSecond``: when that chunk's time at the rate was up;
+        /// an answer without a body: when it was written). Not when the server got to
+        /// record it: on a loaded machine its thread may be held up after the last bytes went out,
+        /// while the client, which got them, already sends its next request.
         public var interval: ClosedRange<ContinuousClock.Instant>
         /// Which connection carried it: 0 for the first one the server accepted, 1 for the next…
         public var connection: Int
@@ -219,19 +223,33 @@ public final class TestOrigin: @unchecked Sendable {
         set { state.withLock { $0.linkBytesPerSecond = newValue } }
     }
 
-    /// Waits until the shared link (``linkBytesPerSecond``) has carried `count` more bytes, after
-    /// the bytes other responses queued before them.
-    private func waitForLink(_ count: Int) {
-        let done: ContinuousClock.Instant? = state.withLock { state in
+    /// Waits until the shared link (``linkBytesPerSecond``) has carried the next bytes of a
+    /// response, after the bytes other responses queued before them, and returns how many of the
+    /// `count` it asks to send those are (all of them without a link).
+    ///
+    /// The link carries what 20 ms allow at a time (4–64 KiB), so that a response arrives as
+    /// evenly as over a real line: in 64 KiB turns, 0.65 s apart at 100 kB/s, a client measuring
+    /// its speed saw each turn come at once and miscounted a turn's worth either way. Like a real
+    /// shaper's bucket, the link keeps 20 ms of credit: a connection's thread that wakes up late
+    /// on a loaded machine sends at once, instead of losing that time, which would make one
+    /// connection alone look slower than several that take turns.
+    private func waitForLink(upTo count: Int) -> Int {
+        let reserved: (count: Int, done: ContinuousClock.Instant)? = state.withLock { state in
             guard let rate = state.linkBytesPerSecond, rate > 0 else { return nil }
-            let start = max(ContinuousClock.now, state.linkFreeAt)
-            state.linkFreeAt = start + .nanoseconds(Int64(Double(count) / Double(rate) * 1e9))
-            return state.linkFreeAt
+            let turn = min(count, max(4 << 10, min(64 << 10, rate / 50)))
+            let now = ContinuousClock.now
+            let start = max(now - Self.linkCredit, state.linkFreeAt)
+            state.linkFreeAt = start + .nanoseconds(Int64(Double(turn) / Double(rate) * 1e9))
+            return (turn, state.linkFreeAt)
         }
-        guard let done else { return }
-        let wait = done - .now
+        guard let reserved else { return count }
+        let wait = reserved.done - .now
         if wait > .zero { Thread.sleep(forTimeInterval: wait.timeInterval) }
+        return reserved.count
     }
+
+    /// How much link time a late connection may make up for (see ``waitForLink(upTo:)``).
+    private static let linkCredit: Duration = .milliseconds(20)
 
     /// Decides a fault for each request (`index` counts from 0 over the server's life).
     public var faults: (@Sendable (_ method: String, _ path: String, _ headers: HTTPHeaders, _ index: Int) -> Fault?)? {
@@ -394,13 +412,14 @@ public final class TestOrigin: @unchecked Sendable {
         }
         // Where each range of the file starts in the body: one range, or a multipart body's parts.
         var bodyLayout: [(bodyOffset: Int64, range: ByteRange)] = []
+        var lastHandedOver: ContinuousClock.Instant?
         func record(_ status: Int, _ sent: Int64) {
             let served = bodyLayout.compactMap { part -> ByteRange? in
                 let count = min(part.range.count, sent - part.bodyOffset)
                 return count > 0 ? ByteRange(offset: part.range.lowerBound, length: count) : nil
             }
             state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
-                                                               servedRanges: served, interval: arrival...ContinuousClock.now, connection: number,
+                                                               servedRanges: served, interval: arrival...(lastHandedOver ?? ContinuousClock.now), connection: number,
                                                                body: requestBody)) }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:], body: String = "") -> Bool {
@@ -489,19 +508,21 @@ public final class TestOrigin: @unchecked Sendable {
                 // The rate goes on from here: the held time is not owed to it.
                 if let rate, rate > 0 { started = Date().addingTimeInterval(-Double(sent) / Double(rate)) }
             }
-            let count = Int(min(Int64(chunk), limit - sent, pause.map { max(1, $0.bytes - sent) } ?? Int64.max))
             // A chunk arrives once the link has carried it.
-            waitForLink(count)
+            let count = waitForLink(upTo: Int(min(Int64(chunk), limit - sent, pause.map { max(1, $0.bytes - sent) } ?? Int64.max)))
             let start = multipartBody == nil ? Int(range.lowerBound + sent) : Int(sent)
             let ok = (multipartBody ?? file.data).withUnsafeBytes { raw in
                 Self.sendAll(connection, raw.baseAddress! + start, count)
             }
+            lastHandedOver = .now
             guard ok else { record(status, sent); return false }
             sent += Int64(count)
             if let rate, rate > 0 {
                 let due = Double(sent) / Double(rate)
                 let elapsed = Date().timeIntervalSince(started)
                 if due > elapsed { Thread.sleep(forTimeInterval: due - elapsed) }
+                // At a connection's own rate, a chunk is on its way until its time is up.
+                lastHandedOver = .now
             }
         }
         record(status, sent)
