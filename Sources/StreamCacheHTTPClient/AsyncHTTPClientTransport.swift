@@ -152,36 +152,40 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     static func translate(_ error: any Error) -> any Error {
         if error is CancellationError || error is StreamCacheError { return error }
         if let clientError = error as? HTTPClientError {
-            let reason: String
             switch clientError {
-            case .cancelled: return CancellationError()
-            case .deadlineExceeded, .readTimeout, .connectTimeout: reason = "The origin did not answer in time."
-            case .remoteConnectionClosed: reason = "The connection to the origin was lost."
-            default: reason = "The request to the origin failed (\(clientError.shortDescription))."
+            case .cancelled:
+                return CancellationError()
+            case .deadlineExceeded, .readTimeout, .connectTimeout:
+                return StreamCacheError(.originUnavailable, "The origin did not answer in time.", connectionFailure: .timedOut)
+            case .remoteConnectionClosed:
+                return StreamCacheError(.originUnavailable, "The connection to the origin was lost.", connectionFailure: .lost)
+            default:
+                return StreamCacheError(.originUnavailable, "The request to the origin failed (\(clientError.shortDescription)).")
             }
-            return StreamCacheError(.originUnavailable, reason)
         }
         if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .eof {
-            return StreamCacheError(.originUnavailable, "The connection to the origin was lost.")
+            return StreamCacheError(.originUnavailable, "The connection to the origin was lost.", connectionFailure: .lost)
         }
         // Connection failures: an `IOError` naming the system's reason.
         if let ioError = error as? IOError {
-            return StreamCacheError(.originUnavailable, reason(connecting: ioError.errnoCode),
-                                    underlying: SendableErrorDescription(domain: "IOError", code: Int(ioError.errnoCode), description: "\(ioError)"))
+            let failure = failure(connecting: ioError.errnoCode)
+            return StreamCacheError(.originUnavailable, failure.reason,
+                                    underlying: SendableErrorDescription(domain: "IOError", code: Int(ioError.errnoCode), description: "\(ioError)"),
+                                    connectionFailure: failure.kind)
         }
         return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).", underlying: SendableErrorDescription(error))
     }
 
     /// What a failed connection's `errno` means to someone who reads the error, in the words
-    /// `URLSessionTransport` uses for the same failures.
-    static func reason(connecting errno: CInt) -> String {
+    /// `URLSessionTransport` uses for the same failures, and to a retry.
+    static func failure(connecting errno: CInt) -> (reason: String, kind: StreamCacheError.ConnectionFailure?) {
         switch errno {
-        case ECONNREFUSED: "The origin refused the connection."
-        case ECONNRESET, ECONNABORTED, EPIPE: "The connection to the origin was lost."
-        case ETIMEDOUT: "The origin did not answer in time."
-        case ENETUNREACH, ENETDOWN: "There is no network connection."
-        case EHOSTUNREACH, EHOSTDOWN: "The origin's host cannot be reached."
-        default: "The origin could not be reached (errno \(errno))."
+        case ECONNREFUSED: ("The origin refused the connection.", .refused)
+        case ECONNRESET, ECONNABORTED, EPIPE: ("The connection to the origin was lost.", .lost)
+        case ETIMEDOUT: ("The origin did not answer in time.", .timedOut)
+        case ENETUNREACH, ENETDOWN: ("There is no network connection.", nil)
+        case EHOSTUNREACH, EHOSTDOWN: ("The origin's host cannot be reached.", nil)
+        default: ("The origin could not be reached (errno \(errno)).", nil)
         }
     }
 }

@@ -228,7 +228,7 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
                 state.buffer.finish()
                 head.resume(returning: HTTPResponse(status: http.statusCode, headers: headers, body: HTTPBody(buffer: state.buffer)))
             } else {
-                head.resume(throwing: StreamCacheError(.originUnavailable, "The origin closed the connection without a response."))
+                head.resume(throwing: StreamCacheError(.originUnavailable, "The origin closed the connection without a response.", connectionFailure: .lost))
             }
             return
         }
@@ -241,14 +241,16 @@ extension URLSessionTransport {
         let nsError = error as NSError
         if nsError.domain == NSURLErrorDomain, nsError.code == NSURLErrorCancelled { return CancellationError() }
         let reason: String
+        var failure: StreamCacheError.ConnectionFailure?
         switch nsError.code {
-        case NSURLErrorTimedOut: reason = "The origin did not answer in time."
-        case NSURLErrorCannotConnectToHost: reason = "The origin refused the connection."
-        case NSURLErrorNetworkConnectionLost: reason = "The connection to the origin was lost."
+        case NSURLErrorTimedOut: (reason, failure) = ("The origin did not answer in time.", .timedOut)
+        case NSURLErrorCannotConnectToHost: (reason, failure) = ("The origin refused the connection.", .refused)
+        case NSURLErrorNetworkConnectionLost: (reason, failure) = ("The connection to the origin was lost.", .lost)
         case NSURLErrorCannotFindHost: reason = "The origin's host name could not be resolved."
         case NSURLErrorNotConnectedToInternet: reason = "There is no network connection."
         default: reason = "The request to the origin failed (\(nsError.domain) \(nsError.code))."
         }
-        return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(domain: nsError.domain, code: nsError.code, description: nsError.localizedDescription))
+        return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(domain: nsError.domain, code: nsError.code, description: nsError.localizedDescription),
+                                connectionFailure: failure)
     }
 }

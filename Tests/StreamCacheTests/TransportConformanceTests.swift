@@ -137,6 +137,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
             } catch let error as StreamCacheError {
                 #expect(error.code == .originUnavailable)
                 #expect(error.message == "The origin refused the connection.", "the reason a user can act on: \(error)")
+                #expect(error.connectionFailure == .refused)
             }
         }
     }
@@ -186,6 +187,18 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(server.requests.map(\.method) == ["GET"])
     }
 
+    /// A request is sent again after a refused or lost connection, never after a timeout, and,
+    /// from a transport that does not say how it failed, after a quick failure.
+    @Test(arguments: [(StreamCacheError.ConnectionFailure?.some(.refused), 3), (.lost, 3), (.timedOut, 1), (nil, 3)])
+    func aConnectionFailureIsSentAgainUnlessItTimedOut(failure: StreamCacheError.ConnectionFailure?, attempts: Int) async throws {
+        let failing = FailingTransport(StreamCacheError(.originUnavailable, "down", connectionFailure: failure))
+        let transport = AttemptCountingTransport(failing) { _ in }
+        await #expect(throws: StreamCacheError.self) {
+            try await transport.send(HTTPRequest(url: URL(string: "http://127.0.0.1:9/x")!), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
+        }
+        #expect(transport.durations.count == attempts)
+    }
+
     /// A connection reset before any answer fails a `GET` for now and it is sent again, but a
     /// `POST` is sent once: it may have taken effect on the server that then reset the connection.
     /// The origin resets the first three requests it reads and answers the rest.
@@ -203,6 +216,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         } catch let error as StreamCacheError {
             #expect(error.code == .originUnavailable)
             #expect(error.message == "The connection to the origin was lost.", "\(error)")
+            #expect(error.connectionFailure == .lost)
         }
         let response = try await transport.send(HTTPRequest(url: server.url("/x")), retrying: RetryPolicy())
         #expect(response.status == 200)
@@ -381,4 +395,13 @@ private final class AttemptCountingTransport: HTTPTransport {
             throw error
         }
     }
+}
+
+/// A transport whose every request fails with one error.
+private struct FailingTransport: HTTPTransport {
+    let error: StreamCacheError
+
+    init(_ error: StreamCacheError) { self.error = error }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse { throw error }
 }

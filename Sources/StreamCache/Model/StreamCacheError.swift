@@ -84,14 +84,32 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
     public var range: ByteRange?
     /// The lower-level error that caused this one, if any.
     public var underlying: (any Error & Sendable)?
+    /// How the connection to the origin failed, for an ``Code/originUnavailable`` that a
+    /// transport could tell apart; `nil` otherwise.
+    public var connectionFailure: ConnectionFailure?
+
+    /// How a connection to the origin failed without an answer. It decides whether a request is
+    /// sent again (``HTTPTransport/send(_:retrying:logger:)``): a refused or lost connection may
+    /// succeed at once on the next try, however long the failure took to show on a loaded machine;
+    /// a timeout already waited as long as the request may.
+    public enum ConnectionFailure: Hashable, Sendable {
+        /// Nothing listens where the origin should (a server down or restarting).
+        case refused
+        /// The connection closed or was reset before an answer came.
+        case lost
+        /// The origin did not answer within the transport's timeout.
+        case timedOut
+    }
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, range: ByteRange? = nil, underlying: (any Error & Sendable)? = nil) {
+    public init(_ code: Code, _ message: String, httpStatus: Int? = nil, range: ByteRange? = nil, underlying: (any Error & Sendable)? = nil,
+                connectionFailure: ConnectionFailure? = nil) {
         self.code = code
         self.message = message
         self.httpStatus = httpStatus
         self.range = range
         self.underlying = underlying
+        self.connectionFailure = connectionFailure
     }
 
     public var description: String {

@@ -26,12 +26,23 @@ public struct RetryPolicy: Sendable, Hashable {
     /// No retries at all.
     public static let none = RetryPolicy(maxAttempts: 1)
 
-    /// How soon a request must fail without an answer to be sent again
-    /// (``HTTPTransport/send(_:retrying:logger:)``). A refused or reset connection fails in
-    /// milliseconds (half a second was seen on a machine loaded many times over, under
-    /// ThreadSanitizer); one that timed out took at least the transport's connect timeout (10 s
-    /// by default), and is not sent again.
+    /// How soon a request must fail without an answer to be sent again, when its transport does
+    /// not say how the connection failed (``StreamCacheError/connectionFailure``). A refused or
+    /// reset connection fails in milliseconds on a machine at rest; one that timed out took at
+    /// least the transport's connect timeout (10 s by default), and is not sent again.
     public static let connectionFailureWindow: Duration = .seconds(5)
+
+    /// Whether a request that failed with `error`, `elapsed` after it was sent, is worth sending
+    /// again: a refused or lost connection always (on a machine busy starting a whole test suite
+    /// a refusal once took 5.7 s to show), a timeout never, and an unclassified failure when it
+    /// came within ``connectionFailureWindow``.
+    static func repeats(_ error: StreamCacheError, after elapsed: Duration) -> Bool {
+        switch error.connectionFailure {
+        case .refused, .lost: true
+        case .timedOut: false
+        case nil: elapsed < connectionFailureWindow
+        }
+    }
 
     /// The methods a request may be repeated with (RFC 9110, section 9.2.2), plus WebDAV's
     /// `PROPFIND`, which only reads.

@@ -1,10 +1,12 @@
 import Logging
 
 extension HTTPTransport {
-    /// Sends `request`, and sends it again by `policy` while it fails without an answer within
-    /// ``RetryPolicy/connectionFailureWindow``: a connection refused or reset, a server restarting
-    /// or a network coming back. A request that failed after waiting (a timeout) is not sent again,
-    /// since it already waited as long as it may; nor is one whose method is not idempotent
+    /// Sends `request`, and sends it again by `policy` while its connection is refused or lost
+    /// before an answer (``StreamCacheError/connectionFailure``): a server restarting or a network
+    /// coming back. A request that timed out is not sent again, since it already waited as long as
+    /// it may. A transport that does not tell failures apart gets the same by time: a failure
+    /// within ``RetryPolicy/connectionFailureWindow`` is sent again. Nor is a request sent again
+    /// whose method is not idempotent
     /// (RFC 9110, section 9.2.2: a `POST` that reached a server which then reset the connection may
     /// have taken effect, such as a refresh token that the server rotated).
     ///
@@ -24,7 +26,7 @@ extension HTTPTransport {
             do {
                 return try await send(request)
             } catch let error as StreamCacheError where error.code == .originUnavailable && repeatable && attempt < policy.maxAttempts
-                && ContinuousClock.now - sentAt < RetryPolicy.connectionFailureWindow {
+                && RetryPolicy.repeats(error, after: ContinuousClock.now - sentAt) {
                 attempt += 1
                 logger?.info("retrying after a failed connection", metadata: ["host": "\(request.url.host ?? "?")", "error": "\(error.message)"])
                 try await Task.sleep(for: policy.backoff(beforeAttempt: attempt))
