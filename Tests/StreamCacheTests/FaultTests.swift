@@ -71,7 +71,10 @@ import Testing
                                                         new: Data, kept: ByteRange, in song: Resource, cache: StreamCache, key: CacheKey,
                                                         server: TestOrigin, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         await #expect(throws: StreamCacheError.self, sourceLocation: sourceLocation) { _ = try await oldRead.value }
-        #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(10))), sourceLocation: sourceLocation)
+        // A bound, not a wait. The small gap the new version leaves is filled by a download of
+        // its own, which on a slower machine busy with the whole suite and two busy loops once
+        // took in 290 kB of a 890 kB answer in 10 s (Swift's pool has a thread per core).
+        #expect(try await waitUntilNoDownload(of: song, within: TestTiming.time(.seconds(30))), sourceLocation: sourceLocation)
         #expect(server.requests.contains { request in
             request.headers["Range"]?.hasPrefix(oldRequestRange) == true && (status.map { request.status == $0 } ?? true)
         }, sourceLocation: sourceLocation)
