@@ -94,12 +94,14 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 34))
-        server.bytesPerSecond = TestTiming.rate(2_000_000)  // half the file takes 10 s: room for a loaded CI machine (URLSession on Linux can take seconds to drop a connection there)
+        // Half the file takes 20 s: room for a slow CI machine, where URLSession on Linux took
+        // over 10 s to drop the connection (20.6 MB sent at 2 MB/s, in a run with nothing beside it).
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
         }
-        for _ in 0..<(200 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<(400 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
