@@ -11,9 +11,10 @@
 ///
 /// The reader's position only moves when it asks for its next step, so steps start at
 /// ``StreamCache/Configuration/chunkSize`` (1 MiB) and double while the reader comes back for more
-/// at once (a reader that drains the cache at disk speed gets 200 MB of cached bytes in 8 steps,
-/// each one region for `sendfile`; a read whose cached run reaches its end gets it in one), and fall back to one chunk when it comes back late: a player's position is
-/// then known to a chunk, its read buffer and its socket buffers, and its rate within its first
+/// faster than media plays (a reader that drains the cache at disk speed gets 200 MB of cached
+/// bytes in 8 steps, each one region for `sendfile`; a read whose cached run reaches its end gets
+/// it in one), and fall back to one chunk when it comes back late: a player's position is then
+/// known to a chunk, its read buffer and its socket buffers, and its rate within its first
 /// seconds. A player also comes back at once while it fills its sockets' buffers at first, so
 /// faster growth makes its steps long before its rate is known: with steps growing fourfold from
 /// 1 or 4 MiB, the cloud profile's four connections had fetched 129–155 MB of a 200 MB file by
@@ -21,16 +22,18 @@
 struct PlaybackPace {
     /// A rate is measured over a stretch at least this long, during which the reader never waited.
     static let measuringInterval: Duration = .seconds(1)
-    /// A reader back for its next step within this time drains the cache faster than any media
-    /// plays (a chunk of 1 MiB in 50 ms is 20 MB/s, 160 Mbit/s): its steps grow.
-    static let quickReturn: Duration = .milliseconds(50)
+    /// A reader back for its next step sooner than this rate allows (bytes per second) drains the
+    /// cache faster than any media plays (20 MB/s is 160 Mbit/s, a chunk of 1 MiB in 52 ms): its
+    /// steps grow. A rate, not a time: a step of 8 MiB takes 8 times as long to copy as one of
+    /// 1 MiB, and a fixed time let one late return on a loaded machine start the steps over.
+    static let quickDrainRate: Double = 20_000_000
     /// How much longer each step is than the one before, while the reader comes back at once.
     static let growth: Int64 = 2
 
     /// Where the current measuring stretch began; `nil` while the reader waits for a download.
     private var stretchStart: (at: ContinuousClock.Instant, position: Int64)?
-    /// When the last step was handed out.
-    private var lastStepAt: ContinuousClock.Instant?
+    /// When the last step was handed out, and how many bytes it held.
+    private var lastStep: (at: ContinuousClock.Instant, bytes: Int64)?
     /// The bytes per second the reader consumed over its last two complete stretches (the lower
     /// of the two), or its first, if it has one and has not waited since. A player first fills
     /// its own buffer and the sockets' at the speed of the cache; the lower figure is its bitrate.
@@ -56,8 +59,8 @@ struct PlaybackPace {
             stepLimit = smallestStep
             return
         }
-        if let lastStepAt {
-            let quick = now - lastStepAt <= Self.quickReturn
+        if let lastStep {
+            let quick = (now - lastStep.at).timeInterval * Self.quickDrainRate <= Double(lastStep.bytes)
             stepLimit = !quick ? smallestStep : stepLimit > Int64.max / Self.growth ? .max : stepLimit * Self.growth
         }
         guard let start = stretchStart else {
@@ -72,8 +75,8 @@ struct PlaybackPace {
         stretchStart = (now, position)
     }
 
-    /// A step was handed out to the reader.
-    mutating func handedOutStep(now: ContinuousClock.Instant = .now) {
-        lastStepAt = now
+    /// A step of `bytes` was handed out to the reader.
+    mutating func handedOutStep(bytes: Int64, now: ContinuousClock.Instant = .now) {
+        lastStep = (now, bytes)
     }
 }

@@ -273,9 +273,9 @@ extension Resource {
                 guard configuration.playbackReadAhead != nil, cut.upperBound < end, let reader = readers[readerID], !skipCached else {
                     return .available(cut, file, info)
                 }
-                readers[readerID]?.pace.handedOutStep()
-                keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
                 let step = min(cut.count, reader.pace.stepLimit)
+                readers[readerID]?.pace.handedOutStep(bytes: step)
+                keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
                 return .available(ByteRange(position, position + step), file, info)
             }
             // Counts waits that ended without the byte at `position` arriving (downloads that stopped
