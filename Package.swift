@@ -1,11 +1,21 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+/// `STREAMCACHE_SANITIZE=thread` builds this package's own targets under ThreadSanitizer and
+/// leaves its dependencies as the plain debug build made them (.ci/run). SwiftPM's `--sanitize`
+/// rebuilds every dependency, both copies of BoringSSL among them: a second cold build, half of
+/// CI's time on a slow machine. What is left uninstrumented is code with its own sanitizer runs
+/// upstream; locks and the concurrency runtime's hand-overs are still seen, as the sanitizer
+/// intercepts them. Not for a package that depends on this one: SwiftPM refuses unsafe flags there.
+let sanitizer = Context.environment["STREAMCACHE_SANITIZE"].flatMap { $0.isEmpty ? nil : $0 }
+let sanitizerSwiftSettings: [SwiftSetting] = sanitizer.map { [.unsafeFlags(["-sanitize=\($0)"])] } ?? []
+let sanitizerLinkerSettings: [LinkerSetting] = sanitizer.map { [.unsafeFlags(["-sanitize=\($0)"])] } ?? []
+
 /// One settings array for every target (see STYLE.md §1): Swift 6 language mode is the default
 /// for tools-version 6, so strict concurrency checking is on everywhere.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
-]
+] + sanitizerSwiftSettings
 
 let package = Package(
     name: "StreamCache",
@@ -42,7 +52,8 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         // The system SQLite (Debian: libsqlite3-dev), read through the index's own small layer
         // (Store/SQLite/) rather than GRDB, which imports Foundation on Linux and with it
@@ -61,7 +72,8 @@ let package = Package(
                 "StreamCache",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheHTTPClient",
@@ -72,12 +84,14 @@ let package = Package(
                 .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheHLS",
             dependencies: ["StreamCache"],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheServer",
@@ -95,7 +109,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheSources",
@@ -103,12 +118,14 @@ let package = Package(
                 "StreamCache",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheAVFoundation",
             dependencies: ["StreamCache", "StreamCacheURLSession"],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .executableTarget(
             name: "streamcache",
@@ -128,7 +145,8 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .executableTarget(
             name: "streamcache-bench",
@@ -140,7 +158,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/streamcache-bench",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .target(
             name: "StreamCacheTestSupport",
@@ -151,7 +170,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .testTarget(
             name: "StreamCacheTests",
@@ -168,7 +188,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .testTarget(
             name: "StreamCacheHLSTests",
@@ -180,7 +201,8 @@ let package = Package(
                 "StreamCacheHTTPClient",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .testTarget(
             name: "StreamCacheSourcesTests",
@@ -192,7 +214,8 @@ let package = Package(
                 "StreamCacheHTTPClient",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
         .testTarget(
             name: "StreamCacheAVFoundationTests",
@@ -202,7 +225,8 @@ let package = Package(
                 "StreamCacheURLSession",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: sanitizerLinkerSettings
         ),
     ]
 )
