@@ -53,6 +53,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings,
+            // Every executable and test links this target, and its linker settings with it.
             linkerSettings: sanitizerLinkerSettings
         ),
         // The system SQLite (Debian: libsqlite3-dev), read through the index's own small layer
@@ -72,8 +73,7 @@ let package = Package(
                 "StreamCache",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheHTTPClient",
@@ -84,14 +84,12 @@ let package = Package(
                 .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheHLS",
             dependencies: ["StreamCache"],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheServer",
@@ -109,8 +107,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheSources",
@@ -118,14 +115,12 @@ let package = Package(
                 "StreamCache",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheAVFoundation",
             dependencies: ["StreamCache", "StreamCacheURLSession"],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "streamcache",
@@ -145,8 +140,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "streamcache-bench",
@@ -158,8 +152,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/streamcache-bench",
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "StreamCacheTestSupport",
@@ -170,8 +163,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "StreamCacheTests",
@@ -188,8 +180,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "StreamCacheHLSTests",
@@ -201,8 +192,7 @@ let package = Package(
                 "StreamCacheHTTPClient",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "StreamCacheSourcesTests",
@@ -214,8 +204,7 @@ let package = Package(
                 "StreamCacheHTTPClient",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "StreamCacheAVFoundationTests",
@@ -225,8 +214,7 @@ let package = Package(
                 "StreamCacheURLSession",
                 "StreamCacheTestSupport",
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: sanitizerLinkerSettings
+            swiftSettings: swiftSettings
         ),
     ]
 )
