@@ -27,7 +27,8 @@ struct PlaybackPace {
     /// steps grow. A rate, not a time: a step of 8 MiB takes 8 times as long to copy as one of
     /// 1 MiB, and a fixed time let one late return on a loaded machine start the steps over.
     static let quickDrainRate: Double = 20_000_000
-    /// How much longer each step is than the one before, while the reader comes back at once.
+    /// How much longer each step is than the one before, while the reader takes its steps faster
+    /// than ``quickDrainRate``.
     static let growth: Int64 = 2
 
     /// Where the current measuring stretch began; `nil` while the reader waits for a download.
