@@ -320,23 +320,27 @@ import Testing
     }
 
     /// Three 256 KiB reads at 0, 10 MB and 20 MB over two connections at most, on an origin whose
-    /// connections share one link of 100 kB/s, each read's read-ahead done before the next. Returns the origin's requests for the bytes of the
-    /// second and of the third read.
+    /// connections share one link of 40 kB/s, each read's read-ahead done before the next. Returns
+    /// the origin's requests for the bytes of the second and of the third read.
     static func threeSeeksOnASharedLink(seed: UInt64) async throws -> (second: [TestOrigin.RecordedRequest], third: [TestOrigin.RecordedRequest]) {
         let (server, data) = try Self.origin(seed: seed)
         defer { server.stop() }
         server.bytesPerSecond = nil
-        // Slow enough that a late wake-up on a loaded machine is a small part of each seek's time
-        // (2.6 s); faster links let the suite's load pass for a gain (the rates tried, and why the
-        // thread sanitizer keeps 40 kB/s: docs/reliability.md, "Tests that race a reader's leaving").
-        server.linkBytesPerSecond = min(100_000, TestTiming.rate(400_000))
+        // Slow enough that a late start on a loaded machine is a small part of each seek's time
+        // (6.5 s). The engine times a transfer from its first bytes, and while the suite starts,
+        // the task that takes them may come 1.5 s late, with what arrived meanwhile right behind:
+        // at 100 kB/s (2.6 s a seek) that made the link measure 235 kB/s, and a split seek that
+        // came late measured as a gain. docs/reliability.md, "Tests that race a reader's leaving".
+        server.linkBytesPerSecond = 40_000
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []
         try await withTemporaryCache(configure: { configuration in
             Self.configure(connections: 2)(&configuration)
-            // A short read-ahead, so that waiting for it to run out takes little time.
-            configuration.idleReadAhead = 64 << 10
-            configuration.minimumIdleReadAhead = 64 << 10
+            // A read-ahead shorter than a speed sample (``Resource/smallestGainSample``), so
+            // that the first seek alone and the split second seek are the only samples, both
+            // 6.5 s long: a 64 KiB read-ahead (1.6 s) that came late measured too fast as well.
+            configuration.idleReadAhead = 32 << 10
+            configuration.minimumIdleReadAhead = 32 << 10
         }) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             for seek in seeks {
