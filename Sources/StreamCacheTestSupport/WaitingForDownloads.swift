@@ -10,7 +10,10 @@ public func waitUntilNoDownload(of resource: Resource, within limit: Duration,
                                 checkingEvery interval: Duration = .milliseconds(25)) async throws -> Bool {
     let deadline = ContinuousClock.now + TestTiming.time(limit)
     while await resource.isDownloading {
-        guard ContinuousClock.now < deadline else { return false }
+        guard ContinuousClock.now < deadline else {
+            print("downloads still under way after \(TestTiming.time(limit)):\n" + (await resource.downloadsDescription).joined(separator: "\n"))
+            return false
+        }
         try await Task.sleep(for: interval)
     }
     return true

@@ -168,6 +168,18 @@ public actor Resource {
     /// Whether a download from the origin is in flight.
     public var isDownloading: Bool { !downloads.isEmpty }
 
+    /// One line per download under way: its kind, window and request, the bytes it received, how
+    /// long it has been idle, and whether its task was cancelled. For a test's report when a
+    /// download outlives its bound.
+    package var downloadsDescription: [String] {
+        let now = ContinuousClock.now
+        return downloads.values.sorted { $0.id < $1.id }.map { download in
+            "download \(download.id) \(download.kind) at \(download.position) of [\(download.start), \(download.limit)), request up to \(download.rangeEnd), "
+                + "opened \(download.opened), received \(download.received), idle \(download.idleSince.map { "\(now - $0)" } ?? "no") (limit \(download.idleLimit.map(String.init) ?? "none")), "
+                + "readers waiting \(download.readerWaits), held back \(download.heldBack), part \(download.isParallelPart), task \(download.task.map { $0.isCancelled ? "cancelled" : "running" } ?? "none")"
+        }
+    }
+
     /// Whether no read and no download of the resource is under way. The work a resource does
     /// by itself once its last reader leaves (an idle read-ahead, filling small holes) starts in
     /// the same step as that reader's end, so an idle resource stays idle until it is read again.
