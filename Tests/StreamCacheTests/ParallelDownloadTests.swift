@@ -330,7 +330,8 @@ import Testing
         // (6.5 s). The engine times a transfer from its first bytes, and while the suite starts,
         // the task that takes them may come 1.5 s late, with what arrived meanwhile right behind:
         // at 100 kB/s (2.6 s a seek) that made the link measure 235 kB/s, and a split seek that
-        // came late measured as a gain. docs/reliability.md, "Tests that race a reader's leaving".
+        // came late measured as a gain (docs/reliability.md, "A late head makes a transfer
+        // measure fast"; the rates tried before: "Tests that race a reader's leaving").
         server.linkBytesPerSecond = 40_000
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []

@@ -174,9 +174,12 @@ public actor Resource {
     package var downloadsDescription: [String] {
         let now = ContinuousClock.now
         return downloads.values.sorted { $0.id < $1.id }.map { download in
-            "download \(download.id) \(download.kind) at \(download.position) of [\(download.start), \(download.limit)), request up to \(download.rangeEnd), "
-                + "opened \(download.opened), received \(download.received), idle \(download.idleSince.map { "\(now - $0)" } ?? "no") (limit \(download.idleLimit.map(String.init) ?? "none")), "
-                + "readers waiting \(download.readerWaits), held back \(download.heldBack), part \(download.isParallelPart), task \(download.task.map { $0.isCancelled ? "cancelled" : "running" } ?? "none")"
+            let idle = download.idleSince.map { "\(now - $0)" } ?? "no"
+            let task = download.task.map { $0.isCancelled ? "cancelled" : "running" } ?? "none"
+            return "download \(download.id) \(download.kind) at \(download.position) of [\(download.start), \(download.limit)), "
+                + "request up to \(download.rangeEnd), opened \(download.opened), received \(download.received), "
+                + "idle \(idle) (limit \(download.idleLimit.map(String.init) ?? "none")), readers waiting \(download.readerWaits), "
+                + "held back \(download.heldBack), part \(download.isParallelPart), task \(task)"
         }
     }
 
