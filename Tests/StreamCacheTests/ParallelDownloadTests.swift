@@ -349,11 +349,12 @@ import Testing
         var requests: [[TestOrigin.RecordedRequest]] = []
         try await withTemporaryCache(configure: { configuration in
             Self.configure(connections: 2)(&configuration)
-            // A read-ahead shorter than a speed sample (``Resource/smallestGainSample``), so
-            // that the first seek alone and the split second seek are the only samples, both
-            // 6.5 s long: a 64 KiB read-ahead (1.6 s) that came late measured too fast as well.
-            configuration.idleReadAhead = 32 << 10
-            configuration.minimumIdleReadAhead = 32 << 10
+            // A short read-ahead, so that waiting for it to run out takes little time. Each one
+            // is a sample of one connection alone as well; a late start can only make a sample
+            // measure faster, and the engine takes the fastest of them, so more of them only
+            // make a split that came late less likely to pass for a gain.
+            configuration.idleReadAhead = 64 << 10
+            configuration.minimumIdleReadAhead = 64 << 10
         }) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             for seek in seeks {
