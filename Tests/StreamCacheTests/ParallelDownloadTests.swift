@@ -319,6 +319,7 @@ import Testing
             }
             server.resetRecords()
             #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
+            // The hold's closure holds the server: let it go once the seek is read.
             server.faults = nil
             let parts = try await Self.requests(inside: seek, of: server)
             #expect(parts.count >= 2 && parts.count <= 4, "parts: \(parts.map { $0.range ?? "" })")
