@@ -4,9 +4,9 @@ import PackageDescription
 /// `STREAMCACHE_SANITIZE=thread` builds this package's own targets under ThreadSanitizer and
 /// leaves its dependencies as the plain debug build made them (3 minutes; CI's sanitizer run).
 /// SwiftPM's `--sanitize` rebuilds every dependency, both copies of BoringSSL among them: a
-/// second cold build of 12 minutes on a slow machine (docs/reliability.md, "ThreadSanitizer"). What is left uninstrumented is code with its own sanitizer runs upstream;
-/// locks and the concurrency runtime's hand-overs are still seen, as the sanitizer intercepts
-/// them. Not for a package that depends on this one: SwiftPM refuses unsafe flags there.
+/// second cold build of 12 minutes on a slow machine (docs/reliability.md, "ThreadSanitizer").
+/// What is left uninstrumented is code with its own sanitizer runs upstream; locks and the
+/// concurrency runtime's hand-overs are still seen, as the sanitizer intercepts them. Not for a package that depends on this one: SwiftPM refuses unsafe flags there.
 let sanitizer = Context.environment["STREAMCACHE_SANITIZE"].flatMap { $0.isEmpty ? nil : $0 }
 let sanitizerSwiftSettings: [SwiftSetting] = sanitizer.map { [.unsafeFlags(["-sanitize=\($0)"])] } ?? []
 let sanitizerLinkerSettings: [LinkerSetting] = sanitizer.map { [.unsafeFlags(["-sanitize=\($0)"])] } ?? []

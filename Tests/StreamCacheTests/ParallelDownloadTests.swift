@@ -332,6 +332,15 @@ import Testing
         }
     }
 
+    /// The rate of a shared link while the engine measures whether a split gains: slow enough
+    /// that a late start on a loaded machine is a small part of a 256 KiB seek's time (6.5 s).
+    /// The engine times a transfer from its first bytes, and while the suite starts, the task
+    /// that takes them may come 1.5 s late, with what arrived meanwhile right behind: at
+    /// 100 kB/s (2.6 s a seek) that made the link measure 235 kB/s, and a split seek that came
+    /// late measured as a gain (docs/reliability.md, "A late head makes a transfer measure fast";
+    /// the rates tried before: "Tests that race a reader's leaving").
+    static let measuredLinkRate = 40_000
+
     /// Three 256 KiB reads at 0, 10 MB and 20 MB over two connections at most, on an origin whose
     /// connections share one link of 40 kB/s, each read's read-ahead done before the next. Returns
     /// the origin's requests for the bytes of the second and of the third read.
@@ -339,13 +348,7 @@ import Testing
         let (server, data) = try Self.origin(seed: seed)
         defer { server.stop() }
         server.bytesPerSecond = nil
-        // Slow enough that a late start on a loaded machine is a small part of each seek's time
-        // (6.5 s). The engine times a transfer from its first bytes, and while the suite starts,
-        // the task that takes them may come 1.5 s late, with what arrived meanwhile right behind:
-        // at 100 kB/s (2.6 s a seek) that made the link measure 235 kB/s, and a split seek that
-        // came late measured as a gain (docs/reliability.md, "A late head makes a transfer
-        // measure fast"; the rates tried before: "Tests that race a reader's leaving").
-        server.linkBytesPerSecond = 40_000
+        server.linkBytesPerSecond = Self.measuredLinkRate
         let seeks = [0, 10_000_000, 20_000_000].map { ByteRange(Int64($0), Int64($0) + (256 << 10)) }
         var requests: [[TestOrigin.RecordedRequest]] = []
         try await withTemporaryCache(configure: { configuration in
@@ -389,10 +392,8 @@ import Testing
         defer { server.stop() }
         let data = TestData.random(count: 4_000_000, seed: 80)
         server.setFile(Self.path, data: data)
-        // Slow while the engine measures, as in `threeSeeksOnASharedLink`: a transfer that starts
-        // 1.5 s late on a loaded machine must not make the split seek (6.5 s) measure as a gain.
         // The long read, which only has to stay on one connection, then runs at 1 MB/s.
-        server.linkBytesPerSecond = 40_000
+        server.linkBytesPerSecond = Self.measuredLinkRate
         try await withTemporaryCache(configure: { configuration in
             configuration.parallelDownloads = 4
             configuration.parallelPartSize = 1 << 20

@@ -169,16 +169,17 @@ public actor Resource {
     public var isDownloading: Bool { !downloads.isEmpty }
 
     /// One line per download under way: its kind, window and request, the bytes it received, how
-    /// long it has been idle, and whether its task was cancelled. For a test's report when a
-    /// download outlives its bound.
+    /// long no reader has needed it (not how long since its last bytes: one left by its reader
+    /// goes on within its read-ahead), and whether its task was cancelled. For a test's report
+    /// when a download outlives its bound.
     package var downloadsDescription: [String] {
         let now = ContinuousClock.now
         return downloads.values.sorted { $0.id < $1.id }.map { download in
-            let idle = download.idleSince.map { "\(now - $0)" } ?? "no"
+            let unneeded = download.idleSince.map { "\(now - $0)" } ?? "no"
             let task = download.task.map { $0.isCancelled ? "cancelled" : "running" } ?? "none"
             return "download \(download.id) \(download.kind) at \(download.position) of [\(download.start), \(download.limit)), "
                 + "request up to \(download.rangeEnd), opened \(download.opened), received \(download.received), "
-                + "idle \(idle) (limit \(download.idleLimit.map(String.init) ?? "none")), readers waiting \(download.readerWaits), "
+                + "no reader for \(unneeded) (read-ahead limit \(download.idleLimit.map(String.init) ?? "none")), readers waiting \(download.readerWaits), "
                 + "held back \(download.heldBack), part \(download.isParallelPart), task \(task)"
         }
     }
