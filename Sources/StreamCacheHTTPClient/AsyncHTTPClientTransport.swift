@@ -22,9 +22,10 @@ import struct StreamCache.HTTPHeaders
 /// The proxy (`StreamCacheServer`) uses it by default, so the whole process runs on one NIO
 /// event-loop group. Redirects are returned, not followed; content is never decoded.
 ///
-/// AsyncHTTPClient keeps a connection open when a consumer merely stops iterating a body, so each
-/// request runs in a task of its own and abandoning or cancelling the body cancels that task,
-/// which closes the connection at once.
+/// Each response is received on its connection's event loop by a ``ResponseReceiver``, which
+/// stamps every chunk as it comes off the socket and hands it straight to the consumer's buffer.
+/// Abandoning or cancelling the body cancels the request, which closes the connection at once
+/// (AsyncHTTPClient keeps a connection open when a consumer merely stops reading).
 public final class AsyncHTTPClientTransport: HTTPTransport {
     /// Settings for a transport that owns its client.
     public struct Configuration: Sendable {
@@ -113,40 +114,20 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
-        outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method)
-        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
-        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
-        if !request.headers.contains("Accept-Encoding") { outgoing.headers.add(name: "Accept-Encoding", value: "identity") }
-        if !request.headers.contains("User-Agent") { outgoing.headers.add(name: "User-Agent", value: "StreamCache/1") }
-
-        // The head is awaited in the caller's task (AsyncHTTPClient cancels the request when that
-        // task is cancelled); the body is read by a task of its own, so that abandoning the body
-        // can cancel it, which is what closes the connection.
-        let response: HTTPClientResponse
+        var headers = NIOHTTP1.HTTPHeaders()
+        for field in request.headers { headers.add(name: field.name, value: field.value) }
+        if !request.headers.contains("Accept-Encoding") { headers.add(name: "Accept-Encoding", value: "identity") }
+        if !request.headers.contains("User-Agent") { headers.add(name: "User-Agent", value: "StreamCache/1") }
+        let outgoing: HTTPClient.Request
         do {
-            response = try await client.execute(outgoing, deadline: NIODeadline.now() + request.timeout.timeAmount)
+            outgoing = try HTTPClient.Request(url: request.url.absoluteString, method: NIOHTTP1.HTTPMethod(rawValue: request.method),
+                                              headers: headers, body: request.body.map { .bytes($0) })
         } catch {
             throw Self.translate(error)
         }
-        var headers = HTTPHeaders()
-        for field in response.headers { headers.add(name: field.name, value: field.value) }
-        let incoming = response.body
-        // The producer holds the transport: a client shuts down when its owner is released, which
-        // would cancel a body still being read.
-        let body = HTTPBody.streaming(bufferLimit: bufferLimit) { [self] write in
-            withExtendedLifetime(self) {}
-            do {
-                for try await buffer in incoming {
-                    // The chunk shares the buffer's memory instead of copying it: a copy cost a
-                    // fresh allocation and its page faults for every chunk of a download.
-                    try await write(buffer.getData(at: buffer.readerIndex, length: buffer.readableBytes, byteTransferStrategy: .noCopy) ?? Data())
-                }
-            } catch {
-                throw Self.translate(error)
-            }
-        }
-        return HTTPResponse(status: Int(response.status.code), headers: headers, body: body)
+        // The receiver holds the transport until the response ends (see ``ResponseReceiver``).
+        return try await ResponseReceiver(bufferLimit: bufferLimit, transport: self)
+            .send(outgoing, on: client, headTimeout: request.timeout)
     }
 
     static func translate(_ error: any Error) -> any Error {

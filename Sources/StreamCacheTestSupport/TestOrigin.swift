@@ -286,6 +286,22 @@ public final class TestOrigin: @unchecked Sendable {
         return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
     }
 
+    /// The requests for `path` (all, for `nil`) as a failed expectation should tell them: for
+    /// each, its connection, range, body bytes sent, and when it arrived and ended, in seconds
+    /// after the first one arrived.
+    public func timeline(for path: String? = nil) -> String {
+        let chosen = requests.filter { path == nil || $0.path == path }
+        guard let origin = chosen.map(\.interval.lowerBound).min() else { return "no requests" }
+        func seconds(_ instant: ContinuousClock.Instant) -> String {
+            let elapsed = (instant - origin).components
+            return String(format: "%.3f", Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+        }
+        let accepted = state.withLock { $0.acceptTimes }.enumerated().map { "#\($0.offset) \(seconds($0.element)) s" }
+        return chosen.map { request in
+            "#\(request.connection) \(request.range ?? "whole") \(request.bodyBytesSent) B \(seconds(request.interval.lowerBound))–\(seconds(request.interval.upperBound)) s"
+        }.joined(separator: "; ") + "; connections accepted: " + accepted.joined(separator: ", ")
+    }
+
     /// Whether a request for several ranges gets them all in a `multipart/byteranges` answer, as
     /// nginx and Apache give; otherwise (the default) it gets the first range only, as many
     /// cloud storage hosts do.

@@ -327,6 +327,63 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
 /// What only the AsyncHTTPClient transport promises.
 @Suite struct AsyncHTTPClientTransportTests {
+    /// Chunks are stamped on the connection's event loop as they come in, not by a task of the
+    /// cooperative pool: on a busy pool such a task runs late, and the chunks that came meanwhile
+    /// were stamped together behind it, so a transfer that started late measured fast (the engine
+    /// chooses between one connection and several by these times).
+    ///
+    /// The test holds every thread of the pool while the origin sends the body over half a second:
+    /// stamps taken on the pool would all fall after the hold (with the client's `async`
+    /// interface, which this transport used before, the last came 5-10 ms after it, all within 4 ms).
+    /// Not a conformance test: URLSession on Linux calls its delegate on libdispatch's threads,
+    /// which the hold starves too (its twenty chunks came within 0.2 ms, 0.9 s into a hold of 2 s
+    /// that the origin's second of body fitted in).
+    @Test
+    func chunksAreStampedWhileThePoolIsBusy() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 320_000, seed: 37)
+        server.setFile("/paced", data: data)
+        server.bytesPerSecond = 640_000  // five chunks of 64 KiB, half a second in all
+        let poolWidth = ProcessInfo.processInfo.activeProcessorCount
+        let holding = Locked(0)
+        // The body starts once every thread of the pool is held.
+        let allHeld: @Sendable () -> Bool = { holding.withLock { $0 >= poolWidth } }
+        server.faults = { _, _, _, _ in .pause(afterBytes: 0, until: allHeld) }
+        let response = try await AsyncHTTPClientTransport().send(HTTPRequest(url: server.url("/paced")))
+
+        // Short, since it holds every other test of the run too.
+        let hold = Duration.milliseconds(1_200)
+        let holders = (0..<poolWidth).map { _ in
+            Task.detached { () -> ContinuousClock.Instant? in
+                holding.withLock { $0 += 1 }
+                // Wait (10 s at most) for the other holders, then hold this thread with them.
+                let gaveUpAt = ContinuousClock.now + .seconds(10)
+                while !allHeld(), ContinuousClock.now < gaveUpAt { usleep(1_000) }
+                guard allHeld() else { return nil }
+                let heldAt = ContinuousClock.now
+                while ContinuousClock.now < heldAt + hold { usleep(10_000) }
+                return heldAt
+            }
+        }
+        var heldSince: [ContinuousClock.Instant] = []
+        for holder in holders { heldSince.append(try #require(await holder.value, "the pool's threads were never all held")) }
+        // Held from when the last holder started until the first let go.
+        let released = try #require(heldSince.min()) + hold
+
+        var received = Data()
+        var arrivals: [ContinuousClock.Instant] = []
+        var iterator = response.body.makeAsyncIterator()
+        while let chunk = try await iterator.nextChunk() {
+            received.append(chunk.data)
+            arrivals.append(chunk.arrivedAt)
+        }
+        #expect(received == data)
+        let first = try #require(arrivals.first), last = try #require(arrivals.last)
+        // The origin takes half a second for the body, which the hold outlasts by 0.7 s.
+        #expect(last < released, "the last chunk was stamped \(last - released) after the pool was let go")
+        #expect(last - first > .milliseconds(250), "the chunks were stamped within \(last - first), the origin took half a second")
+    }
+
     /// A seek arrives while the previous read's download still holds its connection. With a
     /// spare connection kept open, the seek's request goes out on a connection that was already
     /// there; without one, it waits for a new connection (a round trip to a distant origin).

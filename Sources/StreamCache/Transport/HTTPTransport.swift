@@ -16,8 +16,8 @@ import Foundation
 /// - **not decode** content encodings: send `Accept-Encoding: identity` unless told otherwise, since
 ///   byte ranges count encoded bytes;
 /// - **stream** the body as it arrives, holding back the connection when the consumer is slow,
-///   and time each chunk where it is received (``HTTPBody/Chunk/arrivedAt``), not where the
-///   consumer takes it;
+///   and time each chunk where it is received (``HTTPBody/Chunk/arrivedAt``), off Swift's
+///   cooperative pool, not where the consumer takes it;
 /// - **abort** the request (and drop its connection) when the task awaiting it is cancelled or
 ///   the body is abandoned;
 /// - **fail at once** when a connection cannot be set up (refused, unreachable), without retrying:
@@ -98,8 +98,10 @@ public struct HTTPBody: AsyncSequence, Sendable {
     /// A chunk of a body and when it arrived: when the transport received it, which may be well
     /// before the consumer gets to it on a busy machine. The engine times transfers by it (see
     /// `ParallelGain`). `URLSessionTransport` stamps a chunk in the session's delegate callback;
-    /// `AsyncHTTPClientTransport` in the task that reads the client's body, as the client hands
-    /// the chunk over (its `async` interface has no earlier point).
+    /// `AsyncHTTPClientTransport` on the connection's event loop, as it comes off the socket.
+    /// Neither waits for Swift's cooperative pool, where a stamp would come late on a busy machine
+    /// (though on Linux, URLSession's delegate runs on libdispatch's threads, which a pool held
+    /// throughout starves too).
     public struct Chunk: Sendable {
         /// The bytes.
         public var data: Data

@@ -1,0 +1,165 @@
+import AsyncHTTPClient
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
+import StreamCache
+// StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.
+import struct StreamCache.HTTPHeaders
+
+/// Receives one response for ``AsyncHTTPClientTransport`` on the connection's event loop: hands
+/// the head to the task that sent the request, and pushes each part of the body straight into the
+/// buffer the consumer reads, stamped with the time it came off the socket.
+///
+/// Why a delegate and not the client's `async` interface: that interface hands a body over only
+/// to a task that iterates it, so a chunk could be stamped only once a task of the cooperative
+/// pool got to it. On a busy pool that is late, and the bytes that came meanwhile are stamped
+/// together right behind it: a transfer that starts late then measures fast, which is what the
+/// engine's choice between one connection and several rests on (`ParallelGain`). The event loop
+/// runs on a thread of its own, so its stamps follow the network, not the pool. It also saves a
+/// hop per chunk: the pool's task that read the client's body and wrote it on is gone.
+///
+/// Back-pressure: a part that takes the buffer over its limit is answered with a future that
+/// completes once the consumer has drained half of it; the client reads no more of the socket
+/// until then. Dropping or cancelling the body cancels the request, which closes the connection.
+final class ResponseReceiver: HTTPClientResponseDelegate {
+    typealias Response = Void
+
+    private struct State {
+        /// The sender, until the head or an error reaches it.
+        var head: CheckedContinuation<HTTPResponse, any Error>?
+        /// The request, until it ends: what cancelling the body cancels.
+        var task: HTTPClient.Task<Void>?
+        /// Set when the sender was cancelled before the request existed.
+        var cancelled = false
+        /// Set when the request has ended (it may end before `execute` returns).
+        var ended = false
+        /// Fails the request if its head has not come in time.
+        var headTimeout: Scheduled<Void>?
+        /// The future the client waits on while the buffer is over its limit.
+        var drain: EventLoopPromise<Void>?
+    }
+
+    /// The body as the consumer reads it.
+    let buffer: AsyncBuffer<HTTPBody.Chunk>
+    private let state = Locked(State())
+    /// Held until the response ends: a client shuts down when its owner is released, which would
+    /// fail a body still being read.
+    private let transport: AsyncHTTPClientTransport
+
+    init(bufferLimit: Int, transport: AsyncHTTPClientTransport) {
+        buffer = AsyncBuffer(limit: bufferLimit)
+        self.transport = transport
+        buffer.setOnDrain { [weak self] in self?.takeDrain()?.succeed() }
+        buffer.setOnCancel { [weak self] in self?.cancel() }
+    }
+
+    /// Sends `request` on `client` and returns once its head has arrived; `timeout` bounds the
+    /// wait for the head. Cancelling the calling task meanwhile cancels the request.
+    func send(_ request: HTTPClient.Request, on client: HTTPClient, headTimeout timeout: Duration) async throws -> HTTPResponse {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+                state.withLock { $0.head = continuation }
+                let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil, logger: nil)
+                let timeout = task.eventLoop.scheduleTask(in: timeout.timeAmount) { [weak self] in
+                    // Only a request still waiting for its head is failed here: the body has the
+                    // client's idle read timeout.
+                    guard let self, state.withLock({ $0.head != nil }) else { return }
+                    task.fail(reason: HTTPClientError.deadlineExceeded)
+                }
+                let (ended, cancelledAlready) = state.withLock { state in
+                    // The request may have ended already: a refused connection fails at once.
+                    if !state.ended {
+                        state.task = task
+                        state.headTimeout = timeout
+                    }
+                    return (state.ended, state.cancelled)
+                }
+                if ended { timeout.cancel() } else if cancelledAlready { task.cancel() }
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+
+    /// Cancels the request: the sender was cancelled, or the consumer dropped the body.
+    func cancel() {
+        let task = state.withLock { state -> HTTPClient.Task<Void>? in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        var headers = HTTPHeaders()
+        for field in head.headers { headers.add(name: field.name, value: field.value) }
+        let response = HTTPResponse(status: Int(head.status.code), headers: headers, body: HTTPBody(buffer: buffer))
+        let (sender, timeout) = state.withLock { state in
+            defer { state.head = nil; state.headTimeout = nil }
+            return (state.head, state.headTimeout)
+        }
+        timeout?.cancel()
+        sender?.resume(returning: response)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
+        let arrivedAt = ContinuousClock.now
+        // The chunk shares the buffer's memory instead of copying it: a copy cost a fresh
+        // allocation and its page faults for every chunk of a download.
+        let data = part.getData(at: part.readerIndex, length: part.readableBytes, byteTransferStrategy: .noCopy) ?? Data()
+        guard buffer.offer(HTTPBody.Chunk(data, arrivedAt: arrivedAt), weight: data.count) else {
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+        let drain = task.eventLoop.makePromise(of: Void.self)
+        state.withLock { $0.drain = drain }
+        // The consumer may have drained the buffer between the offer and now, and found no
+        // promise to complete.
+        if !buffer.isPaused { takeDrain()?.succeed() }
+        return drain.futureResult
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        end()
+        buffer.finish()
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        let translated = AsyncHTTPClientTransport.translate(error)
+        let sender = end()
+        sender?.resume(throwing: translated)
+        buffer.finish(throwing: translated)
+    }
+
+    /// The request is over: lets go of it (it holds this receiver, its body's buffer holds this
+    /// receiver's actions) and of what waits on it. Returns the sender if the head never came.
+    @discardableResult
+    private func end() -> CheckedContinuation<HTTPResponse, any Error>? {
+        let (sender, timeout, drain) = state.withLock { state in
+            defer {
+                state.ended = true
+                state.head = nil
+                state.task = nil
+                state.headTimeout = nil
+                state.drain = nil
+            }
+            return (state.head, state.headTimeout, state.drain)
+        }
+        timeout?.cancel()
+        // Every promise must be completed: the client may still hold the future.
+        drain?.succeed()
+        return sender
+    }
+
+    private func takeDrain() -> EventLoopPromise<Void>? {
+        state.withLock { state in
+            defer { state.drain = nil }
+            return state.drain
+        }
+    }
+}
