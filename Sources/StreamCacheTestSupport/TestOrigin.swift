@@ -286,6 +286,23 @@ public final class TestOrigin: @unchecked Sendable {
         return intervals.map { interval in intervals.filter { $0.contains(interval.lowerBound) }.count }.max() ?? 0
     }
 
+    /// Makes ``faults`` send `bytes` of each answer (those `applies` picks, by request number),
+    /// then hold the rest until the server has once answered `count` requests at once; from then
+    /// on nothing is held. Requests kept in flight until others go beside them, whatever the
+    /// machine's load: an engine that never sends them leaves the answers held for 60 s. The
+    /// faults hold the server: set ``faults`` to `nil` afterwards.
+    public func holdAnswers(afterBytes bytes: Int, untilAnswering count: Int,
+                            where applies: @escaping @Sendable (_ index: Int) -> Bool = { _ in true }) {
+        let seen = Locked(false)
+        let released: @Sendable () -> Bool = { [self] in
+            seen.withLock { seen in
+                if requestsBeingAnswered >= count { seen = true }
+                return seen
+            }
+        }
+        faults = { _, _, _, index in applies(index) ? .pause(afterBytes: bytes, until: released) : nil }
+    }
+
     /// The requests for `path` (all, for `nil`) as a failed expectation should tell them: for
     /// each, its connection, range, body bytes sent, and when it arrived and ended, in seconds
     /// after the first one arrived.

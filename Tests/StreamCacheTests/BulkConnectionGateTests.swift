@@ -224,16 +224,7 @@ import Testing
         // that keeps the part waiting leaves the first request held for the origin's 60 s, alone
         // (the transport waits that long: its usual 30 s would end the held request, and the one
         // sent again in its place would go beside it).
-        let sawTwoAtOnce = Locked(false)
-        origin.faults = { _, _, _, index in
-            index == 0 ? .pause(afterBytes: 16 << 10, until: {
-                sawTwoAtOnce.withLock { seen in
-                    if origin.requestsBeingAnswered >= 2 { seen = true }
-                    return seen
-                }
-            }) : nil
-        }
-        // The hold's closure holds the server.
+        origin.holdAnswers(afterBytes: 16 << 10, untilAnswering: 2, where: { $0 == 0 })
         defer { origin.faults = nil }
         try await Self.withSlowHost(origin, keptForReaders: 3, idleReadTimeout: .seconds(90)) { cache, resource in
             let pin = resource("/pinned.bin")

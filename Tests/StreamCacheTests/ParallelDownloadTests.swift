@@ -329,15 +329,7 @@ import Testing
             #expect(try await song.read(ByteRange(0, 256 << 10)).collect() == data.prefix(256 << 10))
             let seek = ByteRange(20_000_000, 20_000_000 + (256 << 10))
             server.bytesPerSecond = TestTiming.rate(100_000)
-            let sawTwoAtOnce = Locked(false)
-            server.faults = { _, _, _, _ in
-                .pause(afterBytes: 16 << 10, until: {
-                    sawTwoAtOnce.withLock { seen in
-                        if server.requestsBeingAnswered >= 2 { seen = true }
-                        return seen
-                    }
-                })
-            }
+            server.holdAnswers(afterBytes: 16 << 10, untilAnswering: 2)
             server.resetRecords()
             #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
             // The hold's closure holds the server: let it go once the seek is read.
