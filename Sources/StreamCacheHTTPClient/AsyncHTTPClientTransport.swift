@@ -10,7 +10,6 @@ import Glibc
 import Darwin
 #endif
 import NIOCore
-import NIOFoundationEssentialsCompat
 import NIOHTTP1
 import StreamCache
 // StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.

@@ -153,6 +153,12 @@ import Testing
     /// downloads hold two, and a player's read of another file on the same host gets a connection
     /// at once, instead of queueing behind the pin's requests of eight seconds each. (Two are kept,
     /// not one: a connection closed as a part's request is cut still counts until it is gone.)
+    ///
+    /// The pin's answers stop short of their end until the read's request arrives, so that none
+    /// of them ends first however late a loaded machine starts the pin's part (6 s into its first
+    /// request in one full run beside three busy loops, which then ended before the read came). A
+    /// read queued behind the pin waits for a connection that the held answers never free: with
+    /// no connection kept for readers, it failed after the transport's 10 s wait for one.
     @Test func aReadOfAnotherFileNeverQueuesBehindAPrefetch() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -160,6 +166,12 @@ import Testing
         let played = TestData.random(count: 1_000_000, seed: 82)
         origin.setFile("/pinned.bin", data: pinned)
         origin.setFile("/played.bin", data: played)
+        let readArrived = Locked(false)
+        origin.faults = { _, path, _, _ in
+            if path == "/played.bin" { readArrived.withLock { $0 = true } }
+            return path == "/pinned.bin" ? .pause(afterBytes: 1_000_000, until: { readArrived.withLock { $0 } }) : nil
+        }
+        defer { origin.faults = nil }
         try await Self.withSlowHost(origin, keptForReaders: 2) { cache, resource in
             let pin = resource("/pinned.bin")
             let prefetch = Task { try await pin.prefetch(ByteRange(0, Int64(pinned.count))) }

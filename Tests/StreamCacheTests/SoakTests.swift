@@ -12,7 +12,10 @@ import Testing
 /// read from that one version; afterwards every byte the index claims is checked on disk.
 ///
 /// Seeded and bounded: `STREAMCACHE_SOAK_SEED` (default 2026), `STREAMCACHE_SOAK_READS` (default
-/// 10,000, divided by `STREAMCACHE_TEST_SLOWDOWN`), at most 120 s. The report is printed and copied into `docs/reliability.md`.
+/// 10,000, divided by `STREAMCACHE_TEST_SLOWDOWN`), at most 300 s. The report is printed and
+/// copied into `docs/reliability.md`. The time bound only stops a run that cannot reach its count:
+/// the test alone does the 10,000 in about 30 s on an idle machine, and one full run beside three
+/// busy loops had done 9,407 when the bound was 120 s.
 @Suite struct SoakTests {
     struct Counters {
         var reads = 0
@@ -94,7 +97,7 @@ import Testing
                 settings.timeout = .seconds(10)
                 return settings
             }()
-            let deadline = ContinuousClock.now + .seconds(120)
+            let deadline = ContinuousClock.now + .seconds(300)
             let started = ContinuousClock.now
 
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -295,8 +295,9 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     /// URLSession task cancelled before its delegate knew it completed unseen.)
     ///
     /// Bounded by count and by time: a suite that holds the cooperative pool (or TSan) makes each
-    /// request slow (a full TSan run once managed 18 in 70 s, the full suite without TSan 12 in 6 s), and what counts is that every
-    /// request ends.
+    /// request slow (a full TSan run once managed 18 in 70 s, the full suite without TSan 12 in 6 s;
+    /// beside three busy loops, 3 in 21 s), and what counts is that every request ends. So the
+    /// first five go on past the 10 s, and the time limit is what fails a request that never ends.
     @Test(.timeLimit(.minutes(3)))
     func cancellingRequestsAroundRedirectsEndsThemCleanly() async throws {
         let server = try TestOrigin()
@@ -306,7 +307,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         var outcomes: [String: Int] = [:]
         let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
         // 300 crashed every run without the fix; under TSan each request costs ten times more.
-        for _ in 0..<max(30, 300 / TestTiming.slowdown) where ContinuousClock.now < deadline {
+        for attempt in 0..<max(30, 300 / TestTiming.slowdown) where attempt < 5 || ContinuousClock.now < deadline {
             let delay = Int.random(in: 0..<1500, using: &generator)
             let request = Task { try await transport.send(HTTPRequest(url: server.url("/x"))).status }
             try await Task.sleep(for: .microseconds(delay))
@@ -320,8 +321,6 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
             }
         }
         print("URLSession: requests cancelled around a redirect ended as \(outcomes)")
-        let ended = outcomes.values.reduce(0, +)
-        #expect(ended >= 5, "only \(ended) requests ended in time")
     }
 }
 
