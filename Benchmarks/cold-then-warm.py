@@ -6,8 +6,8 @@
 
 Needs the bench origin (../shared/bench: ./origin.sh start) and a release build (by default
 `swift build -c release --static-swift-stdlib --product streamcache`'s binary). Each repeat starts
-the proxy on an empty cache below /tmp, reads /media/rand30.bin (or --file) through it twice with the bench's
-client pattern (one connection per read, 1 MiB reads), waits --pause seconds between the two reads,
+the proxy on an empty cache below /tmp, reads /media/rand30.bin (or --file) through it twice with
+the bench's client pattern (one connection per read, 1 MiB reads), waits --pause seconds between the two reads,
 and with --later N also reads it N more times after a one-second pause. The same loop reads the
 origin directly ("direct") for comparison, and with --rclone the same pair through a fresh rclone VFS
 cache (../shared/bench/peers.sh) after each proxy. Prints MB/s of every read and the medians.
