@@ -374,10 +374,55 @@ import Testing
             #expect(try await song.read(ByteRange(0, 3_000_000)).collect() == data[0..<3_000_000])
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
-            #expect(cached.contains(ByteRange(0, 6_000_000)), "cached: \(cached)")
+            #expect(cached.contains(ByteRange(0, 6_000_000)), "cached: \(cached); \(server.timeline(for: Self.path))")
             #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "cached: \(cached)")
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
+        }
+    }
+
+    /// The read-ahead a reader leaves grows with what it was handed, not with how far its
+    /// download had run ahead of it: how far that is depends on how much the transport hands over
+    /// at once, which no transport promises. A player that took well under 1 MiB leaves the
+    /// minimum read-ahead (1 MiB) behind, even from a download that had reached 3 MB.
+    @Test func theReadAheadGrowsWithWhatTheReaderTookNotWithHowFarTheDownloadGot() async throws {
+        let (server, data) = try makeOrigin(size: 16_000_000)
+        // Slow enough that the request in flight when the reader leaves is longer than what
+        // arrives within `maximumJoinWait`: it is cut where the read-ahead ends.
+        server.bytesPerSecond = 1_000_000
+        // The download's first request past 3 MB waits until the reader has left.
+        let readerLeft = Locked(false)
+        let held = Locked<Int64?>(nil)
+        server.faults = { _, _, headers, _ in
+            guard let start = headers["Range"].flatMap({ Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) }), start >= 3_000_000 else { return nil }
+            held.withLock { $0 = $0 ?? start }
+            return .pause(afterBytes: 0, until: { readerLeft.withLock { $0 } })
+        }
+        try await withTemporaryCache(configure: { configuration in
+            // What the reader is handed is what it takes, give or take this much.
+            configuration.readBufferLimit = 128 << 10
+            configuration.playbackReadAhead = nil
+            configuration.parallelDownloads = 1
+            configuration.idleDownloadGracePeriod = .seconds(300)
+        }) { cache in
+            let song = resource(cache, server)
+            var iterator = song.read(from: 0).makeAsyncIterator()
+            var taken = Data()
+            while taken.count < 600_000, let chunk = try await iterator.next() { taken.append(chunk.data) }
+            #expect(taken == data[0..<taken.count])
+            // The download goes on while the reader stays; it stops at the held request.
+            for _ in 0..<(1_000 * TestTiming.slowdown) where held.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
+            let leftAt = try #require(held.withLock { $0 }, "the download reached 3 MB: \(server.timeline(for: Self.path))")
+            iterator.cancel()
+            for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await song.readers.isEmpty, "the engine saw the reader leave")
+            readerLeft.withLock { $0 = true }
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
+            let cached = try await song.cachedRanges
+            let minimum: Int64 = 1 << 20
+            #expect(cached.contains(ByteRange(0, leftAt + minimum)), "cached: \(cached)")
+            // One chunk past the read-ahead at most; the old rule (how far the download got) went 3 MB past.
+            #expect(cached.coveredByteCount <= leftAt + minimum + (256 << 10), "cached: \(cached)")
         }
     }
 

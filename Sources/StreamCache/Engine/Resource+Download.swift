@@ -42,6 +42,11 @@ extension Resource {
         /// back where it left. A part of a long read that its reader never reached sends no
         /// request past the one in flight instead (``Resource/updateIdleState(_:)``).
         var readerReached = true
+        /// The most bytes one read (not a prefetch) had been handed when last seen in the
+        /// download's bytes: what the download reads ahead once no reader needs it
+        /// (``Resource/updateIdleState(_:)``). Counted from what the readers took, not from how far
+        /// the download got, which runs ahead of them by as much as the transport hands over at once.
+        var readerTook: Int64 = 0
         /// Started by ``Resource/addParallelDownloads(in:kind:)`` as a part of a long range: its
         /// read counts as split from then on (its tail is split again as it shrinks).
         var isParallelPart = false
@@ -673,6 +678,10 @@ extension Resource {
             // ends. The read-ahead grows with what the readers took, from the minimum (a probe
             // that read 2 bytes, a player that reads a little further on its next play) to the
             // maximum (a player that streamed a while).
+            // A reader still here has the rest of its range cached and takes it to its end.
+            for reader in readers.values where !reader.isPrefetch && reader.position >= download.start && reader.position <= download.limit {
+                download.readerTook = max(download.readerTook, min(reader.end, download.position) - reader.start)
+            }
             let maximum = configuration.idleReadAhead
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
             let finishable = speed(of: download).map { min(maximum, bytesWithinJoinWait(at: $0)) } ?? maximum
@@ -680,10 +689,20 @@ extension Resource {
             // A part its reader never reached gets no request of its own past the one in flight,
             // but that one goes on as far as any read-ahead would take it: on a fast link its
             // bytes are in socket buffers already, and cutting it would throw them away.
-            let readAhead = download.readerReached ? min(maximum, max(minimum, download.position - download.start))
+            let readAhead = download.readerReached ? min(maximum, max(minimum, download.readerTook))
                 : min(minimum, max(0, download.segmentEnd - download.position))
             download.idleLimit = max(inFlightEnd, download.position + readAhead)
         }
+    }
+
+    /// Records how much `reader`'s read has been handed, on each download whose bytes it has come
+    /// to: the read-ahead such a download leaves once no reader needs it grows with that
+    /// (``updateIdleState(_:)``).
+    func noteTaken(by reader: ReaderState) {
+        guard !reader.isPrefetch else { return }
+        let taken = reader.position - reader.start
+        let reached = downloads.values.filter { $0.start <= reader.position && reader.position <= $0.limit && $0.readerTook < taken }.map(\.id)
+        for id in reached { downloads[id]?.readerTook = taken }
     }
 
     /// Whether an idle download has fetched its read-ahead. One that stops within

@@ -259,6 +259,7 @@ extension Resource {
             if let total = info?.totalLength { end = min(end, total) }
             readers[readerID]?.position = position
             readers[readerID]?.end = end
+            if let reader = readers[readerID] { noteTaken(by: reader) }
             if position >= end { return .end }
             if let run = available.range(containing: position) {
                 let cut = ByteRange(position, min(run.upperBound, end))

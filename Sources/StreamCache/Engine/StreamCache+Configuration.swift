@@ -48,7 +48,7 @@ extension StreamCache {
         public var idleDownloadGracePeriod: Duration = .seconds(5)
         /// The most bytes a download that no reader needs may still fetch past its request in
         /// flight (within the grace period). The read-ahead grows with what its readers took (as
-        /// many bytes as the download had fetched, up to this): a player reconnecting after a close
+        /// many bytes as the most one read was handed, up to this): a player reconnecting after a close
         /// or a short seek finds its bytes ready, and a 2-byte probe pulls little. A read split
         /// across connections reads ahead once, where its reader was: its parts further on only
         /// finish their request in flight.
