@@ -15,6 +15,11 @@ import Testing
         return last - first + 1
     }
 
+    /// The first byte a `Range: bytes=a-…` header asks for.
+    static func requestedStart(_ header: String) -> Int64? {
+        Int64(header.dropFirst("bytes=".count).prefix { $0 != "-" })
+    }
+
     func makeOrigin(size: Int, seed: UInt64 = 7) throws -> (TestOrigin, Data) {
         let server = try TestOrigin()
         let data = TestData.random(count: size, seed: seed)
@@ -394,7 +399,7 @@ import Testing
         let readerLeft = Locked(false)
         let held = Locked<Int64?>(nil)
         server.faults = { _, _, headers, _ in
-            guard let start = headers["Range"].flatMap({ Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) }), start >= 3_000_000 else { return nil }
+            guard let start = headers["Range"].flatMap(Self.requestedStart), start >= 3_000_000 else { return nil }
             held.withLock { $0 = $0 ?? start }
             return .pause(afterBytes: 0, until: { readerLeft.withLock { $0 } })
         }

@@ -76,6 +76,10 @@ extension Resource {
         var readerWaits = false
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
+
+        /// Whether a reader at `offset` has come to the download's bytes (from its start, however
+        /// far it got, to its limit).
+        func isReached(byReaderAt offset: Int64) -> Bool { start <= offset && offset <= limit }
     }
 
     /// Makes sure a download will deliver `offset`: joins one that reaches it soon, splits one
@@ -668,7 +672,7 @@ extension Resource {
             download.idleSince = nil
             download.idleLimit = nil
             if !download.readerReached {
-                download.readerReached = readers.values.contains { $0.position >= download.start && $0.position <= download.limit }
+                download.readerReached = readers.values.contains { download.isReached(byReaderAt: $0.position) }
             }
         } else if download.idleSince == nil {
             download.idleSince = .now
@@ -679,7 +683,7 @@ extension Resource {
             // that read 2 bytes, a player that reads a little further on its next play) to the
             // maximum (a player that streamed a while).
             // A reader still here has the rest of its range cached and takes it to its end.
-            for reader in readers.values where !reader.isPrefetch && reader.position >= download.start && reader.position <= download.limit {
+            for reader in readers.values where !reader.isPrefetch && download.isReached(byReaderAt: reader.position) {
                 download.readerTook = max(download.readerTook, min(reader.end, download.position) - reader.start)
             }
             let maximum = configuration.idleReadAhead
@@ -701,7 +705,7 @@ extension Resource {
     func noteTaken(by reader: ReaderState) {
         guard !reader.isPrefetch else { return }
         let taken = reader.position - reader.start
-        let reached = downloads.values.filter { $0.start <= reader.position && reader.position <= $0.limit && $0.readerTook < taken }.map(\.id)
+        let reached = downloads.values.filter { $0.isReached(byReaderAt: reader.position) && $0.readerTook < taken }.map(\.id)
         for id in reached { downloads[id]?.readerTook = taken }
     }
 
