@@ -53,10 +53,11 @@ import Testing
         let (whole, missing, requests) = try await Self.readAcrossIslands(on: origin, transport: transport, data: data)
         #expect(TestData.sha256(whole) == TestData.sha256(data))
         let ranges = requests.map { $0.range ?? "-" }
-        // Requests of 1, 2, 4 and 8 MiB of missing bytes; the two that reach an island ask for
-        // the gaps on both sides of it.
-        #expect(ranges == ["bytes=0-1048575", "bytes=1048576-1999999,2262144-3407871", "bytes=3407872-4999999,5262144-7864319",
-                           "bytes=7864320-7999999"], "requests: \(ranges)")
+        // Requests of 1, 2 and 4 MiB of missing bytes; the two that reach an island ask for the
+        // gaps on both sides of it. The third takes the 136 kB after it too, where a request may
+        // be that long: over URLSession, which holds a response in memory, 4 MiB at most.
+        let third = transport == .urlSession ? ["bytes=3407872-4999999,5262144-7864319", "bytes=7864320-7999999"] : ["bytes=3407872-4999999,5262144-7999999"]
+        #expect(ranges == ["bytes=0-1048575", "bytes=1048576-1999999,2262144-3407871"] + third, "requests: \(ranges)")
         // No cached byte is sent again: the origin sends each missing byte once, plus the
         // multipart boundaries and part headers (about 100 bytes a part).
         let sent = requests.reduce(Int64(0)) { $0 + $1.bodyBytesSent }

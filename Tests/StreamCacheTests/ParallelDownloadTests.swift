@@ -435,6 +435,52 @@ import Testing
         }
     }
 
+    /// A read across the islands a player's seeks left (the bench's seek pattern: 256 KiB at 0,
+    /// 50, 10, 90 and 30 % of a 30 MB file, then the whole file) is split into equal shares of
+    /// its missing bytes, one request per connection, each skipping the islands in its way.
+    ///
+    /// Before, the reader's first request asked for a part of 8 MiB, and each part for an equal
+    /// share of what was left when it began, counted in offsets: the islands and the bytes the
+    /// reader's request had brought by then went to the last part. The four requests asked for
+    /// 8.39, 7.27, 7.27 and 8.06 MB on the bench, so the read waited for the longest.
+    @Test func aReadAcrossSeekIslandsIsSplitIntoEqualShares() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let size = 30 << 20
+        let data = TestData.random(count: size, seed: 76)
+        server.setFile(Self.path, data: data)
+        server.servesMultipleRanges = true
+        server.bytesPerSecond = TestTiming.rate(4_000_000)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 4
+            // Seeks in one request each: their requests measure the connection's speed, and the
+            // read's split does not depend on what split seeks measured on a busy machine.
+            configuration.minimumParallelGain = nil
+            configuration.skimmingWindow = nil
+            configuration.idleReadAhead = 0
+        }) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            let seek = Int64(256 << 10)
+            for percent in [0, 50, 10, 90, 30] {
+                let start = Int64(size / 100 * percent)
+                #expect(try await song.read(ByteRange(start, start + seek)).collect() == data[Int(start)..<Int(start + seek)])
+            }
+            try await Self.waitUntilIdle(song, origin: server)
+            #expect(try await song.cachedRanges.coveredByteCount == 5 * seek, "only the seeks' bytes are cached")
+            server.resetRecords()
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            try await Self.waitUntilIdle(song, origin: server)
+            let requests = server.dataRequests(for: Self.path)
+            let shares = requests.map { $0.servedRanges.reduce(Int64(0)) { $0 + $1.count } }
+            let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            #expect(shares.reduce(0, +) == Int64(size) - 5 * seek, "each missing byte once: \(described)")
+            #expect(Self.servedRangesAreDisjoint(server))
+            #expect(requests.count == 4, "one request per connection: \(described)")
+            // Equal but for the division's remainder and where a share ends in an island.
+            #expect((shares.max() ?? 0) - (shares.min() ?? 0) <= 4, "shares \(shares): \(described)")
+        }
+    }
+
     /// The first byte range each request asked for, in order.
     static func firstRanges(of requests: [TestOrigin.RecordedRequest]) -> [ByteRange] {
         requests.compactMap { request -> ByteRange? in

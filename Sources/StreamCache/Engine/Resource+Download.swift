@@ -263,9 +263,13 @@ extension Resource {
             segment = max(segment / 4, wanted)
         } else if continuesStream, let throughput = connectionThroughput {
             segment = segmentSize(atMost: .max, throughput: throughput)
+            if kind == .read, let wanted, let share = firstShare(ofALongRead: ByteRange(start, start + wanted)) { segment = min(segment, share) }
         }
-        downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: min(limit, start + segment),
-                                 rangeEnd: min(limit, start + segment), segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
+        // A seek's or a probe's request asks for its own bytes; others take a short rest as well.
+        let end = shortRead || splitReadID != nil
+            ? min(limit, start + segment) : requestEnd(endAfterMissingBytes(segment, from: start, within: limit), takingTheRestOf: ByteRange(start, limit))
+        downloads[id] = Download(id: id, start: start, position: start, limit: limit, kind: kind, segmentEnd: end,
+                                 rangeEnd: end, segmentSize: segment, segmentStartPosition: start, startedForShortRead: shortRead)
         downloads[id]?.splitReadID = splitReadID
         downloads[id]?.readerReached = !aheadOfItsReader
         downloads[id]?.isParallelPart = aheadOfItsReader
@@ -396,9 +400,11 @@ extension Resource {
                 if reachedIdleLimit(&download) { return nil }
             }
             download.segmentSize = segmentSize(atMost: download.segmentSize * 2, throughput: download.throughput)
+            let length = min(download.segmentSize, splitWorkShare() ?? .max)
+            let end = requestEnd(endAfterMissingBytes(length, from: download.position, within: download.limit), takingTheRestOf: download.window)
             // The idle limit binds read downloads only: one a prefetch took over goes on.
             let idleLimit = download.kind == .read ? download.idleLimit : nil
-            download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, download.position + download.segmentSize)
+            download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, end)
             guard download.segmentEnd > download.position else { return nil }
             download.segmentStartPosition = download.position
         }
@@ -452,7 +458,7 @@ extension Resource {
     func skipCachedBytes(_ download: inout Download) {
         guard let run = available.range(containing: download.position), run.upperBound < download.limit else { return }
         download.position = run.upperBound
-        if !download.opened { download.segmentEnd = min(download.limit, download.position + download.segmentSize) }
+        if !download.opened { download.segmentEnd = endAfterMissingBytes(download.segmentSize, from: download.position, within: download.limit) }
     }
 
     /// Cuts the download's next request (`[position, segmentEnd)`) at the first cached byte and,
@@ -460,7 +466,7 @@ extension Resource {
     /// the missing bytes the request was planned for, at most ``maximumRangesPerRequest`` ranges
     /// in all.
     func planFollowingRanges(_ download: inout Download, crossing: Bool) -> [ByteRange] {
-        let planned = download.segmentEnd - download.position
+        let planned = missingByteCount(in: ByteRange(download.position, max(download.position, download.segmentEnd)))
         guard let cached = available.firstLowerBound(atOrAfter: download.position), cached < download.segmentEnd else { return [] }
         download.segmentEnd = cached
         guard crossing else { return [] }
@@ -525,6 +531,37 @@ extension Resource {
             size = min(size, bytesWithinJoinWait(at: throughput))
         }
         return min(largestRequest, max(configuration.initialSegmentSize, size))
+    }
+
+    /// Where a request from `start` that asks for `count` bytes ends, at `limit` at most: past
+    /// the cached bytes on the way when requests skip them (``crossesCachedBytes``), so that
+    /// a request's planned end, and where a part split off after it begins, is where its bytes
+    /// end. (Counted in offsets, a request across a seek's 256 KiB fell that much short of its
+    /// share, and the last part of the read got it.)
+    func endAfterMissingBytes(_ count: Int64, from start: Int64, within limit: Int64) -> Int64 {
+        guard crossesCachedBytes else { return min(limit, start + min(count, limit - start)) }
+        var left = count
+        for gap in available.gaps(in: ByteRange(start, max(start, limit))) {
+            if gap.count >= left { return gap.lowerBound + left }
+            left -= gap.count
+        }
+        return limit
+    }
+
+    /// Where a request from the start of `window` planned to end at `end` ends: at the window's
+    /// end when what would be left after it is less than a quarter of the request, or of
+    /// ``StreamCache/Configuration/initialSegmentSize``. The rest would be a request of its own
+    /// on the same connection: a round trip more, and one more request against a cloud API's
+    /// quota, to save a quarter of the request's transfer at most. A window split unevenly across
+    /// connections once left requests of 2 bytes and of 64 KiB behind, and each part of a 30 MB
+    /// read across four connections one of 440 KB.
+    func requestEnd(_ end: Int64, takingTheRestOf window: ByteRange) -> Int64 {
+        let rest = window.upperBound - end
+        let smallRest = max(configuration.initialSegmentSize, end - window.lowerBound) / 4
+        guard rest > 0, rest < smallRest, missingByteCount(in: window) <= origin.maximumRequestLength ?? .max else {
+            return min(end, window.upperBound)
+        }
+        return window.upperBound
     }
 
     /// The most bytes one request of this resource asks for now (see ``segmentSize(atMost:throughput:)``).

@@ -10,11 +10,13 @@ extension Resource {
     ///
     /// Downloads own disjoint windows, so extra connections come from splitting windows, never
     /// from overlapping them: the download with the most bytes left past its request in flight
-    /// keeps one part of them (an equal share of `wanted`, at most
+    /// keeps one part of them (an equal share of the bytes missing in `wanted`, at most
     /// ``StreamCache/Configuration/parallelPartSize``) and hands the rest to a new download.
     /// Repeated, this gives the reader's download the first part and each new connection the next
-    /// one, with the last holding the tail; when a part is done, the tail is split again. A range
-    /// no download covers (one stopped early) gets a download first.
+    /// one, with the last holding the tail; when a part is done, the tail is split again, and
+    /// near the end each request asks for a share of what is left (``splitWorkShare()``), so all
+    /// connections end together. A range no download covers (one stopped early) gets a download
+    /// first.
     ///
     /// Nothing happens before the download at the start of `wanted` has answered: the reader's
     /// first bytes never share the link with the parts after them. (Callers also wait until a
@@ -27,10 +29,13 @@ extension Resource {
         guard splitsLongRanges, let total = info?.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }), !head.opened { return }
-        // Equal shares of what is left, so the connections finish together; never more than the
-        // part size, so the reader's connection stays close to the next one; never less than one
-        // request.
-        let part = min(configuration.parallelPartSize, max(configuration.initialSegmentSize, wanted.count / Int64(maximum)))
+        // Equal shares of what is missing, so the connections finish together; never more than
+        // the part size, so the reader's connection stays close to the next one; never less than
+        // one request. A donor that keeps more than its share (its request in flight is longer)
+        // leaves the rest to be shared by the connections after it.
+        var work = missingByteCount(in: wanted)
+        var sharers = Int64(maximum)
+        func share() -> Int64 { min(configuration.parallelPartSize, max(configuration.initialSegmentSize, work / max(1, sharers))) }
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
             guard active.count < maximum else { return }
@@ -54,20 +59,62 @@ extension Resource {
                 startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true, bulk: true, aheadOfItsReader: true)
                 continue
             }
-            // The donor keeps a part, or its request in flight when that is longer; what it hands
-            // over must be worth a connection (a request at least).
-            func split(_ download: Download) -> Int64 { max(download.segmentEnd, download.position + part) }
+            // The donor keeps a part from where it is, or its request in flight when that is
+            // longer (or when the part would end just past it: those few bytes would be a request
+            // of their own); what it hands over must be worth a connection (a request at least).
+            let part = share()
+            func split(_ download: Download) -> Int64 {
+                let kept = download.position + part
+                return kept - download.segmentEnd < part / 4 ? download.segmentEnd : kept
+            }
             func handover(_ download: Download) -> Int64 { min(download.limit, wanted.upperBound) - split(download) }
             guard let donor = active.max(by: { handover($0) < handover($1) }), handover(donor) > configuration.initialSegmentSize else { return }
             let split = split(donor)
+            work -= missingByteCount(in: ByteRange(donor.position, max(donor.position, split)))
+            sharers -= 1
             downloads[donor.id]?.limit = split
-            // The new download's first request is one part, so what lies past it can be split
+            // The new download's first request is its share, so what lies past it can be split
             // again; before any request of the resource has finished, it starts small like a
             // reader's (nothing tells yet how long a request takes, nor whether the reader stays).
-            let firstRequest = connectionThroughput == nil ? nil : min(part, donor.limit - split)
+            let firstRequest = connectionThroughput == nil ? nil : min(share(), donor.limit - split)
             startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest, bulk: true,
                           aheadOfItsReader: true)
         }
+    }
+
+    /// The bytes of `range` not cached yet.
+    func missingByteCount(in range: ByteRange) -> Int64 {
+        range.count - available.coveredByteCount(in: range)
+    }
+
+    /// The most a request of a split range asks for: an equal share, per connection the split
+    /// may use, of what its downloads still have to fetch (the bytes missing in their windows,
+    /// on the wire or not yet asked for), and never less than
+    /// ``StreamCache/Configuration/initialSegmentSize``. `nil` while no range is split.
+    ///
+    /// A request in flight cannot be split, so one that took all that was left of the last part
+    /// would fetch it alone while the other connections, done with theirs, stand idle: three
+    /// connections read 30 MB at 8 MB/s, the last 7 MB on one connection. Asking for a share, the
+    /// last requests of all connections end together, at the cost of a request or two each.
+    func splitWorkShare() -> Int64? {
+        guard splitsLongRanges, downloads.values.contains(where: \.isParallelPart) else { return nil }
+        let connections = Int64(configuration.parallelDownloads)
+        let work = downloads.values.reduce(Int64(0)) { $0 + missingByteCount(in: $1.window) }
+        return max(configuration.initialSegmentSize, (work + connections - 1) / connections)
+    }
+
+    /// The first request of a reader's download for `wanted`, a read long enough to be split
+    /// across connections (see ``addParallelDownloads(in:kind:)``): an equal share of its missing
+    /// bytes, as the parts after it will ask for. `nil` for a read that is not split.
+    ///
+    /// The parts begin once the reader's first request has answered. Asking for more, it would
+    /// end last: a read across the islands a player's seeks left in a 30 MB file asked for
+    /// 8 MiB, the three parts after it for 7.0 to 7.5 MB each.
+    func firstShare(ofALongRead wanted: ByteRange) -> Int64? {
+        guard splitsLongRanges, let total = info?.totalLength else { return nil }
+        let wanted = wanted.clamped(toLength: total)
+        guard wanted.count > 2 * configuration.parallelPartSize else { return nil }
+        return max(configuration.initialSegmentSize, missingByteCount(in: wanted) / Int64(configuration.parallelDownloads))
     }
 
     /// Whether long ranges of this resource are split across connections: more than one is
