@@ -8,7 +8,8 @@
 #     PROFILE: loopback (default: rand200.bin, no shim), wan (+40 ms per request, one shared 10 MB/s
 #              link) or cloud (+40 ms per request, 4 MB/s per connection, 60 MB/s link), both on
 #              rand30.bin, as ../shared/bench/run_all.sh sets them up.
-#   Env: BENCH_DIR (default ../shared/bench), SERVE_ARGS, KEEP_LOG (see serve-on-bench-origin.sh). PATTERN=cold: the whole read alone, on the fresh
+#   Env: BENCH_DIR (default ../shared/bench), SERVE_ARGS, KEEP_LOG (see serve-on-bench-origin.sh). FILE: another of the
+#        bench's files (rand30.bin, rand200.bin). PATTERN=cold: the whole read alone, on the fresh
 #        proxy (a cold read's requests and speed). Starts the bench's origin for the profile
 #        (stopping one that runs with other settings) and stops it on exit.
 set -euo pipefail
@@ -16,8 +17,8 @@ cd "$(dirname "$0")/.."
 . Benchmarks/serve-on-bench-origin.sh
 PROFILE=${2:-loopback}
 case $PROFILE in
-  loopback) FILE=rand200.bin ;;
-  *) FILE=rand30.bin ;;
+  loopback) FILE=${FILE:-rand200.bin} ;;
+  *) FILE=${FILE:-rand30.bin} ;;
 esac
 PORT=18094
 serve_on_bench_origin "${1:-}" "$PROFILE" $PORT seek

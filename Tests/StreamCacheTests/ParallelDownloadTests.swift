@@ -11,7 +11,7 @@ import Testing
     static let path = "/long.bin"
     static let size = 40_000_000
 
-    static func origin(seed: UInt64) throws -> (TestOrigin, Data) {
+    static func origin(seed: UInt64, size: Int = size) throws -> (TestOrigin, Data) {
         let server = try TestOrigin()
         let data = TestData.random(count: size, seed: seed)
         server.setFile(path, data: data)
@@ -444,11 +444,9 @@ import Testing
     /// reader's request had brought by then went to the last part. The four requests asked for
     /// 8.39, 7.27, 7.27 and 8.06 MB on the bench, so the read waited for the longest.
     @Test func aReadAcrossSeekIslandsIsSplitIntoEqualShares() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
         let size = 30 << 20
-        let data = TestData.random(count: size, seed: 76)
-        server.setFile(Self.path, data: data)
+        let (server, data) = try Self.origin(seed: 76, size: size)
+        defer { server.stop() }
         server.servesMultipleRanges = true
         server.bytesPerSecond = TestTiming.rate(4_000_000)
         try await withTemporaryCache(configure: { configuration in
