@@ -539,7 +539,7 @@ extension Resource {
     /// end. (Counted in offsets, a request across a seek's 256 KiB fell that much short of its
     /// share, and the last part of the read got it.)
     func endAfterMissingBytes(_ count: Int64, from start: Int64, within limit: Int64) -> Int64 {
-        guard crossesCachedBytes else { return min(limit, start + min(count, limit - start)) }
+        guard crossesCachedBytes else { return start + min(count, limit - start) }
         var left = count
         for gap in available.gaps(in: ByteRange(start, max(start, limit))) {
             if gap.count >= left { return gap.lowerBound + left }

@@ -43,7 +43,7 @@ extension Resource {
             // tail in smaller parts, so the last bytes do not trail on one connection. Only parts
             // tell that it was split: another reader's download inside the range (a player's
             // read of the index at the file's end) does not.
-            guard active.contains(where: \.isParallelPart) || wanted.count > 2 * configuration.parallelPartSize else { return }
+            guard active.contains(where: \.isParallelPart) || isLongEnoughToSplit(wanted) else { return }
             var covered = available
             for download in downloads.values where !download.window.isEmpty { covered.insert(download.window) }
             // A stretch nobody fetches, beyond the reader's own download, is taken first. When
@@ -113,8 +113,13 @@ extension Resource {
     func firstShare(ofALongRead wanted: ByteRange) -> Int64? {
         guard splitsLongRanges, let total = info?.totalLength else { return nil }
         let wanted = wanted.clamped(toLength: total)
-        guard wanted.count > 2 * configuration.parallelPartSize else { return nil }
+        guard isLongEnoughToSplit(wanted) else { return nil }
         return max(configuration.initialSegmentSize, missingByteCount(in: wanted) / Int64(configuration.parallelDownloads))
+    }
+
+    /// Whether a read of `wanted` that is not split yet is long enough to be: more than two parts.
+    func isLongEnoughToSplit(_ wanted: ByteRange) -> Bool {
+        wanted.count > 2 * configuration.parallelPartSize
     }
 
     /// Whether long ranges of this resource are split across connections: more than one is
