@@ -216,9 +216,16 @@ import Testing
         }
     }
 
+    /// Each answer is held after 16 KiB until two requests are answered at once, as for the
+    /// fill below: a fresh-clone CI run, the whole suite loading the machine (this test took 50 s
+    /// instead of 3), once saw the prefetch's requests one after another. An engine that never
+    /// sends two at once leaves the first held for the origin's 60 s, and fails.
     @Test func aPrefetchUsesSeveralConnections() async throws {
         let (server, data) = try Self.origin(seed: 72)
         defer { server.stop() }
+        server.holdAnswers(afterBytes: 16 << 10, untilAnswering: 2)
+        // The hold's closure holds the server.
+        defer { server.faults = nil }
         try await withTemporaryCache(configure: Self.configure(connections: 3)) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             try await song.prefetch()
