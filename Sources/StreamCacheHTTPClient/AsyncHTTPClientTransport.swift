@@ -30,7 +30,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     public struct Configuration: Sendable {
         /// How long to wait to open a connection.
         public var connectTimeout: Duration = .seconds(10)
-        /// The longest silence allowed while a body is being received.
+        /// The longest silence of the origin allowed while a body is being received. It counts
+        /// only while the transport wants bytes: a consumer that holds the body back (its buffer
+        /// full) does not make the request time out, however long it takes.
         public var idleReadTimeout: Duration = .seconds(30)
         /// Connections kept per host (more requests queue for a free one).
         public var maximumConnectionsPerHost: Int = 8
@@ -66,6 +68,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     private let client: HTTPClient
     private let ownsClient: Bool
     private let bufferLimit: Int
+    private let idleReadTimeout: Duration
     /// The connections the transport's own client opens to one host; `nil` for a client the
     /// caller made (its pool is the caller's to tell).
     public let maximumConnectionsPerHost: Int?
@@ -74,7 +77,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     public init(configuration: Configuration = Configuration()) {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: configuration.connectTimeout.timeAmount, read: configuration.idleReadTimeout.timeAmount),
+            // The body's idle timeout is the receiver's (``ResponseReceiver``): the client's also
+            // runs while a slow consumer holds the connection back.
+            timeout: .init(connect: configuration.connectTimeout.timeAmount, read: nil),
             connectionPool: .init(idleTimeout: configuration.idleConnectionTimeout.timeAmount,
                                   concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.maximumConnectionsPerHost),
             decompression: .disabled
@@ -89,15 +94,19 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
         self.bufferLimit = configuration.bufferLimit
+        self.idleReadTimeout = configuration.idleReadTimeout
         self.maximumConnectionsPerHost = configuration.maximumConnectionsPerHost
     }
 
     /// Creates a transport on a client the caller owns and shuts down. Configure the client not to
-    /// follow redirects and not to decompress.
-    public init(client: HTTPClient, bufferLimit: Int = 1 << 20) {
+    /// follow redirects, not to decompress, and without a read timeout (`timeout.read = nil`):
+    /// the client's timer also runs while a slow consumer holds a body back, and the transport
+    /// keeps its own, `idleReadTimeout`, which does not (see ``Configuration/idleReadTimeout``).
+    public init(client: HTTPClient, bufferLimit: Int = 1 << 20, idleReadTimeout: Duration = .seconds(30)) {
         self.client = client
         self.ownsClient = false
         self.bufferLimit = bufferLimit
+        self.idleReadTimeout = idleReadTimeout
         self.maximumConnectionsPerHost = nil
     }
 
@@ -125,7 +134,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             throw Self.translate(error)
         }
         // The receiver holds the transport until the response ends (see ``ResponseReceiver``).
-        return try await ResponseReceiver(bufferLimit: bufferLimit, transport: self)
+        // The body's silence is bounded by the request's timeout too, as its documentation says.
+        return try await ResponseReceiver(bufferLimit: bufferLimit, idleReadTimeout: min(request.timeout, idleReadTimeout), transport: self)
             .send(outgoing, on: client, headTimeout: request.timeout)
     }
 

@@ -26,6 +26,12 @@ import struct StreamCache.HTTPHeaders
 /// Back-pressure: a part that takes the buffer over its limit is answered with a future that
 /// completes once the consumer has drained half of it; the client reads no more of the socket
 /// until then. Dropping or cancelling the body cancels the request, which closes the connection.
+///
+/// The body's idle timeout is the receiver's, not the client's: it counts the origin's silence
+/// only while the receiver wants bytes. The client's own timer also runs while a slow consumer
+/// holds the connection back, and fails the request then: the bytes the origin had already sent
+/// into the sockets are lost, and fetched again when the body resumes. On a loaded machine a
+/// download whose every chunk waited seconds for the engine lost 3 MB of each 4 MiB part so.
 final class ResponseReceiver: HTTPClientResponseDelegate {
     typealias Response = Void
 
@@ -42,6 +48,12 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         var headTimeout: Scheduled<Void>?
         /// The future the client waits on while the buffer is over its limit.
         var drain: EventLoopPromise<Void>?
+        /// Fails the request when the origin has sent nothing for the idle timeout while the
+        /// receiver wanted bytes; none while the consumer holds the connection back.
+        var idleTimer: Scheduled<Void>?
+        /// Which arming of the idle timer is current: a timer that fires after it was re-armed or
+        /// disarmed does nothing.
+        var idleTimerGeneration = 0
     }
 
     /// The body as the consumer reads it.
@@ -50,11 +62,14 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     /// Held until the response ends: a client shuts down when its owner is released, which would
     /// fail a body still being read.
     private let transport: AsyncHTTPClientTransport
+    /// The longest silence of the origin, while the receiver wants bytes, before the request fails.
+    private let idleReadTimeout: TimeAmount
 
-    init(bufferLimit: Int, transport: AsyncHTTPClientTransport) {
+    init(bufferLimit: Int, idleReadTimeout: Duration, transport: AsyncHTTPClientTransport) {
         buffer = AsyncBuffer(limit: bufferLimit)
+        self.idleReadTimeout = idleReadTimeout.timeAmount
         self.transport = transport
-        buffer.setOnDrain { [weak self] in self?.takeDrain()?.succeed() }
+        buffer.setOnDrain { [weak self] in self?.resumeReading() }
         buffer.setOnCancel { [weak self] in self?.cancel() }
     }
 
@@ -104,6 +119,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
             return (state.head, state.headTimeout)
         }
         timeout?.cancel()
+        armIdleTimer(for: task)
         sender?.resume(returning: response)
         return task.eventLoop.makeSucceededVoidFuture()
     }
@@ -114,13 +130,21 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         // allocation and its page faults for every chunk of a download.
         let data = part.getData(at: part.readerIndex, length: part.readableBytes, byteTransferStrategy: .noCopy) ?? Data()
         guard buffer.offer(HTTPBody.Chunk(data, arrivedAt: arrivedAt), weight: data.count) else {
+            armIdleTimer(for: task)
             return task.eventLoop.makeSucceededVoidFuture()
         }
         let drain = task.eventLoop.makePromise(of: Void.self)
-        state.withLock { $0.drain = drain }
+        // Paused: the consumer's turn, not the origin's, so no timer runs until it drains.
+        let timer = state.withLock { state -> Scheduled<Void>? in
+            state.drain = drain
+            state.idleTimerGeneration += 1
+            defer { state.idleTimer = nil }
+            return state.idleTimer
+        }
+        timer?.cancel()
         // The consumer may have drained the buffer between the offer and now, and found no
         // promise to complete.
-        if !buffer.isPaused { takeDrain()?.succeed() }
+        if !buffer.isPaused { resumeReading() }
         return drain.futureResult
     }
 
@@ -140,26 +164,58 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     /// receiver's actions) and of what waits on it. Returns the sender if the head never came.
     @discardableResult
     private func end() -> CheckedContinuation<HTTPResponse, any Error>? {
-        let (sender, timeout, drain) = state.withLock { state in
+        let (sender, timeout, drain, idleTimer) = state.withLock { state in
             defer {
                 state.ended = true
                 state.head = nil
                 state.task = nil
                 state.headTimeout = nil
                 state.drain = nil
+                state.idleTimer = nil
+                state.idleTimerGeneration += 1
             }
-            return (state.head, state.headTimeout, state.drain)
+            return (state.head, state.headTimeout, state.drain, state.idleTimer)
         }
         timeout?.cancel()
+        idleTimer?.cancel()
         // Every promise must be completed: the client may still hold the future.
         drain?.succeed()
         return sender
     }
 
-    private func takeDrain() -> EventLoopPromise<Void>? {
-        state.withLock { state in
+    /// The consumer drained the buffer: the client may read the socket again, and the origin's
+    /// silence counts again from now. Runs on the consumer's thread or the event loop.
+    private func resumeReading() {
+        let (drain, task) = state.withLock { state -> (EventLoopPromise<Void>?, HTTPClient.Task<Void>?) in
             defer { state.drain = nil }
-            return state.drain
+            return (state.drain, state.task)
         }
+        guard let drain else { return }
+        if let task { armIdleTimer(for: task) }
+        drain.succeed()
+    }
+
+    /// Starts the idle timeout over (from any thread): the request fails with the client's
+    /// `readTimeout` unless a body part or the end comes first, or the consumer pauses it.
+    private func armIdleTimer(for task: HTTPClient.Task<Void>) {
+        let (generation, previous) = state.withLock { state -> (Int?, Scheduled<Void>?) in
+            guard !state.ended else { return (nil, nil) }
+            state.idleTimerGeneration += 1
+            defer { state.idleTimer = nil }
+            return (state.idleTimerGeneration, state.idleTimer)
+        }
+        previous?.cancel()
+        guard let generation else { return }
+        let timer = task.eventLoop.scheduleTask(in: idleReadTimeout) { [weak self] in
+            guard let self, state.withLock({ $0.idleTimerGeneration == generation && !$0.ended }) else { return }
+            task.fail(reason: HTTPClientError.readTimeout)
+        }
+        let stale = state.withLock { state -> Bool in
+            guard state.idleTimerGeneration == generation else { return true }
+            state.idleTimer = timer
+            return false
+        }
+        // Re-armed, paused or ended meanwhile: this one must not run.
+        if stale { timer.cancel() }
     }
 }

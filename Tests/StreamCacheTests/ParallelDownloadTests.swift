@@ -67,7 +67,7 @@ import Testing
             }
             #expect(TestData.sha256(received) == TestData.sha256(data))
             #expect(try await Self.settledBytesSent(server) == Int64(Self.size), "each byte came from the origin once")
-            #expect(Self.servedRangesAreDisjoint(server))
+            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
             let concurrency = server.maximumConcurrency(for: Self.path)
             // At least two parts at once (a machine busy with other suites once stretched this read
             // to 17 s and its parts overlapped two at a time), never more than configured.
@@ -274,7 +274,7 @@ import Testing
             }
             #expect(try await song.isComplete)
             #expect(try await Self.settledBytesSent(server) == Int64(Self.size))
-            #expect(Self.servedRangesAreDisjoint(server))
+            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
             #expect(sawTwoAtOnce.withLock { $0 }, "\(server.timeline(for: Self.path))")
         }
     }

@@ -383,6 +383,75 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(last - first > .milliseconds(250), "the chunks were stamped within \(last - first), the origin took half a second")
     }
 
+    /// A transport whose body idle timeout is `timeout` (the suites' 30 s would make these tests long).
+    static func transport(idleReadTimeout timeout: Duration) -> AsyncHTTPClientTransport {
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.idleReadTimeout = timeout
+        return AsyncHTTPClientTransport(configuration: configuration)
+    }
+
+    /// A consumer slower than the origin holds the connection back for longer than the idle
+    /// timeout, and still gets the whole body from one request: the timeout counts the origin's
+    /// silence, not the consumer's. The client's own timer also ran while the body was held back
+    /// and failed the request; on a machine loaded by a sanitizer run, downloads that waited
+    /// seconds for the engine at each chunk lost the bytes already in the sockets that way, and
+    /// fetched them again (3 MB of each 4 MiB part).
+    @Test
+    func aConsumerThatHoldsTheBodyBackLongerThanTheIdleTimeoutLosesNothing() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        // More than the transport's 1 MiB and both sockets' buffers hold: the origin is held back.
+        let data = TestData.random(count: 24 << 20, seed: 38)
+        server.setFile("/big", data: data)
+        let response = try await Self.transport(idleReadTimeout: .seconds(2)).send(HTTPRequest(url: server.url("/big")))
+        var iterator = response.body.makeAsyncIterator()
+        var received = Data()
+        if let first = try await iterator.next() { received.append(first) }
+        try await Task.sleep(for: .seconds(5))
+        #expect(server.requests.isEmpty, "held back, the origin cannot have sent the whole body")
+        while let chunk = try await iterator.next() { received.append(chunk) }
+        #expect(TestData.sha256(received) == TestData.sha256(data))
+        #expect(server.requests.count == 1)
+        #expect(server.requests.first?.bodyBytesSent == Int64(data.count))
+    }
+
+    /// The idle timeout still ends a body whose origin falls silent while the consumer waits,
+    /// after a spell of being held back: the timer starts again when the consumer drains.
+    @Test
+    func anOriginThatFallsSilentAfterTheConsumerHeldTheBodyBackTimesOut() async throws {
+        let server = try TestOrigin()
+        let released = Locked(false)
+        defer {
+            released.withLock { $0 = true }
+            server.stop()
+        }
+        let data = TestData.random(count: 24 << 20, seed: 39)
+        server.setFile("/big", data: data)
+        let silentFrom = 16 << 20
+        server.faults = { _, _, _, _ in .pause(afterBytes: silentFrom, until: { released.withLock { $0 } }) }
+        let response = try await Self.transport(idleReadTimeout: .seconds(2)).send(HTTPRequest(url: server.url("/big")))
+        var iterator = response.body.makeAsyncIterator()
+        var received = Data()
+        if let first = try await iterator.next() { received.append(first) }
+        try await Task.sleep(for: .seconds(5))
+        var lastChunkAt = ContinuousClock.now
+        do {
+            while let chunk = try await iterator.next() {
+                received.append(chunk)
+                lastChunkAt = .now
+            }
+            Issue.record("the body ended without an error after \(received.count) bytes")
+        } catch let error as StreamCacheError {
+            #expect(error.code == .originUnavailable)
+            #expect(error.connectionFailure == .timedOut, "\(error)")
+        }
+        let silence = ContinuousClock.now - lastChunkAt
+        #expect(received.count == silentFrom, "every byte before the silence arrived")
+        #expect(received == data.prefix(received.count))
+        // 2 s, and the origin holds its silence for 60 s.
+        #expect(silence >= .seconds(1) && silence < .seconds(30), "failed \(silence) after the last chunk")
+    }
+
     /// A seek arrives while the previous read's download still holds its connection. With a
     /// spare connection kept open, the seek's request goes out on a connection that was already
     /// there; without one, it waits for a new connection (a round trip to a distant origin).
