@@ -116,6 +116,9 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         let response = HTTPResponse(status: Int(head.status.code), headers: headers, body: HTTPBody(buffer: buffer))
         let (sender, timeout) = state.withLock { state in
             defer { state.head = nil; state.headTimeout = nil }
+            // The sender stores the request once `execute` returns, which may be after the head:
+            // a drain re-arms the idle timer through it.
+            if state.task == nil, !state.ended { state.task = task }
             return (state.head, state.headTimeout)
         }
         timeout?.cancel()
