@@ -114,10 +114,13 @@ extension Resource {
         var awaitsFirstByte = !isPrefetch
         do {
             while true {
-                let step = try await nextStep(readerID: readerID, position: position, end: range.upperBound, generation: generation,
-                                              servedCache: servedCache, servedOrigin: servedOrigin, skipCached: isPrefetch)
+                // Handed to `nextStep`, which counts them first and may then throw (a cancelled
+                // read): zeroed before, so that the error path below does not count them again.
+                let (cacheToCount, originToCount) = (servedCache, servedOrigin)
                 servedCache = 0
                 servedOrigin = 0
+                let step = try await nextStep(readerID: readerID, position: position, end: range.upperBound, generation: generation,
+                                              servedCache: cacheToCount, servedOrigin: originToCount, skipCached: isPrefetch)
                 guard case .available(let run, let file, let version) = step else { break }
                 if awaitsFirstByte {
                     awaitsFirstByte = false
@@ -129,10 +132,11 @@ extension Resource {
                     position = run.upperBound
                     continue
                 case .regions(let regions):
+                    try await regions.send(CachedRegion(range: run, file: file, info: version), weight: Int(clamping: run.count))
+                    // Counted once handed over: a send that throws (the consumer left) served nothing.
                     let cached = initiallyCached.coveredByteCount(in: run)
                     servedCache += cached
                     servedOrigin += run.count - cached
-                    try await regions.send(CachedRegion(range: run, file: file, info: version), weight: Int(clamping: run.count))
                     position = run.upperBound
                     continue
                 case .chunks(let chunks):
@@ -156,8 +160,8 @@ extension Resource {
                         let source: ChunkSource = cachedRun != nil ? .cache : .origin
                         let length = Int(boundary - offset)
                         let piece = length == count ? data : data.subdata(in: Int(offset - position)..<Int(boundary - position))
-                        if source == .cache { servedCache += Int64(length) } else { servedOrigin += Int64(length) }
                         try await buffer.send(ReadChunk(offset: offset, data: piece, source: source), weight: length)
+                        if source == .cache { servedCache += Int64(length) } else { servedOrigin += Int64(length) }
                         offset = boundary
                     }
                     position += Int64(count)
