@@ -54,6 +54,13 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         /// Which arming of the idle timer is current: a timer that fires after it was re-armed or
         /// disarmed does nothing.
         var idleTimerGeneration = 0
+
+        /// Makes any armed idle timer stale and returns it, for the caller to cancel outside the lock.
+        mutating func stopIdleTimer() -> Scheduled<Void>? {
+            idleTimerGeneration += 1
+            defer { idleTimer = nil }
+            return idleTimer
+        }
     }
 
     /// The body as the consumer reads it.
@@ -140,9 +147,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         // Paused: the consumer's turn, not the origin's, so no timer runs until it drains.
         let timer = state.withLock { state -> Scheduled<Void>? in
             state.drain = drain
-            state.idleTimerGeneration += 1
-            defer { state.idleTimer = nil }
-            return state.idleTimer
+            return state.stopIdleTimer()
         }
         timer?.cancel()
         // The consumer may have drained the buffer between the offer and now, and found no
@@ -174,10 +179,8 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
                 state.task = nil
                 state.headTimeout = nil
                 state.drain = nil
-                state.idleTimer = nil
-                state.idleTimerGeneration += 1
             }
-            return (state.head, state.headTimeout, state.drain, state.idleTimer)
+            return (state.head, state.headTimeout, state.drain, state.stopIdleTimer())
         }
         timeout?.cancel()
         idleTimer?.cancel()
@@ -203,9 +206,8 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     private func armIdleTimer(for task: HTTPClient.Task<Void>) {
         let (generation, previous) = state.withLock { state -> (Int?, Scheduled<Void>?) in
             guard !state.ended else { return (nil, nil) }
-            state.idleTimerGeneration += 1
-            defer { state.idleTimer = nil }
-            return (state.idleTimerGeneration, state.idleTimer)
+            let previous = state.stopIdleTimer()
+            return (state.idleTimerGeneration, previous)
         }
         previous?.cancel()
         guard let generation else { return }
