@@ -251,7 +251,7 @@ import Testing
                 let part = try await song.read(ByteRange(Int64(start), Int64(start) + 100_000)).collect()
                 #expect(part == data[start..<start + 100_000])
             }
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             let cached = try await song.cachedRanges.coveredByteCount
             // The origin counts a request's bytes once its answer is written.
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached { try await Task.sleep(for: .milliseconds(50)) }

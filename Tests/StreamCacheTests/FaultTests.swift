@@ -89,7 +89,7 @@ import Testing
             let key = CacheKey(url: server.url(Self.path))
             let song = cache.resource(for: key, origin: origin(server))
             #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), old[0..<100_000]) == nil)
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             try await body(cache, key, song)
         }
     }
@@ -122,7 +122,7 @@ import Testing
             let key = CacheKey(url: server.url(Self.path))
             let song = cache.resource(for: key, origin: origin(server))
             #expect(TestData.firstDifference(try await song.read(ByteRange(0, 100_000)).collect(), data[0..<100_000]) == nil)
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             let cached = try await song.cachedRanges
             #expect(cached.contains(0) && !cached.contains(4_000_000))
             #expect(TestData.firstDifference(try await song.read(ByteRange(4_000_000, 4_100_000)).collect(), data[4_000_000..<4_100_000]) == nil)

@@ -39,7 +39,7 @@ import Testing
             let missing = Int64(size) - (try await song.cachedRanges.coveredByteCount)
             #expect(missing == Int64(size - 2 * (256 << 10)))
             let whole = try await song.read(ByteRange(0, Int64(size))).collect()
-            try await waitUntilNoDownload(of: song, within: .seconds(10))
+            try await waitUntilNoDownload(of: song, within: .seconds(30))
             return (whole, missing, origin.requests)
         }
     }

@@ -496,11 +496,12 @@ import Testing
         }
     }
 
-    /// Waits (10 s at most, times the sanitizer's slowdown) until `resource` has no download
-    /// left (its read-ahead ran out) and `origin`, when given, answers no request any more (it
-    /// records a request once its answer ends).
+    /// Waits (30 s at most, times the sanitizer's slowdown: 10 s ran out once in a full run beside
+    /// two busy loops) until `resource` has no download left (its read-ahead ran out) and
+    /// `origin`, when given, answers no request any more (it records a request once its answer
+    /// ends).
     static func waitUntilIdle(_ resource: Resource, origin: TestOrigin? = nil) async throws {
-        #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10)))
+        #expect(try await waitUntilNoDownload(of: resource, within: .seconds(30)))
         guard let origin else { return }
         for _ in 0..<(500 * TestTiming.slowdown) where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(origin.requestsBeingAnswered == 0)
