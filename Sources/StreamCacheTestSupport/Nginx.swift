@@ -1,13 +1,11 @@
 import Foundation
+import StreamCache
 
 /// A real nginx serving a directory on 127.0.0.1 for integration tests, started and stopped by
 /// the test itself. Optionally requires an exact `Authorization` header (401 otherwise). Its access
 /// log records each request's `Range` header, status and body bytes, so tests can count what the
 /// origin sent.
-public final class Nginx: @unchecked Sendable {
-    // @unchecked: the process handle and the port holder are only touched by start (init), stop
-    // and deinit.
-
+public final class Nginx: Sendable {
     /// One access-log line.
     public struct LogEntry: Sendable {
         /// The request path.
@@ -30,7 +28,7 @@ public final class Nginx: @unchecked Sendable {
     private let prefix: URL
     private let process: ChildProcess
     /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``).
-    private var portHolder: Int32?
+    private let portHolder = Locked<Int32?>(nil)
 
     /// The nginx binary, or `nil` when not installed.
     public static var executable: String? {
@@ -64,17 +62,20 @@ public final class Nginx: @unchecked Sendable {
     /// times). The server counts as started only once nginx has written its pid file, which it
     /// does after binding, so a test never talks to another test's server on a port it lost.
     ///
+    /// The waits sleep the task, not the thread: a full test run has only the cooperative pool's
+    /// threads (two here) for all its tests, and a thread held by a poll delays every timer of
+    /// every other test.
+    ///
     /// - Parameters:
     ///   - root: The directory to serve at `/`.
     ///   - authorization: The exact `Authorization` value required, or `nil` for none.
     ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
     ///   - port: The port; a free one when `nil`.
-    public init(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil) throws {
+    public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
-        self.root = root
-        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
+        let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
         let server = try Self.locationBlock(authorization: authorization, webDAV: webDAV, prefix: prefix)
         var attempt = 0
@@ -82,20 +83,40 @@ public final class Nginx: @unchecked Sendable {
             attempt += 1
             let candidate = try port ?? FreePort.find()
             let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth)
-            switch Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
+            switch await Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
             case .serving:
-                self.port = candidate
-                self.process = process
-                return
+                return Nginx(port: candidate, root: root, prefix: prefix, process: process)
             case .exited where port == nil && attempt < 5:
                 continue  // lost the port to another test: try a new one
             case .exited, .timedOut:
                 let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
-                if process.isRunning { process.terminate() }
-                process.waitUntilExit()
+                process.signal(SIGKILL)
+                try? await process.exit(within: 5)
                 throw NSError(domain: "Nginx", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log.suffix(500))"])
             }
         }
+    }
+
+    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:)``), and
+    /// stops it afterwards, whether `body` returned or threw.
+    public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
+                                  _ body: (Nginx) async throws -> T) async throws -> T {
+        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV)
+        do {
+            let result = try await body(nginx)
+            await nginx.stop()
+            return result
+        } catch {
+            await nginx.stop()
+            throw error
+        }
+    }
+
+    private init(port: Int, root: URL, prefix: URL, process: ChildProcess) {
+        self.port = port
+        self.root = root
+        self.prefix = prefix
+        self.process = process
     }
 
     /// The `load_module` line and the location's directives for the requested access control.
@@ -152,21 +173,21 @@ public final class Nginx: @unchecked Sendable {
 
     /// Waits (at most 10 s) until `process` has bound `port` (its pid file exists) and accepts
     /// connections there, or has exited.
-    private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) -> StartOutcome {
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+    private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> StartOutcome {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             guard process.isRunning else { return .exited }
-            if FileManager.default.fileExists(atPath: pidFile.path), (try? FreePort.waitUntilListening(port, timeout: 0.05)) != nil {
+            if FileManager.default.fileExists(atPath: pidFile.path), FreePort.isListening(port) {
                 return process.isRunning ? .serving : .exited
             }
-            Thread.sleep(forTimeInterval: 0.02)
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { return .timedOut }
         }
         return .timedOut
     }
 
     deinit {
-        stop()
-        if let portHolder { close(portHolder) }
+        // A server never stopped is killed by its process handle's release.
+        if let portHolder = portHolder.withLock({ $0 }) { close(portHolder) }
         // Its configuration, logs and temporary directories; every test run made a few.
         try? FileManager.default.removeItem(at: prefix)
     }
@@ -177,18 +198,22 @@ public final class Nginx: @unchecked Sendable {
     /// Stops nginx (idempotent). Its port then stays bound and refusing connections until the
     /// server is released, so that a test of offline play meets a server that is down, not
     /// another test's server that took the port.
-    public func stop() {
+    public func stop() async {
         guard process.isRunning else { return }
         process.terminate()
-        // A fast shutdown takes milliseconds; never let a stuck nginx hang the suite.
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        process.signal(SIGKILL)
-        process.waitUntilExit()
+        // A fast shutdown takes milliseconds; never let a stuck nginx hang the suite (`exit`
+        // kills it after 5 s). Cancellation kills it at once, which stops it all the same.
+        try? await process.exit(within: 5)
         // Bound but not listening: it refuses connections, and no bind for port 0 (how every
         // server of this suite, SwiftNIO's included, takes one) gets it. `SO_REUSEADDR` lets the
         // bind pass nginx's closed connections, which linger on the port in `TIME_WAIT`.
-        portHolder = FreePort.boundSocket(port: port, reusingAddress: true)
+        guard let holder = FreePort.boundSocket(port: port, reusingAddress: true) else { return }
+        let kept = portHolder.withLock { current in
+            guard current == nil else { return false }
+            current = holder
+            return true
+        }
+        if !kept { close(holder) }  // a concurrent stop holds the port already
     }
 
     /// The access log so far.
@@ -268,22 +293,18 @@ public enum FreePort {
         return fd
     }
 
-    /// Polls until something accepts connections on `port` (bounded by `timeout` seconds).
-    public static func waitUntilListening(_ port: Int, timeout: Double) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            close(fd)
-            if connected { return }
-            Thread.sleep(forTimeInterval: 0.05)
+    /// Whether something accepts connections on 127.0.0.1:`port` (one connect attempt, which
+    /// loopback answers at once).
+    public static func isListening(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        throw POSIXError(.ETIMEDOUT)
     }
 }

@@ -59,44 +59,44 @@ import Testing
     func ffmpegPlaysTwiceAndTheOriginSendsEachByteOnce(kind: HLSTestMedia.Kind) async throws {
         try await withTemporaryDirectory { root in
             try await HLSTestMedia.make(kind, in: root)
-            let nginx = try Nginx(root: root, authorization: Self.token)
-            defer { nginx.stop() }
-            try await withTemporaryCache { cache in
-                try await Self.withProxy(cache: cache) { server in
-                    let master = server.url(for: server.register(url: nginx.url("/\(kind)/master.m3u8"), headers: ["Authorization": Self.token]))
-                    let probe = try await ExternalTool.run("ffprobe", ["-v", "error", "-show_streams", master.absoluteString], package: "ffmpeg")
-                    #expect(probe.status == 0 && probe.output.contains("codec_type=video"), "ffprobe of \(kind): \(probe.stderr)")
-                    let first = try await Self.play(master)
-                    #expect(first.status == 0, "ffmpeg, first play of \(kind): \(first.stderr)")
-                    let afterFirst = await Self.settledLog(nginx, cache)
-                    let second = try await Self.play(master)
-                    #expect(second.status == 0, "ffmpeg, second play of \(kind): \(second.stderr)")
-                    let log = await Self.settledLog(nginx, cache)
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                try await withTemporaryCache { cache in
+                    try await Self.withProxy(cache: cache) { server in
+                        let master = server.url(for: server.register(url: nginx.url("/\(kind)/master.m3u8"), headers: ["Authorization": Self.token]))
+                        let probe = try await ExternalTool.run("ffprobe", ["-v", "error", "-show_streams", master.absoluteString], package: "ffmpeg")
+                        #expect(probe.status == 0 && probe.output.contains("codec_type=video"), "ffprobe of \(kind): \(probe.stderr)")
+                        let first = try await Self.play(master)
+                        #expect(first.status == 0, "ffmpeg, first play of \(kind): \(first.stderr)")
+                        let afterFirst = await Self.settledLog(nginx, cache)
+                        let second = try await Self.play(master)
+                        #expect(second.status == 0, "ffmpeg, second play of \(kind): \(second.stderr)")
+                        let log = await Self.settledLog(nginx, cache)
 
-                    #expect(log.allSatisfy { $0.status == 200 || $0.status == 206 }, "every origin request carried the token")
-                    #expect(log.count == afterFirst.count, "the second play sent \(log.count - afterFirst.count) origin requests")
-                    let sizes = try HLSTestMedia.files(of: kind, in: root)
-                    for (path, size) in sizes {
-                        let sent = log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }
-                        #expect(sent <= size, "\(path): the origin sent \(sent) bytes of a \(size)-byte file")
+                        #expect(log.allSatisfy { $0.status == 200 || $0.status == 206 }, "every origin request carried the token")
+                        #expect(log.count == afterFirst.count, "the second play sent \(log.count - afterFirst.count) origin requests")
+                        let sizes = try HLSTestMedia.files(of: kind, in: root)
+                        for (path, size) in sizes {
+                            let sent = log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }
+                            #expect(sent <= size, "\(path): the origin sent \(sent) bytes of a \(size)-byte file")
+                        }
+                        let mediaSent = log.filter { !$0.path.hasSuffix(".m3u8") }.reduce(0) { $0 + $1.bodyBytes }
+                        let mediaSize = sizes.filter { !$0.key.hasSuffix(".m3u8") }.values.reduce(0, +)
+                        #expect(mediaSent * 2 >= mediaSize, "ffmpeg fetched media through the proxy (\(mediaSent) of \(mediaSize) bytes)")
+                        let fullest = sizes.map { path, size in Double(log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }) / Double(max(size, 1)) }.max() ?? 0
+                        print("hls \(kind): first play \(afterFirst.count) origin requests, second play \(log.count - afterFirst.count); "
+                              + "largest origin bytes / file size over \(sizes.count) files: \(fullest)")
+
+                        // What the player saw: proxy paths only, no origin address, no token.
+                        let text = try await Curl.fetch(master).text
+                        #expect(text.hasPrefix("#EXTM3U"))
+                        #expect(!text.contains("127.0.0.1:\(nginx.port)") && !text.contains("hls-origin-token"))
+                        let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+                        #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("/s/") })
+
+                        await nginx.stop()
+                        let offline = try await Self.play(master)
+                        #expect(offline.status == 0 && offline.stderr.isEmpty, "ffmpeg with the origin stopped, \(kind): \(offline.stderr)")
                     }
-                    let mediaSent = log.filter { !$0.path.hasSuffix(".m3u8") }.reduce(0) { $0 + $1.bodyBytes }
-                    let mediaSize = sizes.filter { !$0.key.hasSuffix(".m3u8") }.values.reduce(0, +)
-                    #expect(mediaSent * 2 >= mediaSize, "ffmpeg fetched media through the proxy (\(mediaSent) of \(mediaSize) bytes)")
-                    let fullest = sizes.map { path, size in Double(log.filter { $0.path == path }.reduce(0) { $0 + $1.bodyBytes }) / Double(max(size, 1)) }.max() ?? 0
-                    print("hls \(kind): first play \(afterFirst.count) origin requests, second play \(log.count - afterFirst.count); "
-                          + "largest origin bytes / file size over \(sizes.count) files: \(fullest)")
-
-                    // What the player saw: proxy paths only, no origin address, no token.
-                    let text = try await Curl.fetch(master).text
-                    #expect(text.hasPrefix("#EXTM3U"))
-                    #expect(!text.contains("127.0.0.1:\(nginx.port)") && !text.contains("hls-origin-token"))
-                    let uris = text.split(separator: "\n").filter { !$0.hasPrefix("#") }
-                    #expect(!uris.isEmpty && uris.allSatisfy { $0.hasPrefix("/s/") })
-
-                    nginx.stop()
-                    let offline = try await Self.play(master)
-                    #expect(offline.status == 0 && offline.stderr.isEmpty, "ffmpeg with the origin stopped, \(kind): \(offline.stderr)")
                 }
             }
         }
@@ -108,27 +108,27 @@ import Testing
     func aPrefetchedStreamPlaysWithTheOriginStopped(kind: HLSTestMedia.Kind) async throws {
         try await withTemporaryDirectory { root in
             try await HLSTestMedia.make(kind, in: root)
-            let nginx = try Nginx(root: root, authorization: Self.token)
-            defer { nginx.stop() }
-            let cacheDirectory = root.appendingPathComponent("cache")
-            let masterURL = nginx.url("/\(kind)/master.m3u8")
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                let cacheDirectory = root.appendingPathComponent("cache")
+                let masterURL = nginx.url("/\(kind)/master.m3u8")
 
-            let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
-            try await Self.withProxy(cache: cache) { server in
-                let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
-                let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"all"}"#)
-                #expect(answer.status == 200, "prefetch: \(answer.text)")
-                let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
-                let progress = try #require(status.hlsPrefetch)
-                #expect(status.prefetchError == nil)
-                #expect(progress.isComplete && progress.segments >= 2 * (HLSTestMedia.duration / 2))
-                let mediaFiles = try HLSTestMedia.files(of: kind, in: root).filter { !$0.key.hasSuffix(".m3u8") }
-                #expect(progress.files == mediaFiles.count, "every segment, map and key once")
-                #expect(progress.bytes == mediaFiles.values.reduce(0, +))
+                let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
+                try await Self.withProxy(cache: cache) { server in
+                    let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
+                    let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"all"}"#)
+                    #expect(answer.status == 200, "prefetch: \(answer.text)")
+                    let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
+                    let progress = try #require(status.hlsPrefetch)
+                    #expect(status.prefetchError == nil)
+                    #expect(progress.isComplete && progress.segments >= 2 * (HLSTestMedia.duration / 2))
+                    let mediaFiles = try HLSTestMedia.files(of: kind, in: root).filter { !$0.key.hasSuffix(".m3u8") }
+                    #expect(progress.files == mediaFiles.count, "every segment, map and key once")
+                    #expect(progress.bytes == mediaFiles.values.reduce(0, +))
+                }
+                await cache.shutdown()
+                await nginx.stop()
+                try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
             }
-            await cache.shutdown()
-            nginx.stop()
-            try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
         }
     }
 
@@ -137,16 +137,16 @@ import Testing
     @Test func theCommandLinePrefetchesAStreamForOfflinePlay() async throws {
         try await withTemporaryDirectory { root in
             try await HLSTestMedia.make(.byteRange, in: root)
-            let nginx = try Nginx(root: root, authorization: Self.token)
-            defer { nginx.stop() }
-            let cacheDirectory = root.appendingPathComponent("cache")
-            let masterURL = nginx.url("/byterange/master.m3u8")
-            let prefetch = try await CommandLineTool.run(["prefetch", masterURL.absoluteString, "-H", "Authorization: \(Self.token)",
-                                                          "--variants", "all", "--cache-dir", cacheDirectory.path])
-            #expect(prefetch.status == 0, "streamcache prefetch: \(prefetch.stderr)")
-            #expect(prefetch.output.hasPrefix("2 files ("), "one file per variant: \(prefetch.output)")
-            nginx.stop()
-            try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                let cacheDirectory = root.appendingPathComponent("cache")
+                let masterURL = nginx.url("/byterange/master.m3u8")
+                let prefetch = try await CommandLineTool.run(["prefetch", masterURL.absoluteString, "-H", "Authorization: \(Self.token)",
+                                                              "--variants", "all", "--cache-dir", cacheDirectory.path])
+                #expect(prefetch.status == 0, "streamcache prefetch: \(prefetch.stderr)")
+                #expect(prefetch.output.hasPrefix("2 files ("), "one file per variant: \(prefetch.output)")
+                await nginx.stop()
+                try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
+            }
         }
     }
 
@@ -155,22 +155,22 @@ import Testing
     @Test func aPrefetchOfTheFirstSegmentsOfOneVariantFetchesOnlyThose() async throws {
         try await withTemporaryDirectory { root in
             try await HLSTestMedia.make(.transportStream, in: root)
-            let nginx = try Nginx(root: root, authorization: Self.token)
-            defer { nginx.stop() }
-            try await withTemporaryCache { cache in
-                try await Self.withProxy(cache: cache) { server in
-                    let registration = server.register(url: nginx.url("/ts/master.m3u8"), headers: ["Authorization": Self.token])
-                    let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"lowest","segments":3}"#)
-                    #expect(answer.status == 200, "prefetch: \(answer.text)")
-                    let log = await Self.settledLog(nginx, cache)
-                    #expect(Set(log.map(\.path)) == ["/ts/master.m3u8", "/ts/v1.m3u8", "/ts/key.bin", "/ts/v1_000.ts", "/ts/v1_001.ts", "/ts/v1_002.ts"])
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                try await withTemporaryCache { cache in
+                    try await Self.withProxy(cache: cache) { server in
+                        let registration = server.register(url: nginx.url("/ts/master.m3u8"), headers: ["Authorization": Self.token])
+                        let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"lowest","segments":3}"#)
+                        #expect(answer.status == 200, "prefetch: \(answer.text)")
+                        let log = await Self.settledLog(nginx, cache)
+                        #expect(Set(log.map(\.path)) == ["/ts/master.m3u8", "/ts/v1.m3u8", "/ts/key.bin", "/ts/v1_000.ts", "/ts/v1_001.ts", "/ts/v1_002.ts"])
 
-                    let badVariant = try await Self.prefetch(registration, on: server, json: #"{"variants":"7"}"#)
-                    #expect(badVariant.status == 200)
-                    let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: badVariant.body)
-                    #expect(status.prefetchError?.contains("there is no variant 7") == true)
-                    let byteRange = try await Self.prefetch(registration, on: server, json: #"{"start":0,"end":10}"#)
-                    #expect(byteRange.status == 400)
+                        let badVariant = try await Self.prefetch(registration, on: server, json: #"{"variants":"7"}"#)
+                        #expect(badVariant.status == 200)
+                        let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: badVariant.body)
+                        #expect(status.prefetchError?.contains("there is no variant 7") == true)
+                        let byteRange = try await Self.prefetch(registration, on: server, json: #"{"start":0,"end":10}"#)
+                        #expect(byteRange.status == 400)
+                    }
                 }
             }
         }

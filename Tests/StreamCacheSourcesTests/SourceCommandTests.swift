@@ -44,39 +44,39 @@ import Glibc
                                                              "-c:a", "libmp3lame", "-b:a", "160k", music.appendingPathComponent("track.mp3").path])
             try #require(made.status == 0, "ffmpeg could not make the MP3: \(made.stderr)")
             let account = Nginx.WebDAVAccount(user: "listener", password: "webdav-cli-secret-27b9")
-            let nginx = try Nginx(root: root, webDAV: account)
-            defer { nginx.stop() }
-            let work = root.appendingPathComponent("work")
-            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-            let arguments = ["webdav://listener@127.0.0.1:\(nginx.port)/music/track.mp3", "--password-env", "WEBDAV_PASSWORD",
-                             "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
-            let environment = ["WEBDAV_PASSWORD": account.password]
-            func play() async throws {
-                let (url, process) = try await Self.serve(arguments, environment: environment, in: work)
-                let decoded = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-ss", "60", "-i", url.absoluteString, "-t", "5",
-                                                                    "-f", "null", "-"])
-                #expect(decoded.status == 0, "ffmpeg -ss 60: \(decoded.stderr)")
-                let probe = try await ExternalTool.run("ffprobe", ["-v", "error", "-show_streams", url.absoluteString], package: "ffmpeg")
-                #expect(probe.output.contains("codec_name=mp3"), "\(probe.stderr)")
-                try await Self.stop(process)
-            }
-            try await play()
-            let firstRun = nginx.accessLog().filter { $0.path == "/music/track.mp3" }
-            #expect(!firstRun.isEmpty)
-            #expect(firstRun.allSatisfy { $0.status == 206 || $0.status == 200 }, "\(firstRun.map(\.status))")
-            try await play()
-            let secondRun = nginx.accessLog().filter { $0.path == "/music/track.mp3" }
-            #expect(secondRun.count == firstRun.count, "the second run asked the WebDAV server \(secondRun.count - firstRun.count) times")
+            try await Nginx.serving(root: root, webDAV: account) { nginx in
+                let work = root.appendingPathComponent("work")
+                try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+                let arguments = ["webdav://listener@127.0.0.1:\(nginx.port)/music/track.mp3", "--password-env", "WEBDAV_PASSWORD",
+                                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
+                let environment = ["WEBDAV_PASSWORD": account.password]
+                func play() async throws {
+                    let (url, process) = try await Self.serve(arguments, environment: environment, in: work)
+                    let decoded = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-ss", "60", "-i", url.absoluteString, "-t", "5",
+                                                                        "-f", "null", "-"])
+                    #expect(decoded.status == 0, "ffmpeg -ss 60: \(decoded.stderr)")
+                    let probe = try await ExternalTool.run("ffprobe", ["-v", "error", "-show_streams", url.absoluteString], package: "ffmpeg")
+                    #expect(probe.output.contains("codec_name=mp3"), "\(probe.stderr)")
+                    try await Self.stop(process)
+                }
+                try await play()
+                let firstRun = nginx.accessLog().filter { $0.path == "/music/track.mp3" }
+                #expect(!firstRun.isEmpty)
+                #expect(firstRun.allSatisfy { $0.status == 206 || $0.status == 200 }, "\(firstRun.map(\.status))")
+                try await play()
+                let secondRun = nginx.accessLog().filter { $0.path == "/music/track.mp3" }
+                #expect(secondRun.count == firstRun.count, "the second run asked the WebDAV server \(secondRun.count - firstRun.count) times")
 
-            // Acceptance 4 for WebDAV: neither the password nor the Basic credentials are in the
-            // cache directory, the index or serve's verbose logs.
-            let basic = Data("listener:\(account.password)".utf8).base64EncodedString()
-            let files = FileManager.default.enumerator(at: work, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
-            #expect(files.contains { $0.lastPathComponent.hasPrefix("stderr-") })
-            for file in files {
-                guard let content = try? Data(contentsOf: file) else { continue }
-                for secret in [account.password, basic] where content.range(of: Data(secret.utf8)) != nil {
-                    Issue.record("\(file.lastPathComponent) holds the WebDAV credentials")
+                // Acceptance 4 for WebDAV: neither the password nor the Basic credentials are in the
+                // cache directory, the index or serve's verbose logs.
+                let basic = Data("listener:\(account.password)".utf8).base64EncodedString()
+                let files = FileManager.default.enumerator(at: work, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? []
+                #expect(files.contains { $0.lastPathComponent.hasPrefix("stderr-") })
+                for file in files {
+                    guard let content = try? Data(contentsOf: file) else { continue }
+                    for secret in [account.password, basic] where content.range(of: Data(secret.utf8)) != nil {
+                        Issue.record("\(file.lastPathComponent) holds the WebDAV credentials")
+                    }
                 }
             }
         }
@@ -89,37 +89,37 @@ import Glibc
             try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
             try TestData.random(count: 1234).write(to: root.appendingPathComponent("music/a.mp3"))
             let account = Nginx.WebDAVAccount(user: "lister", password: "ls-secret-9d0d")
-            let nginx = try Nginx(root: root, webDAV: account)
-            defer { nginx.stop() }
-            let ls = try await CommandLineTool.run(["ls", "webdav://lister@127.0.0.1:\(nginx.port)/music/", "--password-env", "PW"],
-                                                   environment: ["PW": account.password])
-            #expect(ls.status == 0, "\(ls.stderr)")
-            let lines = ls.output.split(separator: "\n").map(String.init).sorted()
-            #expect(lines == ["a.mp3\t1234\twebdav://lister@127.0.0.1:\(nginx.port)/music/a.mp3",
-                              "live/\t\twebdav://lister@127.0.0.1:\(nginx.port)/music/live/"], "\(lines)")
+            try await Nginx.serving(root: root, webDAV: account) { nginx in
+                let ls = try await CommandLineTool.run(["ls", "webdav://lister@127.0.0.1:\(nginx.port)/music/", "--password-env", "PW"],
+                                                       environment: ["PW": account.password])
+                #expect(ls.status == 0, "\(ls.stderr)")
+                let lines = ls.output.split(separator: "\n").map(String.init).sorted()
+                #expect(lines == ["a.mp3\t1234\twebdav://lister@127.0.0.1:\(nginx.port)/music/a.mp3",
+                                  "live/\t\twebdav://lister@127.0.0.1:\(nginx.port)/music/live/"], "\(lines)")
 
-            let data = TestData.random(count: 2_000_000, seed: 71)
-            try await CloudTestEnvironment.with { environment in
-                environment.server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
-                let endpoints = ["STREAMCACHE_ENDPOINT_YANDEX": environment.configuration.endpoints.yandex.absoluteString,
-                                 "STREAMCACHE_ENDPOINT_TOKEN_YANDEX": environment.server.url(.api, "/oauth/token").absoluteString]
-                let credentials = root.appendingPathComponent("credentials.json")
-                try Data("{\"yandex\": {\"token\": \"expired-token\", \"refresh_token\": \"\(environment.server.refreshToken)\", \"client_id\": \"\(environment.server.clientID)\"}}".utf8)
-                    .write(to: credentials)
-                let output = root.appendingPathComponent("song.mp3")
-                let arguments = ["get", "yandex:/Music/song.mp3", "--credentials-file", credentials.path, "-o", output.path,
-                                 "--cache-dir", root.appendingPathComponent("cache").path, "--quiet"]
-                try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: credentials.path)
-                let refused = try await CommandLineTool.run(arguments, environment: endpoints)
-                #expect(refused.status != 0)
-                #expect(refused.stderr.contains("chmod 600"), "\(refused.stderr)")
-                #expect(!refused.stderr.contains(environment.server.refreshToken))
+                let data = TestData.random(count: 2_000_000, seed: 71)
+                try await CloudTestEnvironment.with { environment in
+                    environment.server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
+                    let endpoints = ["STREAMCACHE_ENDPOINT_YANDEX": environment.configuration.endpoints.yandex.absoluteString,
+                                     "STREAMCACHE_ENDPOINT_TOKEN_YANDEX": environment.server.url(.api, "/oauth/token").absoluteString]
+                    let credentials = root.appendingPathComponent("credentials.json")
+                    try Data("{\"yandex\": {\"token\": \"expired-token\", \"refresh_token\": \"\(environment.server.refreshToken)\", \"client_id\": \"\(environment.server.clientID)\"}}".utf8)
+                        .write(to: credentials)
+                    let output = root.appendingPathComponent("song.mp3")
+                    let arguments = ["get", "yandex:/Music/song.mp3", "--credentials-file", credentials.path, "-o", output.path,
+                                     "--cache-dir", root.appendingPathComponent("cache").path, "--quiet"]
+                    try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: credentials.path)
+                    let refused = try await CommandLineTool.run(arguments, environment: endpoints)
+                    #expect(refused.status != 0)
+                    #expect(refused.stderr.contains("chmod 600"), "\(refused.stderr)")
+                    #expect(!refused.stderr.contains(environment.server.refreshToken))
 
-                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: credentials.path)
-                let got = try await CommandLineTool.run(arguments, environment: endpoints)
-                #expect(got.status == 0, "\(got.stderr)")
-                #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
-                #expect(environment.server.tokenGrants == 1, "the expired token is refreshed with the file's refresh token")
+                    try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: credentials.path)
+                    let got = try await CommandLineTool.run(arguments, environment: endpoints)
+                    #expect(got.status == 0, "\(got.stderr)")
+                    #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+                    #expect(environment.server.tokenGrants == 1, "the expired token is refreshed with the file's refresh token")
+                }
             }
         }
     }

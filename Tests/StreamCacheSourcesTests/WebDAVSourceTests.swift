@@ -14,9 +14,9 @@ import Testing
         try await withTemporaryDirectory { root in
             let music = root.appendingPathComponent("music")
             try FileManager.default.createDirectory(at: music.appendingPathComponent("live"), withIntermediateDirectories: true)
-            let nginx = try Nginx(root: root, webDAV: account)
-            defer { nginx.stop() }
-            try await body(nginx, music)
+            try await Nginx.serving(root: root, webDAV: account) { nginx in
+                try await body(nginx, music)
+            }
         }
     }
 

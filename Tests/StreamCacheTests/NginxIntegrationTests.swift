@@ -16,9 +16,9 @@ import Testing
         try await withTemporaryDirectory { root in
             let data = TestData.random(count: size, seed: 50)
             try data.write(to: root.appendingPathComponent("song.mp3"))
-            let nginx = try Nginx(root: root, authorization: token)
-            defer { nginx.stop() }
-            try await body(nginx, data)
+            try await Nginx.serving(root: root, authorization: token) { nginx in
+                try await body(nginx, data)
+            }
         }
     }
 
@@ -44,7 +44,7 @@ import Testing
                 #expect(second.status == 0, "\(second.stderr)")
                 #expect(await nginx.settledAccessLog().count == requestsBefore, "the second get must not reach the origin")
 
-                nginx.stop()
+                await nginx.stop()
                 try FileManager.default.removeItem(atPath: out)
                 let offline = try await CommandLineTool.run(["get", url, "-H", "Authorization: \(Self.token)", "-o", out, "--cache-dir", cacheDir])
                 #expect(offline.status == 0, "\(offline.stderr)")

@@ -14,24 +14,24 @@ import Testing
     /// nginx serving `root` with the token required, a proxy in front of it, and the proxy's
     /// folder mount of the whole root.
     static func withOriginAndProxy(root: URL, _ body: (Nginx, ProxyServer, FolderMount) async throws -> Void) async throws {
-        let nginx = try Nginx(root: root, authorization: token)
-        defer { nginx.stop() }
-        // A seek inside the request in flight waits for it rather than cutting it: on loopback a
-        // cut gains nothing, and nginx has sent the request's rest into the socket already, so
-        // its log would count those bytes twice. On a loaded machine the speed the engine
-        // measures is the test process's, slow enough to cut for (fresh-clone CI under load:
-        // 524 KB of the M4A twice). Cutting for slow links has tests of its own.
-        try await withTemporaryCache(configure: { $0.maximumJoinWait = .seconds(60) }) { cache in
-            let server = try ProxyServer(cache: cache)
-            let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": token], token: "media")
-            try await server.start()
-            do {
-                try await body(nginx, server, folder)
-            } catch {
+        try await Nginx.serving(root: root, authorization: token) { nginx in
+            // A seek inside the request in flight waits for it rather than cutting it: on loopback a
+            // cut gains nothing, and nginx has sent the request's rest into the socket already, so
+            // its log would count those bytes twice. On a loaded machine the speed the engine
+            // measures is the test process's, slow enough to cut for (fresh-clone CI under load:
+            // 524 KB of the M4A twice). Cutting for slow links has tests of its own.
+            try await withTemporaryCache(configure: { $0.maximumJoinWait = .seconds(60) }) { cache in
+                let server = try ProxyServer(cache: cache)
+                let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": token], token: "media")
+                try await server.start()
+                do {
+                    try await body(nginx, server, folder)
+                } catch {
+                    await server.stop()
+                    throw error
+                }
                 await server.stop()
-                throw error
             }
-            await server.stop()
         }
     }
 
@@ -117,27 +117,27 @@ import Testing
     @Test func theFirstStreamReusesTheConnectionOpenedByTheOriginCheck() async throws {
         try await withTemporaryDirectory { root in
             try TestData.random(count: 2_000_000, seed: 41).write(to: root.appendingPathComponent("a.bin"))
-            let nginx = try Nginx(root: root, authorization: Self.token)
-            defer { nginx.stop() }
-            try await withTemporaryCache { cache in
-                // A transport without a spare connection, which the stream could take instead
-                // (`aSpareConnectionIsReadyForTheNextRequest` covers spares).
-                let server = try ProxyServer(cache: cache, transport: AsyncHTTPClientTransport.shared)
-                let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": Self.token], token: "media")
-                // nginx forbids listing the folder (403, a warning for the user); the connection stays open.
-                let problem = await server.checkOrigin(of: folder)
-                #expect(problem?.contains("403") == true, "\(problem ?? "no problem")")
-                try await server.start()
-                let url = try #require(server.url(for: "a.bin", in: folder))
-                let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"]))
-                #expect(response.status == 206)
-                _ = try await response.body.collect(upTo: 16)
-                let log = nginx.accessLog()
-                let check = try #require(log.first { $0.path == "/" }, "\(log)")
-                let first = try #require(log.first { $0.path == "/a.bin" }, "\(log)")
-                #expect(check.status == 206 || check.status == 200 || check.status == 403)
-                #expect(first.connection == check.connection, "the first stream opened a new connection: \(log)")
-                await server.stop()
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                try await withTemporaryCache { cache in
+                    // A transport without a spare connection, which the stream could take instead
+                    // (`aSpareConnectionIsReadyForTheNextRequest` covers spares).
+                    let server = try ProxyServer(cache: cache, transport: AsyncHTTPClientTransport.shared)
+                    let folder = try server.mountFolder(nginx.url("/"), headers: ["Authorization": Self.token], token: "media")
+                    // nginx forbids listing the folder (403, a warning for the user); the connection stays open.
+                    let problem = await server.checkOrigin(of: folder)
+                    #expect(problem?.contains("403") == true, "\(problem ?? "no problem")")
+                    try await server.start()
+                    let url = try #require(server.url(for: "a.bin", in: folder))
+                    let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url, headers: ["Range": "bytes=0-1"]))
+                    #expect(response.status == 206)
+                    _ = try await response.body.collect(upTo: 16)
+                    let log = nginx.accessLog()
+                    let check = try #require(log.first { $0.path == "/" }, "\(log)")
+                    let first = try #require(log.first { $0.path == "/a.bin" }, "\(log)")
+                    #expect(check.status == 206 || check.status == 200 || check.status == 403)
+                    #expect(first.connection == check.connection, "the first stream opened a new connection: \(log)")
+                    await server.stop()
+                }
             }
         }
     }

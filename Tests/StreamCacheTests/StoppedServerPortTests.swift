@@ -36,9 +36,9 @@ import Glibc
 
     @Test func aStoppedNginxRefusesConnectionsAndKeepsItsPort() async throws {
         try await withTemporaryDirectory { root in
-            let nginx = try Nginx(root: root)
+            let nginx = try await Nginx.start(root: root)
             close(try RawHTTP.connectedSocket(port: nginx.port, timeout: 2))
-            nginx.stop()
+            await nginx.stop()
             #expect(throws: POSIXError.self) { close(try RawHTTP.connectedSocket(port: nginx.port, timeout: 2)) }
             // The holder passes nginx's closed connections with `SO_REUSEADDR`; binds for port 0,
             // the only way this suite's servers take a port, skip it all the same.
