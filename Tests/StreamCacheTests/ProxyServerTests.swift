@@ -455,7 +455,8 @@ import Testing
             while server.cache.residentResourceCount > 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.cache.residentResourceCount <= 2)
             let resource = try #require(server.resource(for: registration))
-            #expect(await resource.statistics.bytesServedFromOrigin == 200_000, "the registered resource was made anew")
+            let statistics = await resource.statistics
+            #expect(statistics.bytesServedFromOrigin == 200_000, "the registered resource was made anew: \(statistics)")
         }
     }
 

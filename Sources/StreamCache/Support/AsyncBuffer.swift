@@ -6,6 +6,9 @@
 /// delegate, can pause its source until ``onDrain`` fires). When the consumer goes away
 /// (cancelled, or its iterator dropped) ``onCancel`` runs once so the producer stops its work.
 package final class AsyncBuffer<Element: Sendable>: Sendable {
+    /// A sender waiting for room, with the number of the element it sent.
+    private typealias WaitingSender = (continuation: CheckedContinuation<Void, any Error>, element: Int)
+
     private struct State {
         /// Taken slots are cleared at once (so a consumed chunk is freed), and compacted later.
         var queue: [(element: Element?, weight: Int)] = []
@@ -15,7 +18,12 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
         var isCancelled = false
         var isPaused = false
         var consumer: CheckedContinuation<Element?, any Error>?
-        var producers: [CheckedContinuation<Void, any Error>] = []
+        /// Senders waiting for room.
+        var producers: [WaitingSender] = []
+        /// Elements accepted so far, and elements the consumer has taken so far: element number
+        /// `n` (counting from 1) was taken once `taken >= n`.
+        var accepted = 0
+        var taken = 0
         var onCancel: (@Sendable () -> Void)?
         var onDrain: (@Sendable () -> Void)?
     }
@@ -45,38 +53,62 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
     /// limit: the producer should pause until ``setOnDrain(_:)``'s action runs.
     @discardableResult
     package func offer(_ element: Element, weight: Int) -> Bool {
-        let (consumer, pause): (CheckedContinuation<Element?, any Error>?, Bool) = state.withLock { state in
-            guard state.terminal == nil, !state.isCancelled else { return (nil, false) }
+        if case .accepted(_, let pause) = accept(element, weight: weight) { return pause }
+        return false
+    }
+
+    /// What became of an element handed to the buffer.
+    private enum Acceptance {
+        /// Queued or handed to the waiting consumer, as element `number`; `pause` when the buffer
+        /// is now over its limit.
+        case accepted(number: Int, pause: Bool)
+        /// Dropped: the stream has ended or its consumer has gone away.
+        case refused
+    }
+
+    private func accept(_ element: Element, weight: Int) -> Acceptance {
+        let (consumer, acceptance): (CheckedContinuation<Element?, any Error>?, Acceptance) = state.withLock { state in
+            guard state.terminal == nil, !state.isCancelled else { return (nil, .refused) }
+            state.accepted += 1
             if let consumer = state.consumer {
                 state.consumer = nil
-                return (consumer, false)
+                state.taken += 1
+                return (consumer, .accepted(number: state.accepted, pause: false))
             }
             state.queue.append((element, weight))
             state.bufferedWeight += weight
             if state.bufferedWeight > limit { state.isPaused = true }
-            return (nil, state.isPaused)
+            return (nil, .accepted(number: state.accepted, pause: state.isPaused))
         }
         consumer?.resume(returning: element)
-        return pause
+        return acceptance
     }
 
     /// Appends an element, suspending while the buffer is over its limit.
     ///
-    /// - Throws: `CancellationError` when the consumer has gone away.
+    /// Returning means the consumer has the element or will get it before the stream's end, so a
+    /// producer may count what it sent (a read counts the bytes it served) exactly: a consumer
+    /// that takes the element and goes away at once does not make this throw.
+    ///
+    /// - Throws: `CancellationError` when the consumer went away before taking the element.
     package func send(_ element: Element, weight: Int) async throws {
-        if offer(element, weight: weight) {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: Result<Void, any Error>? = state.withLock { state in
-                    if state.isCancelled { return .failure(CancellationError()) }
-                    if state.bufferedWeight <= limit / 2 { return .success(()) }
-                    state.producers.append(continuation)
-                    return nil
-                }
-                if let resumeNow { continuation.resume(with: resumeNow) }
+        guard case .accepted(let number, let pause) = accept(element, weight: weight) else { throw CancellationError() }
+        guard pause else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let resumeNow: Result<Void, any Error>? = state.withLock { state in
+                if state.isCancelled { return Self.outcome(forElement: number, in: state) }
+                if state.bufferedWeight <= limit / 2 { return .success(()) }
+                state.producers.append((continuation, number))
+                return nil
             }
-        } else if state.withLock({ $0.isCancelled }) {
-            throw CancellationError()
+            if let resumeNow { continuation.resume(with: resumeNow) }
         }
+    }
+
+    /// How a send waiting for room ends once the consumer has gone away: normally if the
+    /// consumer took its element first.
+    private static func outcome(forElement number: Int, in state: State) -> Result<Void, any Error> {
+        state.taken >= number ? .success(()) : .failure(CancellationError())
     }
 
     /// Whether the producer was told to pause and the consumer has not drained the buffer since.
@@ -98,13 +130,15 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
 
     /// Called by the consumer when it stops listening; wakes everyone and runs ``onCancel`` once.
     package func cancel() {
-        let (consumer, producers, action) = state.withLock { state in
-            guard !state.isCancelled else { return (nil, [], nil) as (CheckedContinuation<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) }
+        typealias Woken = (CheckedContinuation<Element?, any Error>?, [(CheckedContinuation<Void, any Error>, Result<Void, any Error>)], (@Sendable () -> Void)?)
+        let (consumer, producers, action): Woken = state.withLock { state in
+            guard !state.isCancelled else { return (nil, [], nil) }
             state.isCancelled = true
             state.queue.removeAll()
             state.head = 0
             state.bufferedWeight = 0
-            let result = (state.consumer, state.producers, state.onCancel)
+            let producers = state.producers.map { ($0.continuation, Self.outcome(forElement: $0.element, in: state)) }
+            let result = (state.consumer, producers, state.onCancel)
             state.consumer = nil
             state.producers = []
             state.onCancel = nil
@@ -112,26 +146,26 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
             return result
         }
         consumer?.resume(throwing: CancellationError())
-        for producer in producers { producer.resume(throwing: CancellationError()) }
+        for (producer, outcome) in producers { producer.resume(with: outcome) }
         action?()
     }
 
     /// The next element, `nil` at the end, or the producer's error.
     package func next() async throws -> Element? {
         // Fast path: an element is queued, so no continuation is needed.
-        typealias Ready = (Element, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
+        typealias Ready = (Element, [WaitingSender], (@Sendable () -> Void)?)
         let ready: Ready? = state.withLock { state in
             guard !state.isCancelled, state.head < state.queue.count else { return nil }
             return Self.take(&state, limit: limit)
         }
         if let (element, wake, drain) = ready {
-            for producer in wake { producer.resume() }
+            for producer in wake { producer.continuation.resume() }
             drain?()
             return element
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element?, any Error>) in
-                typealias Outcome = (Result<Element?, any Error>?, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?)
+                typealias Outcome = (Result<Element?, any Error>?, [WaitingSender], (@Sendable () -> Void)?)
                 let (result, wake, drain): Outcome = state.withLock { state in
                     if state.isCancelled { return (.failure(CancellationError()), [], nil) }
                     if state.head < state.queue.count {
@@ -147,7 +181,7 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
                     }
                 }
                 if let result { continuation.resume(with: result) }
-                for producer in wake { producer.resume() }
+                for producer in wake { producer.continuation.resume() }
                 drain?()
             }
         } onCancel: {
@@ -157,10 +191,11 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
 
     /// Removes the head element; returns the producers to wake and the drain action to run once
     /// the buffer is at most half full.
-    private static func take(_ state: inout State, limit: Int) -> (Element, [CheckedContinuation<Void, any Error>], (@Sendable () -> Void)?) {
+    private static func take(_ state: inout State, limit: Int) -> (Element, [WaitingSender], (@Sendable () -> Void)?) {
         let (slot, weight) = state.queue[state.head]
         state.queue[state.head].element = nil
         state.head += 1
+        state.taken += 1
         state.bufferedWeight -= weight
         if state.head > 64, state.head * 2 > state.queue.count {
             state.queue.removeFirst(state.head)
