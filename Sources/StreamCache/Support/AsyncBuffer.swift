@@ -86,11 +86,13 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
 
     /// Appends an element, suspending while the buffer is over its limit.
     ///
-    /// Returning means the consumer has the element or will get it before the stream's end, so a
-    /// producer may count what it sent (a read counts the bytes it served) exactly: a consumer
-    /// that takes the element and goes away at once does not make this throw.
+    /// Returns once the buffer has accepted the element and, when that put it over its limit, once
+    /// it has drained to half or the consumer has taken the element. A consumer that takes the
+    /// element and goes away at once does not make this throw, so a producer that counts what it
+    /// sent (a read counts the bytes it served) counts each element the consumer took.
     ///
-    /// - Throws: `CancellationError` when the consumer went away before taking the element.
+    /// - Throws: `CancellationError` when the consumer had gone away before the element came, or
+    ///   went away without taking it while this waited for room.
     package func send(_ element: Element, weight: Int) async throws {
         guard case .accepted(let number, let pause) = accept(element, weight: weight) else { throw CancellationError() }
         guard pause else { return }
