@@ -102,14 +102,7 @@ public final class Nginx: Sendable {
     public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
                                   _ body: (Nginx) async throws -> T) async throws -> T {
         let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV)
-        do {
-            let result = try await body(nginx)
-            await nginx.stop()
-            return result
-        } catch {
-            await nginx.stop()
-            throw error
-        }
+        return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
     private init(port: Int, root: URL, prefix: URL, process: ChildProcess) {

@@ -94,15 +94,22 @@ public func withTemporaryCache<T>(
         var configuration = StreamCache.Configuration(directory: directory)
         configure(&configuration)
         let cache = try StreamCache(configuration: configuration)
-        do {
-            let result = try await body(cache)
-            await cache.shutdown()
-            return result
-        } catch {
-            await cache.shutdown()
-            throw error
-        }
+        return try await withAsyncCleanup { try await body(cache) } cleanup: { await cache.shutdown() }
     }
+}
+
+/// Runs `body`, then `cleanup` whether `body` returned or threw: the `defer` of async code, which
+/// cannot `await`.
+public func withAsyncCleanup<T>(_ body: () async throws -> T, cleanup: () async -> Void) async throws -> T {
+    let result: T
+    do {
+        result = try await body()
+    } catch {
+        await cleanup()
+        throw error
+    }
+    await cleanup()
+    return result
 }
 
 /// A swift-log handler that keeps every message in memory, to prove what was (not) logged.

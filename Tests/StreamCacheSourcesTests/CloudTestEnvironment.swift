@@ -26,14 +26,7 @@ struct CloudTestEnvironment {
         var configuration = SourceConfiguration(transport: AsyncHTTPClientTransport.shared, endpoints: endpoints)
         configure(&configuration)
         let environment = CloudTestEnvironment(server: server, configuration: configuration)
-        do {
-            let result = try await body(environment)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        return try await withAsyncCleanup { try await body(environment) } cleanup: { await server.stop() }
     }
 
     /// The reference of the file at `path` in `service`'s own syntax.
