@@ -44,4 +44,41 @@ import Testing
         while !buffer.isPaused, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         try #require(buffer.isPaused, "the sender's element never reached the buffer")
     }
+
+    /// What the consumer takes without waiting comes in order, and nothing when nothing is queued;
+    /// the end and an error are for `next()` to tell.
+    @Test func nextIfQueuedTakesWhatIsThereInOrder() async throws {
+        let buffer = AsyncBuffer<Int>(limit: 100)
+        #expect(buffer.nextIfQueued() == nil)
+        buffer.offer(1, weight: 1)
+        buffer.offer(2, weight: 1)
+        #expect(buffer.nextIfQueued() == 1)
+        #expect(buffer.nextIfQueued() == 2)
+        #expect(buffer.nextIfQueued() == nil)
+        buffer.offer(3, weight: 1)
+        buffer.finish(throwing: CancellationError())
+        #expect(buffer.nextIfQueued() == 3)
+        #expect(buffer.nextIfQueued() == nil)
+        await #expect(throws: CancellationError.self) { try await buffer.next() }
+    }
+
+    /// Taking without waiting makes room like `next()`: a producer paused over the limit is told
+    /// to go on once the buffer is down to half, or it would never send again.
+    @Test func nextIfQueuedWakesAPausedProducer() async throws {
+        let buffer = AsyncBuffer<Int>(limit: 10)
+        let drained = Locked(0)
+        buffer.setOnDrain { drained.withLock { $0 += 1 } }
+        #expect(!buffer.offer(1, weight: 4))
+        #expect(!buffer.offer(2, weight: 4))
+        #expect(buffer.offer(3, weight: 4), "12 is over the limit: the producer pauses")
+        #expect(buffer.nextIfQueued() == 1)
+        #expect(buffer.isPaused && drained.withLock { $0 } == 0, "8 is over half the limit")
+        #expect(buffer.nextIfQueued() == 2)
+        #expect(!buffer.isPaused && drained.withLock { $0 } == 1)
+        let sender = Task { try await buffer.send(4, weight: 20) }
+        try await Self.waitUntilPaused(buffer)
+        #expect(buffer.nextIfQueued() == 3)
+        #expect(buffer.nextIfQueued() == 4)
+        try await sender.value
+    }
 }

@@ -113,9 +113,12 @@ import Testing
 @Suite struct TransferTimingTests {
     /// Hands out a 1 MiB file in 16 chunks of 64 KiB, all at once, each saying it arrived 10 ms
     /// after the one before: as a transport does when a busy machine left its buffer unread.
+    /// `queued`: the chunks wait in the body's buffer, as a transport's do, and the download may
+    /// take them all at once (``HTTPBody/Iterator/readyChunk()``); otherwise it gets one per call.
     struct BackloggedOrigin: Origin {
         static let chunk = 64 << 10
         static let data = TestData.random(count: 16 * chunk, seed: 91)
+        var queued = false
         var logDescription: String { "backlogged" }
 
         func open(_ request: OriginRequest) async throws -> OriginResponse {
@@ -127,7 +130,16 @@ import Testing
             }
             let info = ResourceInfo(totalLength: Int64(Self.data.count), mimeType: "audio/mpeg", acceptsByteRanges: true,
                                     validator: Validator(entityTag: "\"v1\""))
-            return OriginResponse(info: info, offset: range.lowerBound, length: range.count, body: HTTPBody(pulling: Chunks(chunks)))
+            let body: HTTPBody
+            if queued {
+                let buffer = AsyncBuffer<HTTPBody.Chunk>(limit: Int.max)
+                for chunk in chunks { buffer.offer(chunk, weight: chunk.data.count) }
+                buffer.finish()
+                body = HTTPBody(buffer: buffer)
+            } else {
+                body = HTTPBody(pulling: Chunks(chunks))
+            }
+            return OriginResponse(info: info, offset: range.lowerBound, length: range.count, body: body)
         }
     }
 
@@ -140,15 +152,46 @@ import Testing
         func cancel() {}
     }
 
-    @Test func aBacklogTakenInAtOnceIsTimedByItsArrival() async throws {
+    /// Timed by arrival whether the download takes the backlog chunk by chunk or, as it does from
+    /// a transport's buffer, writes it all and reports it as one run.
+    @Test(arguments: [false, true])
+    func aBacklogTakenInAtOnceIsTimedByItsArrival(queued: Bool) async throws {
         try await withTemporaryCache { cache in
-            let song = cache.resource(for: CacheKey("backlogged"), origin: BackloggedOrigin())
+            let song = cache.resource(for: CacheKey("backlogged"), origin: BackloggedOrigin(queued: queued))
             #expect(try await song.read(ByteRange(0, Int64(BackloggedOrigin.data.count))).collect() == BackloggedOrigin.data)
             // Fifteen chunks after the first over 150 ms. Timed as the download took them in,
             // they came in no time at all.
             let alone = try #require(await song.parallelGain.alone())
             let expected = Double(15 * BackloggedOrigin.chunk) / 0.150
             #expect(abs(alone - expected) < expected * 0.01, "measured \(alone) B/s")
+        }
+    }
+
+    /// A download that finds chunks waiting writes them and reports them in one go: its readers
+    /// are woken (and its progress told) once for the lot, not once per chunk. The answer's first
+    /// chunk, which a reader may be waiting for, goes alone.
+    @Test func chunksThatPiledUpAreReportedAsOneRun() async throws {
+        try await withTemporaryCache { (cache: StreamCache) async throws in
+            let song = cache.resource(for: CacheKey("backlogged"), origin: BackloggedOrigin(queued: true))
+            let events = await song.events()
+            let size = Int64(BackloggedOrigin.data.count)
+            #expect(try await song.read(ByteRange(0, size)).collect() == BackloggedOrigin.data)
+            let reports = Task {
+                var ranges: [ByteRange] = []
+                for await event in events {
+                    guard case .bytesCached(let range, let total) = event else { continue }
+                    ranges.append(range)
+                    if total == size { break }
+                }
+                return ranges
+            }
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(30))
+                reports.cancel()
+            }
+            let ranges = await reports.value
+            timeout.cancel()
+            #expect(ranges == [ByteRange(0, Int64(BackloggedOrigin.chunk)), ByteRange(Int64(BackloggedOrigin.chunk), size)])
         }
     }
 }

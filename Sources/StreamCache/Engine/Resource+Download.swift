@@ -350,20 +350,36 @@ extension Resource {
                 var rangeEnd = response.length.map { start + $0 } ?? Int64.max
                 var followingRanges = response.followingRanges[...]
                 var iterator = response.body.makeAsyncIterator()
-                while let chunk = try await iterator.nextChunk() {
-                    var rest = chunk.data[...]
-                    while !rest.isEmpty {
-                        if offset >= rangeEnd, let next = followingRanges.popFirst() {
-                            offset = next.lowerBound
-                            rangeEnd = next.upperBound
+                var firstOfTheAnswer = true
+                while let first = try await iterator.nextChunk() {
+                    // What arrived while the last batch was written goes in one batch: one report
+                    // to the actor (and one wake-up of the readers) per run of bytes instead of
+                    // one per socket read. A download that keeps up takes one chunk at a time, and
+                    // an answer's first chunk, which a reader may wait for, goes alone.
+                    var takesMore = !firstOfTheAnswer
+                    firstOfTheAnswer = false
+                    var batch = WrittenRun(start: offset)
+                    var chunk: HTTPBody.Chunk? = first
+                    while let current = chunk {
+                        var rest = current.data[...]
+                        while !rest.isEmpty {
+                            if offset >= rangeEnd, let next = followingRanges.popFirst() {
+                                // The next range of a multipart answer: the run so far is reported first.
+                                guard try await report(&batch, id: id, generation: generation) else { break segments }
+                                offset = next.lowerBound
+                                rangeEnd = next.upperBound
+                                batch = WrittenRun(start: offset)
+                            }
+                            let piece = followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset))
+                            try file.write(piece, at: offset)
+                            rest = rest.dropFirst(piece.count)
+                            offset += Int64(piece.count)
+                            batch.add(Int64(piece.count), arrivedAt: current.arrivedAt)
                         }
-                        let piece = followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset))
-                        try file.write(piece, at: offset)
-                        rest = rest.dropFirst(piece.count)
-                        let written = ByteRange(offset: offset, length: Int64(piece.count))
-                        offset = written.upperBound
-                        guard try await didWrite(id: id, range: written, generation: generation, arrivedAt: chunk.arrivedAt) else { break segments }
+                        chunk = takesMore && batch.count < Self.largestWrittenRun ? iterator.readyChunk() : nil
+                        takesMore = true
                     }
+                    guard try await report(&batch, id: id, generation: generation) else { break segments }
                 }
                 planned = try await nextSegmentAfterAnySkimmingHold(id: id)
             }
@@ -371,6 +387,18 @@ extension Resource {
         } catch {
             await downloadEnded(id: id, error: error)
         }
+    }
+
+    /// The most bytes a download writes before it reports them (``didWrite(id:run:generation:)``),
+    /// when more have arrived meanwhile: readers waiting on the bytes see them at least this often.
+    static let largestWrittenRun = 1 << 20
+
+    /// Reports `run` to the actor unless it is empty, and empties it; returns whether the download
+    /// goes on.
+    nonisolated func report(_ run: inout WrittenRun, id: Int, generation: Int) async throws -> Bool {
+        guard run.count > 0 else { return true }
+        defer { run = WrittenRun(start: run.start + run.count) }
+        return try await didWrite(id: id, run: run, generation: generation)
     }
 
     /// The next request of download `id` once its read-ahead has waited out a skim, if it waits
@@ -648,10 +676,11 @@ extension Resource {
         return (file, response.offset, generation)
     }
 
-    /// Records written bytes, wakes readers, and says whether the download should go on.
-    /// `arrivedAt` is when the transport received them (see ``HTTPBody/Chunk``).
-    func didWrite(id: Int, range: ByteRange, generation downloadGeneration: Int, arrivedAt: ContinuousClock.Instant) throws -> Bool {
+    /// Records written bytes, wakes readers, and says whether the download should go on. The run
+    /// carries when the transport received each chunk of it (see ``HTTPBody/Chunk``).
+    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Bool {
         guard downloadGeneration == generation, var download = downloads[id] else { return false }
+        let range = run.range
         var cut = range
         if let total = info?.totalLength { cut = range.clamped(toLength: total) }
         let newBytes = cut.count - available.coveredByteCount(in: cut)
@@ -661,7 +690,9 @@ extension Resource {
             if firstPendingAt == nil { firstPendingAt = .now }
         }
         statistics.bytesDownloaded += range.count
-        noteTransfer(of: range.count, by: &download, arrivedAt: arrivedAt)
+        for arrival in run.arrivals {
+            noteTransfer(of: arrival.count, by: &download, arrivedAt: arrival.at)
+        }
         download.received += range.count
         download.position = range.upperBound
         if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {
@@ -719,9 +750,15 @@ extension Resource {
             // ends. The read-ahead grows with what the readers took, from the minimum (a probe
             // that read 2 bytes, a player that reads a little further on its next play) to the
             // maximum (a player that streamed a while).
-            // A reader still here has the rest of its range cached and takes it to its end.
+            // A reader still here has the rest of its range cached and takes it to its end. The
+            // read-ahead counts from there: the download may have written well past it before the
+            // reader was woken (the bytes that arrived meanwhile are written in one go), and
+            // counted from the download it would ask for bytes past the read-ahead.
+            var readAheadStart: Int64?
             for reader in readers.values where !reader.isPrefetch && download.isReached(byReaderAt: reader.position) {
-                download.readerTook = max(download.readerTook, min(reader.end, download.position) - reader.start)
+                let end = min(reader.end, download.position)
+                download.readerTook = max(download.readerTook, end - reader.start)
+                readAheadStart = max(readAheadStart ?? end, end)
             }
             let maximum = configuration.idleReadAhead
             let minimum = min(maximum, configuration.minimumIdleReadAhead)
@@ -732,7 +769,7 @@ extension Resource {
             // bytes are in socket buffers already, and cutting it would throw them away.
             let readAhead = download.readerReached ? min(maximum, max(minimum, download.readerTook))
                 : min(minimum, max(0, download.segmentEnd - download.position))
-            download.idleLimit = max(inFlightEnd, download.position + readAhead)
+            download.idleLimit = max(inFlightEnd, (readAheadStart ?? download.position) + readAhead)
         }
     }
 

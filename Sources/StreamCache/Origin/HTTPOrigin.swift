@@ -481,6 +481,15 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
         return nil
     }
 
+    func readyChunk() -> HTTPBody.Chunk? {
+        // Only within the range under way: going on to the next one may take a request.
+        guard let range = ranges.first, position < range.upperBound, let chunk = iterator.readyChunk() else { return nil }
+        let usable = chunk.data.prefix(Int(clamping: range.upperBound - position))
+        position += Int64(usable.count)
+        failures = 0
+        return HTTPBody.Chunk(usable, arrivedAt: chunk.arrivedAt)
+    }
+
     /// Opens the ranges still due, from `position` on.
     private func reopen() async throws {
         var rest = Array(ranges)

@@ -18,6 +18,8 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     /// Payload parsed but not handed on yet, each piece with its chunk's arrival.
     private var pending: [HTTPBody.Chunk] = []
     private var ended = false
+    /// A parse error met by ``readyChunk()``, which cannot throw: the next ``nextChunk()`` does.
+    private var deferredError: (any Error)?
 
     /// Reads `body`, whose parts must be `expected`, separated by `boundary`.
     init(body: HTTPBody, boundary: String, expected: [ByteRange]) {
@@ -46,12 +48,26 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         return pending.removeFirst()
     }
 
+    func readyChunk() -> HTTPBody.Chunk? {
+        while pending.isEmpty {
+            guard !ended, deferredError == nil, let chunk = iterator.readyChunk() else { return nil }
+            do {
+                pending += try parser.parse(chunk.data).map { HTTPBody.Chunk($0, arrivedAt: chunk.arrivedAt) }
+            } catch {
+                deferredError = error
+                return nil
+            }
+        }
+        return pending.removeFirst()
+    }
+
     func cancel() {
         body.discard()
     }
 
     /// Parses the next chunk of the body; `false` once it has ended (after its last part).
     private func receive() async throws -> Bool {
+        if let deferredError { throw deferredError }
         guard !ended else { return false }
         guard let chunk = try await iterator.nextChunk() else {
             ended = true

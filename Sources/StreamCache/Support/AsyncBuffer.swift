@@ -155,16 +155,7 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
     /// The next element, `nil` at the end, or the producer's error.
     package func next() async throws -> Element? {
         // Fast path: an element is queued, so no continuation is needed.
-        typealias Ready = (Element, [WaitingSender], (@Sendable () -> Void)?)
-        let ready: Ready? = state.withLock { state in
-            guard !state.isCancelled, state.head < state.queue.count else { return nil }
-            return Self.take(&state, limit: limit)
-        }
-        if let (element, wake, drain) = ready {
-            for producer in wake { producer.continuation.resume() }
-            drain?()
-            return element
-        }
+        if let element = nextIfQueued() { return element }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element?, any Error>) in
                 typealias Outcome = (Result<Element?, any Error>?, [WaitingSender], (@Sendable () -> Void)?)
@@ -189,6 +180,21 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
         } onCancel: {
             cancel()
         }
+    }
+
+    /// The next element if one is queued, without waiting: `nil` when none is (the stream's end
+    /// and its error, too, are for ``next()`` to report). A consumer that takes what has piled
+    /// up in one go (a download writing several chunks with one call) calls this after ``next()``.
+    package func nextIfQueued() -> Element? {
+        typealias Ready = (Element, [WaitingSender], (@Sendable () -> Void)?)
+        let ready: Ready? = state.withLock { state in
+            guard !state.isCancelled, state.head < state.queue.count else { return nil }
+            return Self.take(&state, limit: limit)
+        }
+        guard let (element, wake, drain) = ready else { return nil }
+        for producer in wake { producer.continuation.resume() }
+        drain?()
+        return element
     }
 
     /// Removes the head element; returns the producers to wake and the drain action to run once

@@ -208,6 +208,17 @@ public struct HTTPBody: AsyncSequence, Sendable {
             case .pull(let pull): try await pull.nextChunk()
             }
         }
+
+        /// The next chunk if it has arrived already, without waiting; `nil` when none has, and at
+        /// the end of the body or on an error, which ``nextChunk()`` reports. A consumer that is
+        /// slower than the network takes what piled up meanwhile with this after ``nextChunk()``,
+        /// and handles it in one go.
+        public mutating func readyChunk() -> Chunk? {
+            switch source {
+            case .buffer(let buffer): buffer.nextIfQueued()
+            case .pull(let pull): pull.readyChunk()
+            }
+        }
     }
 }
 
@@ -221,6 +232,10 @@ public protocol HTTPBodySource: AnyObject, Sendable {
     /// The next chunk with the time it arrived (see ``HTTPBody/Chunk``), or `nil` at the end of
     /// the body. The default implementation calls ``next()`` and says it arrived now.
     func nextChunk() async throws -> HTTPBody.Chunk?
+    /// The next chunk if it is at hand without waiting (see ``HTTPBody/Iterator/readyChunk()``),
+    /// else `nil`: also at the end and on an error, which ``nextChunk()`` then reports. The
+    /// default implementation returns `nil`.
+    func readyChunk() -> HTTPBody.Chunk?
     /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
     func cancel()
 }
@@ -229,4 +244,6 @@ extension HTTPBodySource {
     public func nextChunk() async throws -> HTTPBody.Chunk? {
         try await next().map { HTTPBody.Chunk($0) }
     }
+
+    public func readyChunk() -> HTTPBody.Chunk? { nil }
 }
