@@ -112,6 +112,26 @@ public func withAsyncCleanup<T>(_ body: () async throws -> T, cleanup: () async 
     return result
 }
 
+/// The events `events` delivers, up to and including the first that `isLast` accepts; within
+/// `limit` (a bound, not a wait), after which those that came so far.
+public func collectEvents(_ events: ResourceEvents, within limit: Duration = .seconds(30),
+                          until isLast: @escaping @Sendable (ResourceEvent) -> Bool) async -> [ResourceEvent] {
+    let reading = Task {
+        var received: [ResourceEvent] = []
+        for await event in events {
+            received.append(event)
+            if isLast(event) { break }
+        }
+        return received
+    }
+    let timeout = Task {
+        try await Task.sleep(for: limit)
+        reading.cancel()
+    }
+    defer { timeout.cancel() }
+    return await reading.value
+}
+
 /// A swift-log handler that keeps every message in memory, to prove what was (not) logged.
 public struct InMemoryLogHandler: LogHandler {
     /// The shared store of lines.

@@ -527,20 +527,9 @@ extension EngineTests {
             try await song.prefetch()
             await song.flush()
             #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
-            let reading = Task {
-                var received: [ResourceEvent] = []
-                for await event in events {
-                    received.append(event)
-                    if case .committed(let spans) = event, spans.coveredByteCount == Int64(size) { break }
-                }
-                return received
+            let received = await collectEvents(events) { event in
+                if case .committed(let spans) = event { spans.coveredByteCount == Int64(size) } else { false }
             }
-            let timeout = Task {
-                try await Task.sleep(for: .seconds(30))
-                reading.cancel()
-            }
-            let received = await reading.value
-            timeout.cancel()
 
             // The first download starts before its answer tells the info.
             guard case .downloadStarted(let first) = received.first, first.lowerBound == 0 else {

@@ -176,21 +176,12 @@ import Testing
             let events = await song.events()
             let size = Int64(BackloggedOrigin.data.count)
             #expect(try await song.read(ByteRange(0, size)).collect() == BackloggedOrigin.data)
-            let reports = Task {
-                var ranges: [ByteRange] = []
-                for await event in events {
-                    guard case .bytesCached(let range, let total) = event else { continue }
-                    ranges.append(range)
-                    if total == size { break }
-                }
-                return ranges
+            let received = await collectEvents(events) { event in
+                if case .bytesCached(_, let total) = event { total == size } else { false }
             }
-            let timeout = Task {
-                try await Task.sleep(for: .seconds(30))
-                reports.cancel()
+            let ranges = received.compactMap { event -> ByteRange? in
+                if case .bytesCached(let range, _) = event { range } else { nil }
             }
-            let ranges = await reports.value
-            timeout.cancel()
             #expect(ranges == [ByteRange(0, Int64(BackloggedOrigin.chunk)), ByteRange(Int64(BackloggedOrigin.chunk), size)])
         }
     }
