@@ -350,14 +350,12 @@ extension Resource {
                 var rangeEnd = response.length.map { start + $0 } ?? Int64.max
                 var followingRanges = response.followingRanges[...]
                 var iterator = response.body.makeAsyncIterator()
-                var firstOfTheAnswer = true
+                // What arrived while the last batch was written goes in one batch: one report to
+                // the actor (and one wake-up of the readers) per run of bytes instead of one per
+                // socket read. A download that keeps up takes one chunk at a time, and an answer's
+                // first chunk, which a reader may wait for, goes alone.
+                var takesMore = false
                 while let first = try await iterator.nextChunk() {
-                    // What arrived while the last batch was written goes in one batch: one report
-                    // to the actor (and one wake-up of the readers) per run of bytes instead of
-                    // one per socket read. A download that keeps up takes one chunk at a time, and
-                    // an answer's first chunk, which a reader may wait for, goes alone.
-                    var takesMore = !firstOfTheAnswer
-                    firstOfTheAnswer = false
                     var batch = WrittenRun(start: offset)
                     var chunk: HTTPBody.Chunk? = first
                     while let current = chunk {
