@@ -48,19 +48,16 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         var headTimeout: Scheduled<Void>?
         /// The future the client waits on while the buffer is over its limit.
         var drain: EventLoopPromise<Void>?
-        /// Fails the request when the origin has sent nothing for the idle timeout while the
-        /// receiver wanted bytes; none while the consumer holds the connection back.
-        var idleTimer: Scheduled<Void>?
-        /// Which arming of the idle timer is current: a timer that fires after it was re-armed or
-        /// disarmed does nothing.
-        var idleTimerGeneration = 0
-
-        /// Makes any armed idle timer stale and returns it, for the caller to cancel outside the lock.
-        mutating func stopIdleTimer() -> Scheduled<Void>? {
-            idleTimerGeneration += 1
-            defer { idleTimer = nil }
-            return idleTimer
-        }
+        /// When the origin's silence fails the request; `nil` while no silence counts: before
+        /// the head, while the consumer holds the body back, after the end.
+        var idleDeadline: NIODeadline?
+        /// The check that fails the request once `idleDeadline` has passed. It is scheduled for
+        /// the deadline of its time and not moved as bytes come (that cost a cancel and a new
+        /// scheduled task per chunk): when it finds a later deadline, it schedules itself again.
+        var idleCheck: Scheduled<Void>?
+        /// Whether a check is scheduled or being scheduled (`idleCheck` is stored only once
+        /// scheduling returns).
+        var idleCheckPending = false
     }
 
     /// The body as the consumer reads it.
@@ -129,7 +126,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
             return (state.head, state.headTimeout)
         }
         timeout?.cancel()
-        armIdleTimer(for: task)
+        restartIdleCount(for: task)
         sender?.resume(returning: response)
         return task.eventLoop.makeSucceededVoidFuture()
     }
@@ -140,16 +137,15 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         // allocation and its page faults for every chunk of a download.
         let data = part.getData(at: part.readerIndex, length: part.readableBytes, byteTransferStrategy: .noCopy) ?? Data()
         guard buffer.offer(HTTPBody.Chunk(data, arrivedAt: arrivedAt), weight: data.count) else {
-            armIdleTimer(for: task)
+            restartIdleCount(for: task)
             return task.eventLoop.makeSucceededVoidFuture()
         }
         let drain = task.eventLoop.makePromise(of: Void.self)
-        // Paused: the consumer's turn, not the origin's, so no timer runs until it drains.
-        let timer = state.withLock { state -> Scheduled<Void>? in
+        // Paused: the consumer's turn, not the origin's, so no silence counts until it drains.
+        state.withLock { state in
             state.drain = drain
-            return state.stopIdleTimer()
+            state.idleDeadline = nil
         }
-        timer?.cancel()
         // The consumer may have drained the buffer between the offer and now, and found no
         // promise to complete.
         if !buffer.isPaused { resumeReading() }
@@ -172,18 +168,20 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     /// receiver's actions) and of what waits on it. Returns the sender if the head never came.
     @discardableResult
     private func end() -> CheckedContinuation<HTTPResponse, any Error>? {
-        let (sender, timeout, drain, idleTimer) = state.withLock { state in
+        let (sender, timeout, drain, idleCheck) = state.withLock { state in
             defer {
                 state.ended = true
                 state.head = nil
                 state.task = nil
                 state.headTimeout = nil
                 state.drain = nil
+                state.idleDeadline = nil
+                state.idleCheck = nil
             }
-            return (state.head, state.headTimeout, state.drain, state.stopIdleTimer())
+            return (state.head, state.headTimeout, state.drain, state.idleCheck)
         }
         timeout?.cancel()
-        idleTimer?.cancel()
+        idleCheck?.cancel()
         // Every promise must be completed: the client may still hold the future.
         drain?.succeed()
         return sender
@@ -197,30 +195,58 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
             return (state.drain, state.task)
         }
         guard let drain else { return }
-        if let task { armIdleTimer(for: task) }
+        if let task { restartIdleCount(for: task) }
         drain.succeed()
     }
 
-    /// Starts the idle timeout over (from any thread): the request fails with the client's
-    /// `readTimeout` unless a body part or the end comes first, or the consumer pauses it.
-    private func armIdleTimer(for task: HTTPClient.Task<Void>) {
-        let (generation, previous) = state.withLock { state -> (Int?, Scheduled<Void>?) in
-            guard !state.ended else { return (nil, nil) }
-            let previous = state.stopIdleTimer()
-            return (state.idleTimerGeneration, previous)
+    /// Counts the origin's silence from now (from any thread): the request fails with the
+    /// client's `readTimeout` unless a body part or the end comes within the idle timeout, or the
+    /// consumer holds the body back.
+    private func restartIdleCount(for task: HTTPClient.Task<Void>) {
+        let deadline = NIODeadline.now() + idleReadTimeout
+        let schedule = state.withLock { state -> Bool in
+            guard !state.ended else { return false }
+            state.idleDeadline = deadline
+            defer { state.idleCheckPending = true }
+            return !state.idleCheckPending
         }
-        previous?.cancel()
-        guard let generation else { return }
-        let timer = task.eventLoop.scheduleTask(in: idleReadTimeout) { [weak self] in
-            guard let self, state.withLock({ $0.idleTimerGeneration == generation && !$0.ended }) else { return }
-            task.fail(reason: HTTPClientError.readTimeout)
+        if schedule { scheduleIdleCheck(at: deadline, for: task) }
+    }
+
+    private func scheduleIdleCheck(at deadline: NIODeadline, for task: HTTPClient.Task<Void>) {
+        let check = task.eventLoop.scheduleTask(deadline: deadline) { [weak self] () -> Void in
+            self?.checkIdleDeadline(for: task)
         }
-        let stale = state.withLock { state -> Bool in
-            guard state.idleTimerGeneration == generation else { return true }
-            state.idleTimer = timer
-            return false
+        let ended = state.withLock { state -> Bool in
+            if !state.ended { state.idleCheck = check }
+            return state.ended
         }
-        // Re-armed, paused or ended meanwhile: this one must not run.
-        if stale { timer.cancel() }
+        // The request ended while this was being scheduled, and found nothing to cancel.
+        if ended { check.cancel() }
+    }
+
+    /// Runs at the deadline the check was scheduled for: fails the request if no bytes came
+    /// since, schedules the check again for the later deadline if some did, and stops if no
+    /// silence counts now (a later restart schedules a new check).
+    private func checkIdleDeadline(for task: HTTPClient.Task<Void>) {
+        enum Next { case stop, fail, check(at: NIODeadline) }
+        let next = state.withLock { state -> Next in
+            guard !state.ended, let deadline = state.idleDeadline else {
+                state.idleCheckPending = false
+                state.idleCheck = nil
+                return .stop
+            }
+            guard deadline > .now() else {
+                state.idleCheckPending = false
+                state.idleCheck = nil
+                return .fail
+            }
+            return .check(at: deadline)
+        }
+        switch next {
+        case .stop: break
+        case .fail: task.fail(reason: HTTPClientError.readTimeout)
+        case .check(let deadline): scheduleIdleCheck(at: deadline, for: task)
+        }
     }
 }

@@ -415,6 +415,25 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(server.requests.first?.bodyBytesSent == Int64(data.count))
     }
 
+    /// An origin that keeps sending, slowly, is never timed out, however long its body takes:
+    /// the idle check scheduled with the first chunk finds the later deadline each newer chunk
+    /// set, and waits again instead of failing the request.
+    @Test
+    func aBodyWhoseBytesKeepComingOutlastsTheIdleTimeout() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        // One 64 KiB chunk a second for 5 s, against a 2 s timeout.
+        let data = TestData.random(count: 5 << 16, seed: 40)
+        server.setFile("/slow", data: data)
+        server.faults = { _, _, _, _ in .drip(bytesPerSecond: 1 << 16) }
+        let started = ContinuousClock.now
+        let response = try await Self.transport(idleReadTimeout: .seconds(2)).send(HTTPRequest(url: server.url("/slow")))
+        var received = Data()
+        for try await chunk in response.body { received.append(chunk) }
+        #expect(ContinuousClock.now - started > .seconds(3), "the body took less than the drip's 4 s")
+        #expect(TestData.sha256(received) == TestData.sha256(data))
+    }
+
     /// The idle timeout still ends a body whose origin falls silent while the consumer waits,
     /// after a spell of being held back: the timer starts again when the consumer drains.
     @Test
