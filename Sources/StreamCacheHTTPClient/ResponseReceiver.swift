@@ -51,9 +51,10 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         /// When the origin's silence fails the request; `nil` while no silence counts: before
         /// the head, while the consumer holds the body back, after the end.
         var idleDeadline: NIODeadline?
-        /// The check that fails the request once `idleDeadline` has passed. It is scheduled for
-        /// the deadline of its time and not moved as bytes come (that cost a cancel and a new
-        /// scheduled task per chunk): when it finds a later deadline, it schedules itself again.
+        /// The check that fails the request once `idleDeadline` has passed. It runs at the
+        /// deadline as it stood when it was scheduled, and is not moved as bytes come (that cost
+        /// a cancel and a new scheduled task per chunk): finding a later deadline, it schedules
+        /// itself again.
         var idleCheck: Scheduled<Void>?
         /// Whether a check is scheduled or being scheduled (`idleCheck` is stored only once
         /// scheduling returns).
@@ -213,6 +214,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         if schedule { scheduleIdleCheck(at: deadline, for: task) }
     }
 
+    /// Schedules the idle check on the request's event loop, and keeps it for ``end()`` to cancel.
     private func scheduleIdleCheck(at deadline: NIODeadline, for task: HTTPClient.Task<Void>) {
         let check = task.eventLoop.scheduleTask(deadline: deadline) { [weak self] () -> Void in
             self?.checkIdleDeadline(for: task)
