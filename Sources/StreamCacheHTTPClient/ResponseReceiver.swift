@@ -122,7 +122,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
         let (sender, timeout) = state.withLock { state in
             defer { state.head = nil; state.headTimeout = nil }
             // The sender stores the request once `execute` returns, which may be after the head:
-            // a drain re-arms the idle timer through it.
+            // a drain restarts the idle count through it.
             if state.task == nil, !state.ended { state.task = task }
             return (state.head, state.headTimeout)
         }
