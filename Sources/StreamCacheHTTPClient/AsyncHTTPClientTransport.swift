@@ -48,6 +48,14 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         public var spareConnectionsPerHost: Int = 0
         /// Bytes of a body held before the connection stops reading the socket.
         public var bufferLimit: Int = 1 << 20
+        /// The event loop that receives every response body, or `nil` for whichever loop of the
+        /// group a connection lives on. It must belong to the client's group
+        /// (`HTTPClient.defaultEventLoopGroup`). New connections open on it, so a body needs no
+        /// hop between threads, and ``bodyExecutor`` names it: the engine's downloads run there
+        /// and write each chunk on the thread that read it. ``forDownloads`` takes the group's
+        /// last loop; the proxy serves its clients on the first loop of SwiftNIO's shared group
+        /// (the same group on Linux).
+        public var bodyEventLoop: (any EventLoop)?
 
         /// Creates the default settings.
         public init() {}
@@ -59,9 +67,13 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// The transport for fetching media from origins: like ``shared``, plus one spare connection
     /// per host (``Configuration/spareConnectionsPerHost``), so a seek's request goes out at once
     /// instead of waiting for a new connection. The proxy uses it by default.
+    ///
+    /// Its bodies arrive on the last loop of the group (``Configuration/bodyEventLoop``), so its
+    /// downloads run beside the proxy's server loop, not on it.
     public static let forDownloads: AsyncHTTPClientTransport = {
         var configuration = Configuration()
         configuration.spareConnectionsPerHost = 1
+        configuration.bodyEventLoop = Array(HTTPClient.defaultEventLoopGroup.makeIterator()).last
         return AsyncHTTPClientTransport(configuration: configuration)
     }()
 
@@ -72,6 +84,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// The connections the transport's own client opens to one host; `nil` for a client the
     /// caller made (its pool is the caller's to tell).
     public let maximumConnectionsPerHost: Int?
+    /// The loop that receives every response body, if one was chosen
+    /// (``Configuration/bodyEventLoop``).
+    public let bodyEventLoop: (any EventLoop)?
 
     /// Creates a transport with its own client on the shared event-loop group.
     public init(configuration: Configuration = Configuration()) {
@@ -96,18 +111,28 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         self.bufferLimit = configuration.bufferLimit
         self.idleReadTimeout = configuration.idleReadTimeout
         self.maximumConnectionsPerHost = configuration.maximumConnectionsPerHost
+        self.bodyEventLoop = configuration.bodyEventLoop
     }
 
     /// Creates a transport on a client the caller owns and shuts down. Configure the client not to
     /// follow redirects, not to decompress, and without a read timeout (`timeout.read = nil`):
     /// the client's timer also runs while a slow consumer holds a body back, and the transport
     /// keeps its own, `idleReadTimeout`, which does not (see ``Configuration/idleReadTimeout``).
-    public init(client: HTTPClient, bufferLimit: Int = 1 << 20, idleReadTimeout: Duration = .seconds(30)) {
+    /// `bodyEventLoop`, a loop of the client's group, receives every body
+    /// (``Configuration/bodyEventLoop``).
+    public init(client: HTTPClient, bufferLimit: Int = 1 << 20, idleReadTimeout: Duration = .seconds(30), bodyEventLoop: (any EventLoop)? = nil) {
         self.client = client
         self.ownsClient = false
         self.bufferLimit = bufferLimit
         self.idleReadTimeout = idleReadTimeout
         self.maximumConnectionsPerHost = nil
+        self.bodyEventLoop = bodyEventLoop
+    }
+
+    /// An executor on ``bodyEventLoop``, or `nil` when bodies arrive on any loop.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    public var bodyExecutor: (any TaskExecutor)? {
+        bodyEventLoop.map { EventLoopTaskExecutor($0) }
     }
 
     deinit {
@@ -136,7 +161,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         // The receiver holds the transport until the response ends (see ``ResponseReceiver``).
         // The body's silence is bounded by the request's timeout too, as its documentation says.
         return try await ResponseReceiver(bufferLimit: bufferLimit, idleReadTimeout: min(request.timeout, idleReadTimeout), transport: self)
-            .send(outgoing, on: client, headTimeout: request.timeout)
+            .send(outgoing, on: client, bodyEventLoop: bodyEventLoop, headTimeout: request.timeout)
     }
 
     static func translate(_ error: any Error) -> any Error {

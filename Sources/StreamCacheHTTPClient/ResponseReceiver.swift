@@ -80,11 +80,19 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
 
     /// Sends `request` on `client` and returns once its head has arrived; `timeout` bounds the
     /// wait for the head. Cancelling the calling task meanwhile cancels the request.
-    func send(_ request: HTTPClient.Request, on client: HTTPClient, headTimeout timeout: Duration) async throws -> HTTPResponse {
+    ///
+    /// With a `bodyEventLoop`, the receiver runs there. That loop is the request's preference,
+    /// not its requirement: the client opens new connections on it, and takes an idle one on
+    /// another loop (hopping to the preferred one) rather than open another. Connections opened
+    /// for a requirement are closed as soon as they are idle (AsyncHTTPClient keeps only the
+    /// others for reuse): every request would pay for a new connection.
+    func send(_ request: HTTPClient.Request, on client: HTTPClient, bodyEventLoop: (any EventLoop)?,
+              headTimeout timeout: Duration) async throws -> HTTPResponse {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
                 state.withLock { $0.head = continuation }
-                let task = client.execute(request: request, delegate: self, eventLoop: .indifferent, deadline: nil, logger: nil)
+                let task = client.execute(request: request, delegate: self, eventLoop: bodyEventLoop.map { .delegate(on: $0) } ?? .indifferent,
+                                          deadline: nil, logger: nil)
                 let timeout = task.eventLoop.scheduleTask(in: timeout.timeAmount) { [weak self] in
                     // Only a request still waiting for its head is failed here: the body has the
                     // client's idle read timeout.

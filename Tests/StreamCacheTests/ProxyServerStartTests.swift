@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import StreamCache
+import StreamCacheHTTPClient
 @testable import StreamCacheServer
 import StreamCacheTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheTestSupport
@@ -481,6 +482,43 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let silence = try #require(silentSince.withLock { $0 }).duration(to: failedAt)
         #expect(silence >= .milliseconds(1_500), "failed \(silence) into the origin's silence")
         #expect(failedAt - lastChunkAt < .seconds(30), "failed \(failedAt - lastChunkAt) after the last chunk")
+    }
+
+    /// With a body loop, a task that prefers the transport's ``AsyncHTTPClientTransport/bodyExecutor``
+    /// takes every chunk on that loop, and the next request reuses the connection: the loop is
+    /// the requests' preference, not a requirement, whose connections AsyncHTTPClient closes as
+    /// soon as they are idle (each request opened a new one while the transport required it).
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    @Test
+    func bodiesArriveOnTheBodyLoopOverAKeptConnection() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 600_000, seed: 38)
+        server.setFile("/song", data: data)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.bodyEventLoop = loop
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        let executor = try #require(transport.bodyExecutor)
+        for range in [ByteRange(0, 300_000), ByteRange(300_000, 600_000)] {
+            let (received, onLoop) = try await withTaskExecutorPreference(executor) { () async throws -> (Data, [Bool]) in
+                let response = try await transport.send(HTTPRequest(url: server.url("/song"), headers: ["Range": "bytes=\(range.lowerBound)-\(range.httpLast)"]))
+                var received = Data()
+                var onLoop: [Bool] = []
+                var iterator = response.body.makeAsyncIterator()
+                while let chunk = try await iterator.nextChunk() {
+                    received.append(chunk.data)
+                    onLoop.append(loop.inEventLoop)
+                }
+                return (received, onLoop)
+            }
+            #expect(received == data[Int(range.lowerBound)..<Int(range.upperBound)])
+            #expect(!onLoop.isEmpty && onLoop.allSatisfy { $0 }, "chunks taken on the loop: \(onLoop)")
+        }
+        // The origin records a request once it has sent it all, which may be after the body ended here.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.requests.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.requests.map(\.connection) == [0, 0])
+        try await transport.shutdown()
     }
 
     /// A seek arrives while the previous read's download still holds its connection. With a

@@ -110,6 +110,11 @@ public struct HTTPOrigin: Origin {
     /// Linux): it receives what is on its way regardless, a dropped body included.
     public var stopsAbandonedTransfers: Bool { transport.holdsBackSlowConsumers }
 
+    /// The transport's ``HTTPTransport/bodyExecutor``: downloads take their bytes on the thread
+    /// that received them.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    public var downloadExecutor: (any TaskExecutor)? { transport.bodyExecutor }
+
     /// True unless ``Configuration/multipleRanges`` is `nil` or the host answered a request for
     /// several ranges with one range or the whole file.
     public var servesMultipleRanges: Bool {

@@ -64,6 +64,15 @@ public protocol Origin: Sendable {
     ///
     /// - Throws: What ``open(_:)`` throws.
     func currentInfo() async throws -> ResourceInfo
+
+    /// The executor a download of this origin runs on, or `nil` for Swift's global executor.
+    ///
+    /// The engine starts each download's task with this executor as its preference: the task
+    /// opens the origin's responses, writes their bodies to the cache file and reports them to
+    /// the resource. ``HTTPOrigin`` names its transport's ``HTTPTransport/bodyExecutor``, so the
+    /// bytes are written on the thread that received them.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    var downloadExecutor: (any TaskExecutor)? { get }
 }
 
 /// The connections a transport opens to one host.
@@ -98,6 +107,10 @@ extension Origin {
 
     /// ``infoFromFirstByte()``.
     public func currentInfo() async throws -> ResourceInfo { try await infoFromFirstByte() }
+
+    /// None: downloads run on Swift's global executor.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    public var downloadExecutor: (any TaskExecutor)? { nil }
 
     /// The info of a response to a request for the resource's first byte.
     ///

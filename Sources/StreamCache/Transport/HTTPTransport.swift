@@ -38,6 +38,16 @@ public protocol HTTPTransport: Sendable {
     /// or `nil` when it does not say. ``HTTPOrigin`` passes it on as its
     /// ``Origin/connectionLimit``.
     var maximumConnectionsPerHost: Int? { get }
+
+    /// The executor whose thread receives every response body of this transport, when there is
+    /// one (an event loop that all its connections live on), else `nil`.
+    ///
+    /// A task that prefers it takes each chunk on the thread that read it from the socket: the
+    /// engine runs its downloads there (see ``Origin/downloadExecutor``), so the bytes go into the
+    /// cache file while they are still in that CPU's cache, and no chunk waits for a thread of
+    /// Swift's cooperative pool to wake up.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    var bodyExecutor: (any TaskExecutor)? { get }
 }
 
 extension HTTPTransport {
@@ -46,6 +56,10 @@ extension HTTPTransport {
 
     /// Not known.
     public var maximumConnectionsPerHost: Int? { nil }
+
+    /// None: bodies arrive wherever the client library delivers them.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    public var bodyExecutor: (any TaskExecutor)? { nil }
 }
 
 /// An HTTP request as the engine builds it.

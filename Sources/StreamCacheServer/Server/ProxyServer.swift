@@ -197,9 +197,13 @@ public final class ProxyServer: Sendable {
         // connection to another loop, then to a task on Swift's global executor, and each
         // response back to the loop: four thread wake-ups per request, most of a cold first
         // byte's cost over the origin's on the test machine. Cached bytes go out with sendfile
-        // and downloads, origin requests and index writes run in the engine's own tasks on the
-        // global executor, so this thread only parses, plans and writes.
-        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        // and downloads, origin requests and index writes run in the engine's own tasks, so this
+        // thread only parses, plans and writes. It is the group's first loop: the default
+        // transport (`AsyncHTTPClientTransport.forDownloads`) receives its bodies, and runs the
+        // downloads that write them, on the last, so with two or more threads the two never queue
+        // behind each other.
+        var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
+        let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
         let server = try HTTPService.make(
             address: .hostname(configuration.host, port: configuration.port),
