@@ -40,7 +40,7 @@ public protocol HTTPTransport: Sendable {
     var maximumConnectionsPerHost: Int? { get }
 
     /// The executor whose thread receives every response body of this transport, when there is
-    /// one (an event loop that all its connections live on), else `nil`.
+    /// one (an event loop the client hands every body to), else `nil`.
     ///
     /// A task that prefers it takes each chunk on the thread that read it from the socket: the
     /// engine runs its downloads there (see ``Origin/downloadExecutor``), so the bytes go into the
