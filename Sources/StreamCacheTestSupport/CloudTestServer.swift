@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 import Logging
+import NIOCore
 import StreamCache
 
 /// Local stand-ins for the cloud services' documented APIs (`shared/reference/cloud-apis.md`), the
@@ -71,6 +72,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var links: [String: Link] = [:]
         var linksIssued = 0
         var records: [Record] = []
+        var contentConnections = 0
+        var contentConnectionsUsed = 0
         var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
         var downloadFailures: (count: Int, status: Int, body: String?) = (0, 503, nil)
         var revisionsReadable = true
@@ -173,6 +176,9 @@ public final class CloudTestServer: @unchecked Sendable {
     public var linksIssued: Int { state.withLock { $0.linksIssued } }
     /// Every request so far.
     public var records: [Record] { state.withLock { $0.records } }
+    /// Connections the content listener has accepted on which no request has come (yet): a
+    /// client that keeps a spare connection to a content host has one.
+    public var contentConnectionsUnused: Int { state.withLock { $0.contentConnections - $0.contentConnectionsUsed } }
 
     /// File bytes sent by every download so far.
     public var downloadedBytes: Int64 { records.filter(\.isDownload).reduce(0) { $0 + $1.bodyBytes } }
@@ -192,6 +198,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
                 return self.respond(host: host, request: request, body: body)
             },
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionCounter(host: host, state: self.state)])),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
             logger: Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -199,6 +206,31 @@ public final class CloudTestServer: @unchecked Sendable {
         tasks.append(Task { try await app.run() })
         for await port in stream { return port }
         return 0
+    }
+
+    /// Counts the content listener's connections as their pipelines are set up, and those a
+    /// request came on as its first part passes.
+    private final class ConnectionCounter: ChannelInboundHandler, RemovableChannelHandler {
+        /// The decoded request parts, passed on untouched (never unwrapped).
+        typealias InboundIn = Any
+        let host: Host
+        let state: Locked<State>
+        var carriedARequest = false
+        init(host: Host, state: Locked<State>) {
+            self.host = host
+            self.state = state
+        }
+        func handlerAdded(context: ChannelHandlerContext) {
+            guard host == .content else { return }
+            state.withLock { $0.contentConnections += 1 }
+        }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if host == .content, !carriedARequest {
+                carriedARequest = true
+                state.withLock { $0.contentConnectionsUsed += 1 }
+            }
+            context.fireChannelRead(data)
+        }
     }
 
     private func respond(host: Host, request: Request, body: Data) -> Response {

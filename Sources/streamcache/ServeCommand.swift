@@ -112,11 +112,15 @@ struct ServeCommand: AsyncParsableCommand {
             Self.printError("warning: serving on \(host): anyone who can reach this address and knows a stream URL can read it.")
         }
 
+        // One transport for every origin the server reads, the cloud sources' included: their
+        // content hosts get the spare connection a seek's request goes out on, and their bodies
+        // the loop the downloads run on.
+        let transport = AsyncHTTPClientTransport.forDownloads
         let cache: StreamCache
         let server: ProxyServer
         do {
             cache = try StreamCache(configuration: cacheConfiguration)
-            server = try ProxyServer(cache: cache, configuration: serverConfiguration)
+            server = try ProxyServer(cache: cache, configuration: serverConfiguration, transport: transport)
         } catch {
             throw Failure.exit(error)
         }
@@ -124,7 +128,7 @@ struct ServeCommand: AsyncParsableCommand {
         for text in urls {
             if SourceReference.isSourceReference(text) {
                 do {
-                    let source = try sources.source(text, transport: AsyncHTTPClientTransport.shared)
+                    let source = try sources.source(text, transport: transport)
                     let file = try await source.resolve()
                     _ = try await cache.resource(for: file)
                     registrations.append((server.register(origin: file.origin, key: file.key, fileName: file.fileName), source.reference))

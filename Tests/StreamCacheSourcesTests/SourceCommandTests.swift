@@ -82,6 +82,37 @@ import Glibc
         }
     }
 
+    /// A cloud source behind `serve` downloads through the proxy's own transport: once its first
+    /// read has been answered, a spare connection to the content host is open, so a seek's request
+    /// goes out at once instead of waiting for a new connection (as for a plain URL).
+    @Test func serveKeepsASpareConnectionToACloudSourcesContentHost() async throws {
+        try await withTemporaryDirectory { work in
+            let data = TestData.random(count: 3_000_000, seed: 83)
+            try await CloudTestEnvironment.with { environment in
+                environment.server.setFile("/Music/long.mp3", data: data, mimeType: "audio/mpeg")
+                let variables = ["STREAMCACHE_ENDPOINT_YANDEX": environment.configuration.endpoints.yandex.absoluteString,
+                                 "YANDEX_TOKEN": CloudTestEnvironment.accessToken]
+                let arguments = ["yandex:/Music/long.mp3", "--token-env", "YANDEX_TOKEN", "--cache-dir", work.appendingPathComponent("cache").path,
+                                 "--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(arguments, environment: variables, in: work)
+                try await withAsyncCleanup {
+                    let response = try await RawHTTP.get(port: url.port ?? 0, path: url.path, headers: ["Range: bytes=0-65535"])
+                    #expect(response.status == 206, "\(response.head)")
+                    let body = response.raw.range(of: Data("\r\n\r\n".utf8)).map { response.raw[$0.upperBound...] } ?? Data()
+                    #expect(TestData.sha256(Data(body)) == TestData.sha256(data.prefix(65536)))
+                    let downloads = environment.server.records.filter(\.isDownload)
+                    #expect(!downloads.isEmpty)
+                    for _ in 0..<100 where environment.server.contentConnectionsUnused == 0 {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    #expect(environment.server.contentConnectionsUnused >= 1, "every connection to the content host carried a request: no spare")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
+
     /// `ls` lists a WebDAV collection; `get` of a cloud reference writes the exact bytes; the
     /// token comes from a credentials file only its owner may read.
     @Test func lsAndGetWithSourceReferences() async throws {
