@@ -19,6 +19,10 @@ public enum RawHTTP {
             let text = String(decoding: raw, as: UTF8.self)
             return text.components(separatedBy: "\r\n\r\n").first ?? text
         }
+        /// Everything received after the header block (as sent: a chunked body keeps its framing).
+        public var body: Data {
+            raw.range(of: Data("\r\n\r\n".utf8)).map { Data(raw[$0.upperBound...]) } ?? Data()
+        }
     }
 
     /// Connects, sends `request`, and reads until the server closes or `timeout` passes.
