@@ -11,6 +11,7 @@ import Darwin
 #endif
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import StreamCache
 // StreamCache and NIOHTTP1 both define HTTPHeaders; the engine's type is meant throughout.
 import struct StreamCache.HTTPHeaders
@@ -56,9 +57,42 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         /// last loop; the proxy serves its clients on the first loop of SwiftNIO's shared group
         /// (the same group on Linux).
         public var bodyEventLoop: (any EventLoop)?
+        /// Certificate authorities trusted besides the system's (see
+        /// ``trustCertificateAuthorities(inPEMFile:)``).
+        var additionalAuthorities: [NIOSSLCertificate] = []
 
         /// Creates the default settings.
         public init() {}
+
+        /// The settings of ``AsyncHTTPClientTransport/forDownloads``: one spare connection per
+        /// host, bodies on the last loop of the group. A transport for downloads that needs more
+        /// (an authority to trust) starts from these.
+        public static var forDownloads: Configuration {
+            var configuration = Configuration()
+            configuration.spareConnectionsPerHost = 1
+            configuration.bodyEventLoop = Array(HTTPClient.defaultEventLoopGroup.makeIterator()).last
+            return configuration
+        }
+
+        /// Trusts the certificate authorities in the PEM file at `path` besides the system's: an
+        /// origin whose certificate a private authority signed (a WebDAV server at home, a
+        /// company's gateway) is refused otherwise, as it is by a browser. The file is read now.
+        ///
+        /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the file cannot be read or
+        ///   holds no PEM certificate.
+        public mutating func trustCertificateAuthorities(inPEMFile path: String) throws {
+            let bytes: [UInt8]
+            do {
+                bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw StreamCacheError(.invalidArgument, "The certificate file \(path) cannot be read.", underlying: SendableErrorDescription(error))
+            }
+            let certificates = (try? NIOSSLCertificate.fromPEMBytes(bytes)) ?? []
+            guard !certificates.isEmpty else {
+                throw StreamCacheError(.invalidArgument, "The certificate file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----).")
+            }
+            additionalAuthorities += certificates
+        }
     }
 
     /// A transport shared by everything in the process that does not need its own settings.
@@ -70,12 +104,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     ///
     /// Its bodies arrive on the last loop of the group (``Configuration/bodyEventLoop``), so its
     /// downloads run beside the proxy's server loop, not on it.
-    public static let forDownloads: AsyncHTTPClientTransport = {
-        var configuration = Configuration()
-        configuration.spareConnectionsPerHost = 1
-        configuration.bodyEventLoop = Array(HTTPClient.defaultEventLoopGroup.makeIterator()).last
-        return AsyncHTTPClientTransport(configuration: configuration)
-    }()
+    public static let forDownloads = AsyncHTTPClientTransport(configuration: .forDownloads)
 
     private let client: HTTPClient
     private let ownsClient: Bool
@@ -106,6 +135,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         // on until the connect timeout: a player offline, or with its origin down, waited 10 s for
         // each read of bytes not in the cache.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        if !configuration.additionalAuthorities.isEmpty {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.certificates(configuration.additionalAuthorities)]
+            clientConfiguration.tlsConfiguration = tls
+        }
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         self.ownsClient = true
         self.bufferLimit = configuration.bufferLimit
@@ -181,6 +215,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let channelError = error as? ChannelError, channelError == .ioOnClosedChannel || channelError == .eof {
             return StreamCacheError(.originUnavailable, "The connection to the origin was lost.", connectionFailure: .lost)
         }
+        if let failure = tlsFailure(error) {
+            return StreamCacheError(.originUnavailable, failure.reason, underlying: SendableErrorDescription(error), connectionFailure: failure.kind)
+        }
         // Connection failures: an `IOError` naming the system's reason.
         if let ioError = error as? IOError {
             let failure = failure(connecting: ioError.errnoCode)
@@ -189,6 +226,21 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
                                     connectionFailure: failure.kind)
         }
         return StreamCacheError(.originUnavailable, "The origin could not be reached (\(type(of: error))).", underlying: SendableErrorDescription(error))
+    }
+
+    /// What a failed TLS handshake means, in words that say what to do, or `nil` when `error`
+    /// is not one. BoringSSL names its reason only in its error stack's text.
+    static func tlsFailure(_ error: any Error) -> (reason: String, kind: StreamCacheError.ConnectionFailure?)? {
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return ("The origin's TLS certificate names another host.", .certificateRejected)
+        }
+        guard let sslError = error as? NIOSSLError, case .handshakeFailed(let stack) = sslError else { return nil }
+        let text = String(describing: stack)
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            return ("The origin's TLS certificate is not trusted (or has expired): trust the authority that signed it "
+                    + "(`--cacert FILE`, or `AsyncHTTPClientTransport.Configuration.trustCertificateAuthorities(inPEMFile:)`).", .certificateRejected)
+        }
+        return ("The TLS handshake with the origin failed (\(text)).", nil)
     }
 
     /// What a failed connection's `errno` means to someone who reads the error, in the words

@@ -23,6 +23,8 @@ public final class Nginx: Sendable {
 
     /// The port nginx listens on.
     public let port: Int
+    /// `https` when it serves TLS with a test authority's certificate, `http` otherwise.
+    public let scheme: String
     /// The directory it serves.
     public let root: URL
     private let prefix: URL
@@ -71,7 +73,9 @@ public final class Nginx: Sendable {
     ///   - authorization: The exact `Authorization` value required, or `nil` for none.
     ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
     ///   - port: The port; a free one when `nil`.
-    public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil) async throws -> Nginx {
+    ///   - tls: Serve HTTPS only, with this authority's server certificate for `127.0.0.1`.
+    public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil,
+                             tls: TestCertificateAuthority? = nil) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
@@ -82,10 +86,10 @@ public final class Nginx: Sendable {
         while true {
             attempt += 1
             let candidate = try port ?? FreePort.find()
-            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth)
+            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth, tls: tls)
             switch await Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
             case .serving:
-                return Nginx(port: candidate, root: root, prefix: prefix, process: process)
+                return Nginx(port: candidate, scheme: tls == nil ? "http" : "https", root: root, prefix: prefix, process: process)
             case .exited where port == nil && attempt < 5:
                 continue  // lost the port to another test: try a new one
             case .exited, .timedOut:
@@ -97,16 +101,17 @@ public final class Nginx: Sendable {
         }
     }
 
-    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:)``), and
-    /// stops it afterwards, whether `body` returned or threw.
-    public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
+    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:tls:)``),
+    /// and stops it afterwards, whether `body` returned or threw.
+    public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, tls: TestCertificateAuthority? = nil,
                                   _ body: (Nginx) async throws -> T) async throws -> T {
-        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV)
+        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls)
         return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
-    private init(port: Int, root: URL, prefix: URL, process: ChildProcess) {
+    private init(port: Int, scheme: String, root: URL, prefix: URL, process: ChildProcess) {
         self.port = port
+        self.scheme = scheme
         self.root = root
         self.prefix = prefix
         self.process = process
@@ -127,8 +132,11 @@ public final class Nginx: Sendable {
     }
 
     /// Writes the configuration for `port` and starts nginx in the foreground.
-    private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String) throws -> ChildProcess {
+    private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
+                               tls: TestCertificateAuthority?) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
+        let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
+            ?? "listen 127.0.0.1:\(port);"
         let config = """
         \(user)
         \(loadModule)
@@ -150,7 +158,7 @@ public final class Nginx: Sendable {
             types { audio/mpeg mp3; audio/mp4 m4a; application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/iso.segment m4s; video/mp4 mp4; }
             default_type application/octet-stream;
             server {
-                listen 127.0.0.1:\(port);
+                \(listen)
                 root \(root.path);
                 location / { \(auth) }
             }
@@ -186,7 +194,7 @@ public final class Nginx: Sendable {
     }
 
     /// The URL of `path` (relative to the root, starting with `/`).
-    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+    public func url(_ path: String) -> URL { URL(string: "\(scheme)://127.0.0.1:\(port)\(path)")! }
 
     /// Stops nginx (idempotent). Its port then stays bound and refusing connections until the
     /// server is released, so that a test of offline play meets a server that is down, not

@@ -248,6 +248,11 @@ extension URLSessionTransport {
         case NSURLErrorNetworkConnectionLost: (reason, failure) = ("The connection to the origin was lost.", .lost)
         case NSURLErrorCannotFindHost: reason = "The origin's host name could not be resolved."
         case NSURLErrorNotConnectedToInternet: reason = "There is no network connection."
+        case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasUnknownRoot, NSURLErrorServerCertificateHasBadDate,
+             NSURLErrorServerCertificateNotYetValid:
+            // Trust for a private authority comes from the system here (a configuration profile
+            // on Apple platforms); AsyncHTTPClientTransport takes one itself.
+            (reason, failure) = ("The origin's TLS certificate is not trusted (or is out of its dates).", .certificateRejected)
         default: reason = "The request to the origin failed (\(nsError.domain) \(nsError.code))."
         }
         return StreamCacheError(.originUnavailable, reason, underlying: SendableErrorDescription(domain: nsError.domain, code: nsError.code, description: nsError.localizedDescription),

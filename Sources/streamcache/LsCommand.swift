@@ -31,13 +31,15 @@ struct LsCommand: AsyncParsableCommand {
 
     @OptionGroup var sources: SourceOptions
 
+    @OptionGroup var tls: TLSOptions
+
     func validate() throws {
         guard SourceReference.isSourceReference(source) else { throw ValidationError("'\(source.prefix(200))' is not a source reference.") }
     }
 
     func run() async throws {
         do {
-            let entries = try await sources.source(source, transport: AsyncHTTPClientTransport.shared).list()
+            let entries = try await sources.source(source, transport: try tls.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())).list()
             for entry in entries {
                 if json {
                     let encoder = JSONEncoder()

@@ -49,6 +49,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var tls: TLSOptions
+
     func validate() throws {
         _ = try ArgumentParsing.httpURL(url)
         _ = try ArgumentParsing.headers(headers)
@@ -59,7 +61,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     func run() async throws {
         let url = try ArgumentParsing.httpURL(url)
         let headers = try ArgumentParsing.headers(headers)
-        let transport = AsyncHTTPClientTransport.shared
+        let transport = try tls.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())
         let cache: StreamCache
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)

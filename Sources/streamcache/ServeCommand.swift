@@ -82,6 +82,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var sources: SourceOptions
 
+    @OptionGroup var tls: TLSOptions
+
     func validate() throws {
         for url in urls where !SourceReference.isSourceReference(url) { _ = try ArgumentParsing.httpURL(url) }
         if let folder { _ = try ArgumentParsing.httpURL(folder) }
@@ -115,7 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
         // One transport for every origin the server reads, the cloud sources' included: their
         // content hosts get the spare connection a seek's request goes out on, and their bodies
         // the loop the downloads run on.
-        let transport = AsyncHTTPClientTransport.forDownloads
+        let transport = try tls.transport(.forDownloads, configuration: .forDownloads)
         let cache: StreamCache
         let server: ProxyServer
         do {

@@ -149,6 +149,57 @@ import Glibc
         }
     }
 
+    /// A WebDAV server over HTTPS whose certificate the owner's own authority signed, as a
+    /// Nextcloud at home often has: refused with a message that names `--cacert` until the
+    /// authority is given, then listed, fetched (exact bytes) and served through the proxy.
+    @Test func webDAVOverTLSWithAPrivateAuthorityNeedsItsAuthority() async throws {
+        try await withTemporaryDirectory { root in
+            let authority = try await TestCertificateAuthority.make(in: root)
+            try FileManager.default.createDirectory(at: root.appendingPathComponent("music"), withIntermediateDirectories: true)
+            let data = TestData.random(count: 1_500_000, seed: 85)
+            try data.write(to: root.appendingPathComponent("music/a.mp3"))
+            let account = Nginx.WebDAVAccount(user: "owner", password: "tls-secret-3e1f")
+            try await Nginx.serving(root: root, webDAV: account, tls: authority) { nginx in
+                let folder = "webdavs://owner@127.0.0.1:\(nginx.port)/music/"
+                let environment = ["PW": account.password]
+                let refused = try await CommandLineTool.run(["ls", folder, "--password-env", "PW"], environment: environment)
+                #expect(refused.status != 0)
+                #expect(refused.stderr.contains("not trusted") && refused.stderr.contains("--cacert"), "\(refused.stderr)")
+
+                let trusted = ["--password-env", "PW", "--cacert", authority.certificate.path]
+                let ls = try await CommandLineTool.run(["ls", folder] + trusted, environment: environment)
+                #expect(ls.status == 0, "\(ls.stderr)")
+                #expect(ls.output.hasPrefix("a.mp3\t1500000\t"), "\(ls.output)")
+
+                let output = root.appendingPathComponent("a-copy.mp3")
+                let got = try await CommandLineTool.run(["get", folder + "a.mp3", "-o", output.path, "--quiet", "--cache-dir", root.appendingPathComponent("get-cache").path]
+                                                        + trusted, environment: environment)
+                #expect(got.status == 0, "\(got.stderr)")
+                #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+
+                let work = root.appendingPathComponent("work")
+                try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+                let (url, process) = try await Self.serve([folder + "a.mp3", "--cache-dir", work.appendingPathComponent("cache").path,
+                                                           "--control-token-file", work.appendingPathComponent("token").path] + trusted,
+                                                          environment: environment, in: work)
+                try await withAsyncCleanup {
+                    for range in [ByteRange(1_000_000, 1_100_000), ByteRange(0, 200_000)] {
+                        let response = try await RawHTTP.get(port: url.port ?? 0, path: url.path, headers: ["Range: bytes=\(range.lowerBound)-\(range.httpLast)"])
+                        #expect(response.status == 206, "\(response.head)")
+                        #expect(TestData.sha256(response.body) == TestData.sha256(data[Int(range.lowerBound)..<Int(range.upperBound)]))
+                    }
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+
+                let unreadable = try await CommandLineTool.run(["ls", folder, "--password-env", "PW", "--cacert", root.appendingPathComponent("music/a.mp3").path],
+                                                               environment: environment)
+                #expect(unreadable.status != 0)
+                #expect(unreadable.stderr.contains("--cacert") && unreadable.stderr.contains("holds no PEM certificate"), "\(unreadable.stderr)")
+            }
+        }
+    }
+
     /// `ls` lists a WebDAV collection; `get` of a cloud reference writes the exact bytes; the
     /// token comes from a credentials file only its owner may read.
     @Test func lsAndGetWithSourceReferences() async throws {

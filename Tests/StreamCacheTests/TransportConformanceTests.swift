@@ -521,6 +521,59 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         try await transport.shutdown()
     }
 
+    /// An origin whose certificate a private authority signed (a WebDAV server at home) is
+    /// refused with an error that says why and what to do, at once and without a retry; once the
+    /// transport trusts that authority, it reads the exact bytes, and keeps its TLS connection
+    /// from one request to the next as it does without TLS.
+    @Test func anOriginSignedByAPrivateAuthorityIsReadOnceItsAuthorityIsTrusted() async throws {
+        try await withTemporaryDirectory { root in
+            let authority = try await TestCertificateAuthority.make(in: root)
+            let data = TestData.random(count: 600_000, seed: 39)
+            try data.write(to: root.appendingPathComponent("song.bin"))
+            try await Nginx.serving(root: root, tls: authority) { nginx in
+                let untrusting = AsyncHTTPClientTransport()
+                let counting = AttemptCountingTransport(untrusting) { _ in }
+                let refusal = await #expect(throws: StreamCacheError.self) {
+                    _ = try await counting.send(HTTPRequest(url: nginx.url("/song.bin")), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
+                }
+                #expect(refusal?.code == .originUnavailable)
+                #expect(refusal?.connectionFailure == .certificateRejected)
+                #expect(refusal?.message.contains("not trusted") == true, "\(String(describing: refusal))")
+                #expect(counting.durations.count == 1, "a refused certificate is not tried again")
+                try await untrusting.shutdown()
+
+                var configuration = AsyncHTTPClientTransport.Configuration()
+                try configuration.trustCertificateAuthorities(inPEMFile: authority.certificate.path)
+                let trusting = AsyncHTTPClientTransport(configuration: configuration)
+                for range in [ByteRange(0, 300_000), ByteRange(300_000, 600_000)] {
+                    let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin"), headers: ["Range": "bytes=\(range.lowerBound)-\(range.httpLast)"]))
+                    #expect(response.status == 206)
+                    let body = try await response.body.collect(upTo: 1 << 20)
+                    #expect(TestData.sha256(body) == TestData.sha256(data[Int(range.lowerBound)..<Int(range.upperBound)]))
+                }
+                try await trusting.shutdown()
+                let log = await nginx.settledAccessLog()
+                #expect(log.map(\.range) == ["bytes=0-299999", "bytes=300000-599999"], "the refused transport sent no request")
+                #expect(Set(log.map(\.connection)).count == 1, "both requests on one kept TLS connection: \(log.map(\.connection))")
+            }
+        }
+    }
+
+    /// A certificate file that is missing or holds no PEM certificate is refused when it is
+    /// given, not at the first connection.
+    @Test func aCertificateFileThatIsNotOneIsRefusedAtOnce() async throws {
+        try await withTemporaryDirectory { root in
+            let notPEM = root.appendingPathComponent("key.txt")
+            try Data("not a certificate\n".utf8).write(to: notPEM)
+            var configuration = AsyncHTTPClientTransport.Configuration()
+            for path in [notPEM.path, root.appendingPathComponent("missing.pem").path] {
+                let error = #expect(throws: StreamCacheError.self) { try configuration.trustCertificateAuthorities(inPEMFile: path) }
+                #expect(error?.code == .invalidArgument)
+                #expect(error?.message.contains(path) == true)
+            }
+        }
+    }
+
     /// A seek arrives while the previous read's download still holds its connection. With a
     /// spare connection kept open, the seek's request goes out on a connection that was already
     /// there; without one, it waits for a new connection (a round trip to a distant origin).
@@ -601,3 +654,4 @@ private struct FailingTransport: HTTPTransport {
 
     func send(_ request: HTTPRequest) async throws -> HTTPResponse { throw error }
 }
+

@@ -99,6 +99,10 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         case lost
         /// The origin did not answer within the transport's timeout.
         case timedOut
+        /// The origin's TLS certificate was refused: no trusted authority signed it, it names
+        /// another host, or it has expired. Trying again changes nothing until the client is told
+        /// to trust its authority.
+        case certificateRejected
     }
 
     /// Creates an error.

@@ -34,12 +34,12 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Whether a request that failed with `error`, `elapsed` after it was sent, is worth sending
     /// again: a refused or lost connection always (on a machine busy starting a whole test suite
-    /// a refusal once took 5.7 s to show), a timeout never, and an unclassified failure when it
-    /// came within ``connectionFailureWindow``.
+    /// a refusal once took 5.7 s to show), a timeout or a refused certificate never, and an
+    /// unclassified failure when it came within ``connectionFailureWindow``.
     static func repeats(_ error: StreamCacheError, after elapsed: Duration) -> Bool {
         switch error.connectionFailure {
         case .refused, .lost: true
-        case .timedOut: false
+        case .timedOut, .certificateRejected: false
         case nil: elapsed < connectionFailureWindow
         }
     }
