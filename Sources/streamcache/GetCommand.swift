@@ -51,7 +51,7 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var sources: SourceOptions
 
-    @OptionGroup var tls: TLSOptions
+    @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
         if !SourceReference.isSourceReference(url) { _ = try parsedURL() }
@@ -81,7 +81,7 @@ struct GetCommand: AsyncParsableCommand {
         // AsyncHTTPClient holds back a connection whose bytes the disk has not taken yet, so a
         // cold `get` keeps its memory flat whatever the link and the disk; URLSession on Linux
         // cannot: with parallel parts a cold 1 GiB get peaked at 86-94 MiB over it, 60 over this.
-        let transport = try tls.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())
+        let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
         var file: ResolvedSource?
         if SourceReference.isSourceReference(url) {
             do {

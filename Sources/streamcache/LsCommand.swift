@@ -31,7 +31,7 @@ struct LsCommand: AsyncParsableCommand {
 
     @OptionGroup var sources: SourceOptions
 
-    @OptionGroup var tls: TLSOptions
+    @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
         guard SourceReference.isSourceReference(source) else { throw ValidationError("'\(source.prefix(200))' is not a source reference.") }
@@ -39,7 +39,7 @@ struct LsCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let entries = try await sources.source(source, transport: try tls.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())).list()
+            let entries = try await sources.source(source, transport: try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())).list()
             for entry in entries {
                 if json {
                     let encoder = JSONEncoder()

@@ -49,7 +49,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
-    @OptionGroup var tls: TLSOptions
+    @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
         _ = try ArgumentParsing.httpURL(url)
@@ -61,7 +61,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     func run() async throws {
         let url = try ArgumentParsing.httpURL(url)
         let headers = try ArgumentParsing.headers(headers)
-        let transport = try tls.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration())
+        let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
         let cache: StreamCache
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)

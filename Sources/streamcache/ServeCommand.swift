@@ -82,7 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var sources: SourceOptions
 
-    @OptionGroup var tls: TLSOptions
+    @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
         for url in urls where !SourceReference.isSourceReference(url) { _ = try ArgumentParsing.httpURL(url) }
@@ -117,7 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
         // One transport for every origin the server reads, the cloud sources' included: their
         // content hosts get the spare connection a seek's request goes out on, and their bodies
         // the loop the downloads run on.
-        let transport = try tls.transport(.forDownloads, configuration: .forDownloads)
+        let transport = try transportOptions.transport(.forDownloads, configuration: .forDownloads, connectionsPerHost: downloads.connectionsPerHost)
         let cache: StreamCache
         let server: ProxyServer
         do {

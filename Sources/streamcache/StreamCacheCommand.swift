@@ -35,6 +35,11 @@ struct DownloadOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Origin connections one long download may use at once (1-16).", valueName: "N"))
     var connections: Int = 4
 
+    @Option(name: .customLong("connections-per-host"),
+            help: ArgumentHelp("Connections open to one origin host at most, across all downloads (1-64); more requests wait for a free one.",
+                               discussion: "For a service that limits a user's connections. Default: 8.", valueName: "N"))
+    var connectionsPerHost: Int = 8
+
     @Option(name: .customLong("revalidate-after"),
             help: ArgumentHelp("Ask the origin whether cached bytes are still its current version when its last word is older than this (90s, 15m, 2h, 1d).",
                                discussion: "One request for the first byte before cached bytes are served; a changed file is fetched anew. When the origin cannot be reached, the cached bytes are served. Default: never (a file cached whole makes no request).",
@@ -44,13 +49,15 @@ struct DownloadOptions: ParsableArguments {
 
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
+        guard (1...64).contains(connectionsPerHost) else { throw ValidationError("--connections-per-host must be between 1 and 64.") }
     }
 
-    /// Sets the connections per download and how long the origin's word on a version holds. A command that is the process's only reader (`get`,
-    /// `prefetch`) passes `sharesOrigins: false`: no player's request competes with its parts,
-    /// so they may use every connection the transport opens to a host.
+    /// Sets the connections per download (no more than a host allows) and how long the origin's
+    /// word on a version holds. A command that is the process's only reader (`get`, `prefetch`)
+    /// passes `sharesOrigins: false`: no player's request competes with its parts, so they may use
+    /// every connection the transport opens to a host.
     func apply(to configuration: inout StreamCache.Configuration, sharesOrigins: Bool) {
-        configuration.parallelDownloads = connections
+        configuration.parallelDownloads = min(connections, connectionsPerHost)
         configuration.revalidationInterval = revalidateAfter
         if !sharesOrigins { configuration.connectionsKeptForReaders = nil }
     }

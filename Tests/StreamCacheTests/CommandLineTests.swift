@@ -14,6 +14,8 @@ import Testing
         ["get", "http://127.0.0.1:1/a", "--range", "abc"],
         ["get", "http://127.0.0.1:1/a", "--revalidate-after", "soon"],
         ["get", "http://127.0.0.1:1/a", "--revalidate-after", "-5m"],
+        ["get", "http://127.0.0.1:1/a", "--connections-per-host", "0"],
+        ["get", "http://127.0.0.1:1/a", "--cacert", "/nonexistent/ca.pem"],
     ])
     func malformedInputIsAUsageError(arguments: [String]) async throws {
         try await withTemporaryDirectory { directory in
@@ -26,6 +28,32 @@ import Testing
 
     /// `--revalidate-after`: a second `get` in another process finds the file replaced at the
     /// origin and writes the new bytes; without it, the cached file is written with no request.
+    /// `--connections-per-host` holds the connections to the origin's host to what the service
+    /// allows: a long `get` from an origin that caps each connection's speed takes parts side by
+    /// side by default, and one connection at a time with `--connections-per-host 1`.
+    @Test func getKeepsToTheConnectionsItsHostAllows() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        // Longer than two 8 MiB parts, so that the read is split.
+        let data = TestData.random(count: 18_000_000, seed: 86)
+        server.setFile("/long.bin", data: data)
+        server.bytesPerSecond = TestTiming.rate(8_000_000)
+        try await withTemporaryDirectory { directory in
+            for (extra, mostAtOnce) in [([String](), 2...4), (["--connections-per-host", "1"], 1...1)] {
+                server.resetRecords()
+                let output = directory.appendingPathComponent("copy-\(extra.count).bin")
+                let got = try await CommandLineTool.run(["get", server.url("/long.bin").absoluteString, "-o", output.path, "--quiet",
+                                                         "--cache-dir", directory.appendingPathComponent("cache-\(extra.count)").path] + extra)
+                #expect(got.status == 0, "\(got.stderr)")
+                #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+                // The origin records a request once it has sent it all.
+                for _ in 0..<100 where server.bodyBytesSent(for: "/long.bin") < Int64(data.count) { try await Task.sleep(for: .milliseconds(20)) }
+                let atOnce = server.maximumConcurrency(for: "/long.bin")
+                #expect(mostAtOnce.contains(atOnce), "\(extra): \(atOnce) connections at once")
+            }
+        }
+    }
+
     @Test func getWithRevalidationWritesTheNewVersionOfAReplacedFile() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 300_000, seed: 82)
