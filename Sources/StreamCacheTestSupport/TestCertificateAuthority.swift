@@ -6,13 +6,15 @@ import Foundation
 public struct TestCertificateAuthority: Sendable {
     /// The authority's certificate (PEM): what a client is told to trust.
     public var certificate: URL
-    /// The server's certificate (PEM), for `127.0.0.1`, signed by the authority.
+    /// The server's certificate (PEM), signed by the authority.
     public var serverCertificate: URL
     /// The server certificate's private key (PEM).
     public var serverKey: URL
 
     /// Makes the authority and the server certificate in `directory`, both valid for two days.
-    public static func make(in directory: URL) async throws -> TestCertificateAuthority {
+    /// The certificate names `serverName` (an OpenSSL `subjectAltName`): by default the address
+    /// the tests' servers listen on; another name makes the certificate of a different host.
+    public static func make(in directory: URL, serverName: String = "IP:127.0.0.1") async throws -> TestCertificateAuthority {
         let openssl = try ExternalTool.require("openssl")
         let files = TestCertificateAuthority(certificate: directory.appendingPathComponent("ca.pem"),
                                              serverCertificate: directory.appendingPathComponent("server.pem"),
@@ -20,7 +22,7 @@ public struct TestCertificateAuthority: Sendable {
         let caKey = directory.appendingPathComponent("ca-key.pem")
         let request = directory.appendingPathComponent("server.csr")
         let extensions = directory.appendingPathComponent("server.ext")
-        try "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+        try "subjectAltName=\(serverName)\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
             .write(to: extensions, atomically: true, encoding: .utf8)
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         let steps: [[String]] = [

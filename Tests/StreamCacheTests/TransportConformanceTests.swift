@@ -559,6 +559,29 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         }
     }
 
+    /// A certificate a trusted authority signed for another host is refused as well, with a
+    /// message that says so, and not tried again.
+    @Test func aCertificateForAnotherHostIsRefused() async throws {
+        try await withTemporaryDirectory { root in
+            let authority = try await TestCertificateAuthority.make(in: root, serverName: "DNS:media.example.test")
+            try TestData.random(count: 1000, seed: 40).write(to: root.appendingPathComponent("song.bin"))
+            try await Nginx.serving(root: root, tls: authority) { nginx in
+                var configuration = AsyncHTTPClientTransport.Configuration()
+                try configuration.trustCertificateAuthorities(inPEMFile: authority.certificate.path)
+                let transport = AsyncHTTPClientTransport(configuration: configuration)
+                let counting = AttemptCountingTransport(transport) { _ in }
+                let refusal = await #expect(throws: StreamCacheError.self) {
+                    _ = try await counting.send(HTTPRequest(url: nginx.url("/song.bin")), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
+                }
+                #expect(refusal?.connectionFailure == .certificateRejected)
+                #expect(refusal?.message.contains("names another host") == true, "\(String(describing: refusal))")
+                #expect(counting.durations.count == 1)
+                try await transport.shutdown()
+                #expect(await nginx.settledAccessLog().isEmpty)
+            }
+        }
+    }
+
     /// A certificate file that is missing or holds no PEM certificate is refused when it is
     /// given, not at the first connection.
     @Test func aCertificateFileThatIsNotOneIsRefusedAtOnce() async throws {
