@@ -32,6 +32,23 @@ public struct TestCertificateAuthority: Sendable {
             ["x509", "-req", "-in", request.path, "-CA", files.certificate.path, "-CAkey", caKey.path, "-CAcreateserial",
              "-out", files.serverCertificate.path, "-days", "2", "-extfile", extensions.path],
         ]
+        try await run(openssl, steps)
+        return files
+    }
+
+    /// A server certificate for `127.0.0.1` that signs itself, as `openssl req -x509` makes one
+    /// for a NAS: its own authority (``certificate`` and ``serverCertificate`` are one file).
+    public static func makeSelfSigned(in directory: URL) async throws -> TestCertificateAuthority {
+        let openssl = try ExternalTool.require("openssl")
+        let files = TestCertificateAuthority(certificate: directory.appendingPathComponent("self-signed.pem"),
+                                             serverCertificate: directory.appendingPathComponent("self-signed.pem"),
+                                             serverKey: directory.appendingPathComponent("self-signed-key.pem"))
+        try await run(openssl, [["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", files.serverKey.path,
+                                 "-out", files.certificate.path, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]])
+        return files
+    }
+
+    private static func run(_ openssl: URL, _ steps: [[String]]) async throws {
         for arguments in steps {
             let result = try await ExternalTool.run(openssl, arguments, timeout: 30)
             guard result.status == 0 else {
@@ -39,6 +56,5 @@ public struct TestCertificateAuthority: Sendable {
                               userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments[0]) failed: \(result.stderr)"])
             }
         }
-        return files
     }
 }

@@ -559,6 +559,29 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         }
     }
 
+    /// A server's own self-signed certificate, given as the authority to trust, is enough: the
+    /// transport reads the exact bytes, where without it the same server is refused.
+    @Test func aSelfSignedServerIsReadOnceItsCertificateIsTrusted() async throws {
+        try await withTemporaryDirectory { root in
+            let selfSigned = try await TestCertificateAuthority.makeSelfSigned(in: root)
+            let data = TestData.random(count: 200_000, seed: 41)
+            try data.write(to: root.appendingPathComponent("song.bin"))
+            try await Nginx.serving(root: root, tls: selfSigned) { nginx in
+                let untrusting = AsyncHTTPClientTransport()
+                let refusal = await #expect(throws: StreamCacheError.self) { _ = try await untrusting.send(HTTPRequest(url: nginx.url("/song.bin"))) }
+                #expect(refusal?.connectionFailure == .certificateRejected)
+                try await untrusting.shutdown()
+                var configuration = AsyncHTTPClientTransport.Configuration()
+                try configuration.trustCertificateAuthorities(inPEMFile: selfSigned.certificate.path)
+                let trusting = AsyncHTTPClientTransport(configuration: configuration)
+                let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin")))
+                #expect(response.status == 200)
+                #expect(TestData.sha256(try await response.body.collect(upTo: 1 << 20)) == TestData.sha256(data))
+                try await trusting.shutdown()
+            }
+        }
+    }
+
     /// A certificate a trusted authority signed for another host is refused as well, with a
     /// message that says so, and not tried again.
     @Test func aCertificateForAnotherHostIsRefused() async throws {
