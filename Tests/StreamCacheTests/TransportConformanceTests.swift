@@ -521,87 +521,92 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         try await transport.shutdown()
     }
 
+    /// Runs `body` with nginx serving `data` as `/song.bin` over HTTPS, with the certificate
+    /// `make` creates in a temporary directory.
+    static func withHTTPSOrigin(serving data: Data, certificate make: (URL) async throws -> TestCertificateAuthority,
+                                _ body: (Nginx, TestCertificateAuthority) async throws -> Void) async throws {
+        try await withTemporaryDirectory { root in
+            let certificate = try await make(root)
+            try data.write(to: root.appendingPathComponent("song.bin"))
+            try await Nginx.serving(root: root, tls: certificate) { nginx in try await body(nginx, certificate) }
+        }
+    }
+
+    /// A transport that trusts the authorities in `file` besides the system's.
+    static func transport(trusting file: URL) throws -> AsyncHTTPClientTransport {
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        try configuration.trustCertificateAuthorities(inPEMFile: file.path)
+        return AsyncHTTPClientTransport(configuration: configuration)
+    }
+
+    /// Sends a `GET` of `url` through `transport` with up to three attempts, expecting it to
+    /// fail: the error, and how many attempts were made.
+    static func refusal(of url: URL, by transport: any HTTPTransport) async -> (error: StreamCacheError?, attempts: Int) {
+        let counting = AttemptCountingTransport(transport) { _ in }
+        let error = await #expect(throws: StreamCacheError.self) {
+            _ = try await counting.send(HTTPRequest(url: url), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
+        }
+        return (error, counting.durations.count)
+    }
+
     /// An origin whose certificate a private authority signed (a WebDAV server at home) is
     /// refused with an error that says why and what to do, at once and without a retry; once the
     /// transport trusts that authority, it reads the exact bytes, and keeps its TLS connection
     /// from one request to the next as it does without TLS.
     @Test func anOriginSignedByAPrivateAuthorityIsReadOnceItsAuthorityIsTrusted() async throws {
-        try await withTemporaryDirectory { root in
-            let authority = try await TestCertificateAuthority.make(in: root)
-            let data = TestData.random(count: 600_000, seed: 39)
-            try data.write(to: root.appendingPathComponent("song.bin"))
-            try await Nginx.serving(root: root, tls: authority) { nginx in
-                let untrusting = AsyncHTTPClientTransport()
-                let counting = AttemptCountingTransport(untrusting) { _ in }
-                let refusal = await #expect(throws: StreamCacheError.self) {
-                    _ = try await counting.send(HTTPRequest(url: nginx.url("/song.bin")), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
-                }
-                #expect(refusal?.code == .originUnavailable)
-                #expect(refusal?.connectionFailure == .certificateRejected)
-                #expect(refusal?.message.contains("not trusted") == true, "\(String(describing: refusal))")
-                #expect(counting.durations.count == 1, "a refused certificate is not tried again")
-                try await untrusting.shutdown()
+        let data = TestData.random(count: 600_000, seed: 39)
+        try await Self.withHTTPSOrigin(serving: data, certificate: { try await TestCertificateAuthority.make(in: $0) }) { nginx, authority in
+            let untrusting = AsyncHTTPClientTransport()
+            let (refusal, attempts) = await Self.refusal(of: nginx.url("/song.bin"), by: untrusting)
+            #expect(refusal?.code == .originUnavailable)
+            #expect(refusal?.connectionFailure == .certificateRejected)
+            #expect(refusal?.message.contains("not trusted") == true, "\(String(describing: refusal))")
+            #expect(attempts == 1, "a refused certificate is not tried again")
+            try await untrusting.shutdown()
 
-                var configuration = AsyncHTTPClientTransport.Configuration()
-                try configuration.trustCertificateAuthorities(inPEMFile: authority.certificate.path)
-                let trusting = AsyncHTTPClientTransport(configuration: configuration)
-                for range in [ByteRange(0, 300_000), ByteRange(300_000, 600_000)] {
-                    let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin"), headers: ["Range": "bytes=\(range.lowerBound)-\(range.httpLast)"]))
-                    #expect(response.status == 206)
-                    let body = try await response.body.collect(upTo: 1 << 20)
-                    #expect(TestData.sha256(body) == TestData.sha256(data[Int(range.lowerBound)..<Int(range.upperBound)]))
-                }
-                try await trusting.shutdown()
-                let log = await nginx.settledAccessLog()
-                #expect(log.map(\.range) == ["bytes=0-299999", "bytes=300000-599999"], "the refused transport sent no request")
-                #expect(Set(log.map(\.connection)).count == 1, "both requests on one kept TLS connection: \(log.map(\.connection))")
+            let trusting = try Self.transport(trusting: authority.certificate)
+            for range in [ByteRange(0, 300_000), ByteRange(300_000, 600_000)] {
+                let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin"), headers: ["Range": "bytes=\(range.lowerBound)-\(range.httpLast)"]))
+                #expect(response.status == 206)
+                let body = try await response.body.collect(upTo: 1 << 20)
+                #expect(TestData.sha256(body) == TestData.sha256(data[Int(range.lowerBound)..<Int(range.upperBound)]))
             }
+            try await trusting.shutdown()
+            let log = await nginx.settledAccessLog()
+            #expect(log.map(\.range) == ["bytes=0-299999", "bytes=300000-599999"], "the refused transport sent no request")
+            #expect(Set(log.map(\.connection)).count == 1, "both requests on one kept TLS connection: \(log.map(\.connection))")
         }
     }
 
     /// A server's own self-signed certificate, given as the authority to trust, is enough: the
     /// transport reads the exact bytes, where without it the same server is refused.
     @Test func aSelfSignedServerIsReadOnceItsCertificateIsTrusted() async throws {
-        try await withTemporaryDirectory { root in
-            let selfSigned = try await TestCertificateAuthority.makeSelfSigned(in: root)
-            let data = TestData.random(count: 200_000, seed: 41)
-            try data.write(to: root.appendingPathComponent("song.bin"))
-            try await Nginx.serving(root: root, tls: selfSigned) { nginx in
-                let untrusting = AsyncHTTPClientTransport()
-                let refusal = await #expect(throws: StreamCacheError.self) { _ = try await untrusting.send(HTTPRequest(url: nginx.url("/song.bin"))) }
-                #expect(refusal?.connectionFailure == .certificateRejected)
-                try await untrusting.shutdown()
-                var configuration = AsyncHTTPClientTransport.Configuration()
-                try configuration.trustCertificateAuthorities(inPEMFile: selfSigned.certificate.path)
-                let trusting = AsyncHTTPClientTransport(configuration: configuration)
-                let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin")))
-                #expect(response.status == 200)
-                #expect(TestData.sha256(try await response.body.collect(upTo: 1 << 20)) == TestData.sha256(data))
-                try await trusting.shutdown()
-            }
+        let data = TestData.random(count: 200_000, seed: 41)
+        try await Self.withHTTPSOrigin(serving: data, certificate: { try await TestCertificateAuthority.makeSelfSigned(in: $0) }) { nginx, selfSigned in
+            let untrusting = AsyncHTTPClientTransport()
+            let refusal = await #expect(throws: StreamCacheError.self) { _ = try await untrusting.send(HTTPRequest(url: nginx.url("/song.bin"))) }
+            #expect(refusal?.connectionFailure == .certificateRejected)
+            try await untrusting.shutdown()
+            let trusting = try Self.transport(trusting: selfSigned.certificate)
+            let response = try await trusting.send(HTTPRequest(url: nginx.url("/song.bin")))
+            #expect(response.status == 200)
+            #expect(TestData.sha256(try await response.body.collect(upTo: 1 << 20)) == TestData.sha256(data))
+            try await trusting.shutdown()
         }
     }
 
     /// A certificate a trusted authority signed for another host is refused as well, with a
     /// message that says so, and not tried again.
     @Test func aCertificateForAnotherHostIsRefused() async throws {
-        try await withTemporaryDirectory { root in
-            let authority = try await TestCertificateAuthority.make(in: root, serverName: "DNS:media.example.test")
-            try TestData.random(count: 1000, seed: 40).write(to: root.appendingPathComponent("song.bin"))
-            try await Nginx.serving(root: root, tls: authority) { nginx in
-                var configuration = AsyncHTTPClientTransport.Configuration()
-                try configuration.trustCertificateAuthorities(inPEMFile: authority.certificate.path)
-                let transport = AsyncHTTPClientTransport(configuration: configuration)
-                let counting = AttemptCountingTransport(transport) { _ in }
-                let refusal = await #expect(throws: StreamCacheError.self) {
-                    _ = try await counting.send(HTTPRequest(url: nginx.url("/song.bin")), retrying: RetryPolicy(maxAttempts: 3, initialBackoff: .milliseconds(1)))
-                }
-                #expect(refusal?.connectionFailure == .certificateRejected)
-                #expect(refusal?.message.contains("names another host") == true, "\(String(describing: refusal))")
-                #expect(counting.durations.count == 1)
-                try await transport.shutdown()
-                #expect(await nginx.settledAccessLog().isEmpty)
-            }
+        let otherHost = { (directory: URL) in try await TestCertificateAuthority.make(in: directory, serverName: "DNS:media.example.test") }
+        try await Self.withHTTPSOrigin(serving: TestData.random(count: 1000, seed: 40), certificate: otherHost) { nginx, authority in
+            let transport = try Self.transport(trusting: authority.certificate)
+            let (refusal, attempts) = await Self.refusal(of: nginx.url("/song.bin"), by: transport)
+            #expect(refusal?.connectionFailure == .certificateRejected)
+            #expect(refusal?.message.contains("names another host") == true, "\(String(describing: refusal))")
+            #expect(attempts == 1)
+            try await transport.shutdown()
+            #expect(await nginx.settledAccessLog().isEmpty)
         }
     }
 
