@@ -50,6 +50,18 @@ struct CacheCommand: AsyncParsableCommand {
         do { return try CacheStore(directory: options.directory) } catch { throw Failure.exit(error) }
     }
 
+    /// The store to list or show: its own, or, while another process uses the directory (a
+    /// server), a look at what that one has committed.
+    static func openToRead(_ options: CacheOptions) throws -> CacheStore {
+        do {
+            return try CacheStore(directory: options.directory)
+        } catch let error as StreamCacheError where error.code == .cacheInUse {
+            do { return try CacheStore(inspecting: options.directory) } catch { throw Failure.exit(error) }
+        } catch {
+            throw Failure.exit(error)
+        }
+    }
+
     static func printJSON(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -74,7 +86,7 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var cache: CacheOptions
 
         func run() async throws {
-            let store = try CacheCommand.open(cache)
+            let store = try CacheCommand.openToRead(cache)
             let entries: [CacheStore.Entry]
             do { entries = try await store.entries() } catch { throw Failure.exit(error) }
             if json { return try CacheCommand.printJSON(entries.map(Summary.init)) }
@@ -95,7 +107,7 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var cache: CacheOptions
 
         func run() async throws {
-            let store = try CacheCommand.open(cache)
+            let store = try CacheCommand.openToRead(cache)
             guard let entry = try await store.entry(for: CacheKey(key)) else {
                 throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
             }

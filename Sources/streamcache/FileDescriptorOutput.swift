@@ -18,17 +18,58 @@ import StreamCache
 /// load (with ICU, 9 MiB of resident memory a long-running `serve` has no use for).
 struct FileDescriptorOutput: Sendable {
     let descriptor: Int32
+    /// For a file written beside its destination: where it is, and the path it replaces once
+    /// complete (see ``replacing(path:)``).
+    private let pending: (temporary: String, destination: String)?
+
+    private init(descriptor: Int32, pending: (temporary: String, destination: String)? = nil) {
+        self.descriptor = descriptor
+        self.pending = pending
+    }
 
     static let standardOutput = FileDescriptorOutput(descriptor: STDOUT_FILENO)
     static let standardError = FileDescriptorOutput(descriptor: STDERR_FILENO)
 
-    /// Creates (or truncates) the file at `path` for writing.
-    static func create(path: String) throws -> FileDescriptorOutput {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw StreamCacheError(.invalidArgument, "Cannot create the output file \(path) (errno \(errno)).")
+    /// Output for the file at `path` that replaces it only when complete: the bytes go to a
+    /// hidden file beside it (`.NAME.streamcache-PID.part`), renamed over `path` by ``finish()``,
+    /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was.
+    /// Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly.
+    static func replacing(path: String) throws -> FileDescriptorOutput {
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { throw cannotCreate(path) }
+            return FileDescriptorOutput(descriptor: descriptor)
         }
-        return FileDescriptorOutput(descriptor: descriptor)
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let temporary = "\(directory).\(name).streamcache-\(getpid()).part"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw cannotCreate(path) }
+        return FileDescriptorOutput(descriptor: descriptor, pending: (temporary, path))
+    }
+
+    private static func cannotCreate(_ path: String) -> StreamCacheError {
+        StreamCacheError(.invalidArgument, "Cannot create the output file \(path) (\(String(cString: strerror(errno)))).")
+    }
+
+    /// Syncs and closes a file output; one written beside its destination then replaces it.
+    func finish() throws {
+        try synchronize()
+        close()
+        if let pending, rename(pending.temporary, pending.destination) != 0 {
+            let reason = String(cString: strerror(errno))
+            unlink(pending.temporary)
+            throw StreamCacheError(.invalidArgument, "Cannot replace the output file \(pending.destination) (\(reason)).")
+        }
+    }
+
+    /// Closes a file output that did not complete; one written beside its destination is deleted,
+    /// leaving the destination untouched.
+    func discard() {
+        close()
+        if let pending { unlink(pending.temporary) }
     }
 
     /// Writes all of `data`, retrying short writes and interruptions.

@@ -90,16 +90,6 @@ struct GetCommand: AsyncParsableCommand {
                 throw Failure.exit(error)
             }
         }
-        let output: FileDescriptorOutput
-        do {
-            if let path = self.output {
-                output = try FileDescriptorOutput.create(path: path)
-            } else {
-                output = FileDescriptorOutput.standardOutput
-            }
-        } catch {
-            throw Failure.exit(error)
-        }
         let cache: StreamCache
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
@@ -108,6 +98,7 @@ struct GetCommand: AsyncParsableCommand {
         } catch {
             throw Failure.exit(error)
         }
+        let output: FileDescriptorOutput
         let resource: Resource
         do {
             if let file {
@@ -116,6 +107,7 @@ struct GetCommand: AsyncParsableCommand {
                 let url = try parsedURL()
                 resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: try parsedHeaders(), transport: transport))
             }
+            output = try self.output.map(FileDescriptorOutput.replacing(path:)) ?? .standardOutput
         } catch {
             await cache.shutdown()
             throw Failure.exit(error)
@@ -129,12 +121,16 @@ struct GetCommand: AsyncParsableCommand {
                 progress.update(done: written, total: await resource.info?.totalLength.map { min($0, range.upperBound) - range.lowerBound })
             }
             progress.finish()
-            try? output.synchronize()
-            if self.output != nil { output.close() }
-            await cache.shutdown()
         } catch {
             progress.finish()
+            if self.output != nil { output.discard() }
             await cache.shutdown()
+            throw Failure.exit(error)
+        }
+        await cache.shutdown()
+        do {
+            if self.output != nil { try output.finish() } else { try? output.synchronize() }
+        } catch {
             throw Failure.exit(error)
         }
     }

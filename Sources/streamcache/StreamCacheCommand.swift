@@ -75,6 +75,7 @@ enum Failure {
             case .authenticationFailed: code = 4
             case .notFound: code = 5
             case .diskFull, .cacheIOFailed: code = 6
+            case .cacheInUse: code = 7
             case .invalidArgument: code = 2
             default: code = 3
             }

@@ -54,6 +54,35 @@ import Testing
         }
     }
 
+    /// `get -o FILE` replaces FILE only once every byte is in: a download that fails halfway, or
+    /// a file the origin does not have, leaves what was there, and no partial file beside it.
+    @Test func getReplacesItsOutputFileOnlyWhenEveryByteIsIn() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 2_000_000, seed: 87)
+        server.setFile("/song.mp3", data: data)
+        try await withTemporaryDirectory { directory in
+            let output = directory.appendingPathComponent("song.mp3")
+            let earlier = Data("the copy from last week".utf8)
+            try earlier.write(to: output)
+            let cache = directory.appendingPathComponent("cache").path
+            // The song's first request breaks off after 600 kB; every later one is refused.
+            server.faults = { _, path, _, index in path != "/song.mp3" ? nil : index == 0 ? .dropAfter(bytes: 600_000) : .status(403) }
+            let failed = try await CommandLineTool.run(["get", server.url("/song.mp3").absoluteString, "-o", output.path, "--quiet", "--cache-dir", cache])
+            #expect(failed.status == 4, "\(failed.stderr)")
+            let missing = try await CommandLineTool.run(["get", server.url("/gone.mp3").absoluteString, "-o", output.path, "--quiet", "--cache-dir", cache])
+            #expect(missing.status == 5, "\(missing.stderr)")
+            #expect(try Data(contentsOf: output) == earlier)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
+
+            server.faults = nil
+            let got = try await CommandLineTool.run(["get", server.url("/song.mp3").absoluteString, "-o", output.path, "--quiet", "--cache-dir", cache])
+            #expect(got.status == 0, "\(got.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
+        }
+    }
+
     @Test func getWithRevalidationWritesTheNewVersionOfAReplacedFile() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 300_000, seed: 82)

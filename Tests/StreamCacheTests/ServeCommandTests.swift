@@ -122,6 +122,61 @@ import Glibc
         }
     }
 
+    /// A server has its cache directory to itself: `get` and `cache clear` in another process
+    /// are refused (exit 7, naming the server's process) and change nothing, while `cache list`
+    /// shows what the server committed. A killed server leaves no claim behind: the next
+    /// process opens the directory at once, with every byte.
+    @Test func aCacheDirectoryAServerUsesIsRefusedToOtherProcessesUntilItEnds() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let data = TestData.random(count: 1_500_000, seed: 511)
+        origin.setFile("/song.mp3", data: data, contentType: "audio/mpeg")
+        try await withTemporaryDirectory { work in
+            let out = work.appendingPathComponent("stdout")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            let cacheDir = work.appendingPathComponent("cache")
+            let url = origin.url("/song.mp3").absoluteString
+            let server = try CommandLineTool.start(["serve", url, "--cache-dir", cacheDir.path], stdout: try FileHandle(forWritingTo: out))
+            defer { server.signal(SIGKILL) }
+            let streamURL = try #require(try await Self.lines(of: out, count: 1, process: server).first?.split(separator: "\t").first.map(String.init))
+            let played = try await ExternalTool.run("curl", ["-s", "-f", streamURL])
+            #expect(TestData.sha256(played.stdout) == TestData.sha256(data))
+
+            // What the server committed, as another process sees it (bounded wait for its commit).
+            struct Row: Decodable { var key: String; var cachedBytes: Int64 }
+            var rows: [Row] = []
+            for _ in 0..<100 {
+                let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", cacheDir.path])
+                #expect(list.status == 0, "\(list.stderr)")
+                rows = (try? JSONDecoder().decode([Row].self, from: list.stdout)) ?? []
+                if rows.first?.cachedBytes == Int64(data.count) { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(rows.map(\.cachedBytes) == [Int64(data.count)])
+            let dataFiles = { (try? FileManager.default.contentsOfDirectory(atPath: cacheDir.appendingPathComponent("data").path)) ?? [] }
+            #expect(dataFiles().count == 1)
+
+            let requests = origin.requests.count
+            let copy = work.appendingPathComponent("copy.mp3")
+            let earlier = Data("an older copy".utf8)
+            try earlier.write(to: copy)
+            for command in [["get", url, "-o", copy.path], ["cache", "clear"], ["cache", "pin", rows.first?.key ?? ""]] {
+                let refused = try await CommandLineTool.run(command + ["--cache-dir", cacheDir.path])
+                #expect(refused.status == 7, "\(command): \(refused.stderr)")
+                #expect(refused.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(refused.stderr)")
+            }
+            #expect(try Data(contentsOf: copy) == earlier)
+            #expect(dataFiles().count == 1 && origin.requests.count == requests)
+
+            server.signal(SIGKILL)
+            server.waitUntilExit()
+            let after = try await CommandLineTool.run(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path])
+            #expect(after.status == 0, "\(after.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(data))
+            #expect(origin.requests.count == requests, "every byte came from the killed server's cache")
+        }
+    }
+
     /// The samples of a Prometheus text exposition, by name with labels as printed.
     static func prometheusSamples(_ text: String) -> [String: Double] {
         var samples: [String: Double] = [:]

@@ -20,7 +20,9 @@ import Logging
 /// await cache.shutdown()
 /// ```
 ///
-/// One `StreamCache` per directory per process: resources are coalesced within an instance.
+/// One `StreamCache` per directory: resources are coalesced within an instance, and a second
+/// instance on the same directory, in this process or another, is refused until the first one's
+/// ``shutdown()``.
 public final class StreamCache: Sendable {
     /// The settings the cache was created with.
     public let configuration: Configuration
@@ -43,7 +45,9 @@ public final class StreamCache: Sendable {
 
     /// Opens the cache, creating its directory if needed, and reconciles files and index.
     ///
-    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the directory or index cannot be opened.
+    /// - Throws: ``StreamCacheError``: `cacheInUse` when another cache has the directory open, in
+    ///   another process or in this one (see ``CacheStore``); `cacheIOFailed` when the directory or
+    ///   index cannot be opened.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
@@ -161,12 +165,15 @@ public final class StreamCache: Sendable {
         for resource in resources.all { await resource.flush() }
     }
 
-    /// Stops every download and records what was written. Call before the process exits.
+    /// Stops every download, records what was written and gives the directory up (see
+    /// ``CacheStore/releaseDirectory()``). Call before the process exits, or before another
+    /// `StreamCache` opens the directory; this one must not be used afterwards.
     public func shutdown() async {
         for resource in resources.all { await resource.cancelDownloads() }
         await flush()
         let task = eviction.withLock { $0.task }
         await task?.value
+        store.releaseDirectory()
     }
 
     /// Evicts least recently used resources when the cache is over its limit (down to 90 % of it,

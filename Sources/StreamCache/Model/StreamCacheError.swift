@@ -17,7 +17,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case originUnavailable, resourceChanged, rangeNotSatisfiable, authenticationFailed, notFound
             case badResponse, tooManyRedirects, diskFull, cacheIOFailed, invalidArgument, rangeNotSupported
-            case unsupportedMediaType, invalidPlaylist
+            case unsupportedMediaType, invalidPlaylist, cacheInUse
         }
 
         private let base: Base
@@ -49,6 +49,9 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedMediaType = Code(base: .unsupportedMediaType)
         /// A playlist (HLS `.m3u8`) does not follow RFC 8216, or is too large to be one.
         public static let invalidPlaylist = Code(base: .invalidPlaylist)
+        /// Another cache, in this process or another, has the cache directory open: one at a
+        /// time may use it (see ``CacheStore/init(directory:logger:)``).
+        public static let cacheInUse = Code(base: .cacheInUse)
 
         /// A stable number for the code, used as the `NSError` code (`errorCode`, in
         /// `StreamCacheAVFoundation`).
@@ -68,6 +71,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
             case .rangeNotSupported: 11
             case .unsupportedMediaType: 12
             case .invalidPlaylist: 13
+            case .cacheInUse: 14
             }
         }
 

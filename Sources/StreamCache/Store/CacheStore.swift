@@ -19,9 +19,15 @@ import Logging
 /// reconciles files and index: spans past a file's end are cut, rows without a file lose their
 /// spans, files without a row are deleted.
 ///
+/// **One store per directory.** A store claims its directory (an exclusive `flock` on `lock`)
+/// until ``releaseDirectory()`` or its end; a second one, in this process or another, is refused
+/// with ``StreamCacheError/Code/cacheInUse``. To look at a cache another process uses, open it
+/// with ``init(inspecting:logger:)``.
+///
 /// Layout of the cache directory (mode 0700):
 /// ```
 /// index.sqlite            the index (WAL mode)
+/// lock                    the claim of the store that has it open (its process id and name)
 /// data/<sha256(key)>.data one sparse file per resource
 /// ```
 public final class CacheStore: Sendable {
@@ -53,25 +59,80 @@ public final class CacheStore: Sendable {
     /// The keys the index holds, kept in memory so that a resource the cache has never seen is
     /// recognised without a database round trip on a player's first request.
     private let knownKeys = Locked(Set<String>())
+    /// This store's claim on the directory; `nil` for a store that only inspects it.
+    private let claim: CacheDirectoryLock?
 
-    /// Opens (creating if needed) the cache in `directory` and reconciles its files and index.
+    /// Opens (creating if needed) the cache in `directory`, claims it, and reconciles its files
+    /// and index.
     ///
-    /// - Throws: ``StreamCacheError`` with ``StreamCacheError/Code/cacheIOFailed`` when the
-    ///   directory or the index cannot be opened.
+    /// - Throws: ``StreamCacheError`` with ``StreamCacheError/Code/cacheInUse`` when another
+    ///   store has the directory open (a server, a download, another `StreamCache` of this
+    ///   process), with ``StreamCacheError/Code/cacheIOFailed`` when the directory or the index
+    ///   cannot be opened.
     public init(directory: URL, logger: Logger = Logger(label: "streamcache.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
         self.directory = directory
         self.dataDirectory = directory.appendingPathComponent("data", isDirectory: true)
         self.logger = logger
         do {
             try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            database = try SQLiteDatabase(path: directory.appendingPathComponent("index.sqlite").path, label: "streamcache.index",
-                                          prepare: CacheIndexSchema.migrate)
+        } catch {
+            throw StreamCacheError(.cacheIOFailed, "Could not open the cache at \(directory.path): \(error)", underlying: SendableErrorDescription(error))
+        }
+        // Claimed before the index is touched: reconciling deletes files another store may be
+        // writing.
+        claim = try CacheDirectoryLock(directory: directory)
+        database = try Self.openIndex(in: directory)
+        try reconcile()
+    }
+
+    /// Opens the index of the cache in `directory` to read it, without claiming the directory:
+    /// for a look at a cache that a server or a download is using (``entries()``,
+    /// ``entry(for:)``, ``totalCachedBytes()``). What it shows is what the other store last
+    /// committed. It changes nothing: its files are not reconciled, and every method that would
+    /// write throws ``StreamCacheError/Code/cacheInUse``.
+    ///
+    /// - Throws: ``StreamCacheError`` with ``StreamCacheError/Code/cacheIOFailed`` when there is no
+    ///   cache in `directory` or its index cannot be read.
+    public init(inspecting directory: URL, logger: Logger = Logger(label: "streamcache.store", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
+        self.directory = directory
+        self.dataDirectory = directory.appendingPathComponent("data", isDirectory: true)
+        self.logger = logger
+        claim = nil
+        guard FileManager.default.fileExists(atPath: directory.appendingPathComponent("index.sqlite").path) else {
+            throw StreamCacheError(.cacheIOFailed, "There is no cache at \(directory.path).")
+        }
+        database = try Self.openIndex(in: directory)
+        do {
+            let keys = try database.writeAndWait { db in try db.rows(#"SELECT "key" FROM "resource""#, []) { $0.text(0) } }
+            knownKeys.withLock { $0 = Set(keys) }
+        } catch {
+            throw StreamCacheError(.cacheIOFailed, "Could not read the cache index at \(directory.path): \(error)", underlying: SendableErrorDescription(error))
+        }
+    }
+
+    private static func openIndex(in directory: URL) throws -> SQLiteDatabase {
+        do {
+            return try SQLiteDatabase(path: directory.appendingPathComponent("index.sqlite").path, label: "streamcache.index",
+                                      prepare: CacheIndexSchema.migrate)
         } catch let error as StreamCacheError {
             throw error
         } catch {
             throw StreamCacheError(.cacheIOFailed, "Could not open the cache at \(directory.path): \(error)", underlying: SendableErrorDescription(error))
         }
-        try reconcile()
+    }
+
+    /// Gives the directory up, so that another store (in this process or another) may open it.
+    /// ``StreamCache/shutdown()`` calls it; the store must not be used to write afterwards.
+    public func releaseDirectory() {
+        claim?.release()
+    }
+
+    /// The index's writer, for a store that claimed its directory.
+    private func writer() throws -> SQLiteDatabase {
+        guard claim != nil else {
+            throw StreamCacheError(.cacheInUse, "The cache at \(directory.path) was opened for inspection only; open it with CacheStore(directory:) to change it.")
+        }
+        return database
     }
 
     func dataPath(forFileName name: String) -> String { dataDirectory.appendingPathComponent(name).path }
@@ -186,7 +247,7 @@ public final class CacheStore: Sendable {
 
     /// The entry for `key`, created empty if needed; marks it as accessed now.
     public func openEntry(for key: CacheKey) async throws -> Entry {
-        try await database.write { db in
+        try await writer().write { db in
             let now = Date()
             if var record = try Self.record(db, key: key) {
                 record.lastAccessedAt = now
@@ -204,7 +265,7 @@ public final class CacheStore: Sendable {
 
     /// Stores the info of resource `id`.
     public func updateInfo(resourceID id: Int64, info: ResourceInfo?) async throws {
-        try await database.write { db in
+        try await writer().write { db in
             guard var record = try Self.record(db, id: id) else { return }
             record.apply(info)
             try record.update(db)
@@ -213,7 +274,7 @@ public final class CacheStore: Sendable {
 
     /// Records that the origin confirmed resource `id`'s cached version at `date`.
     func recordVerification(resourceID id: Int64, at date: Date) async throws {
-        try await database.write { db in
+        try await writer().write { db in
             try db.execute(#"UPDATE "resource" SET "verifiedAt" = ? WHERE "id" = ?"#, [.real(date.timeIntervalSince1970), .integer(id)])
         }
     }
@@ -227,7 +288,7 @@ public final class CacheStore: Sendable {
     /// task in the process shares. Commits of different resources now wait for each other's
     /// syncs on that queue, as they already did for their transactions.
     func commit(resourceID id: Int64, spans: RangeSet, file: DataFile) async throws {
-        try await database.writeWithoutTransaction { db in
+        try await writer().writeWithoutTransaction { db in
             try file.sync()
             try db.transaction(immediate: true) {
                 try Self.replaceSpans(db, id: id, spans: spans)
@@ -237,7 +298,7 @@ public final class CacheStore: Sendable {
 
     /// Forgets every cached byte of resource `id` and its info (the origin's version changed).
     func reset(resourceID id: Int64) async throws {
-        try await database.write { db in
+        try await writer().write { db in
             guard var record = try Self.record(db, id: id) else { return }
             record.apply(nil)
             try record.update(db)
@@ -247,7 +308,7 @@ public final class CacheStore: Sendable {
 
     /// Marks resource `key` as accessed now.
     public func touch(_ key: CacheKey) async throws {
-        try await database.write { db in
+        try await writer().write { db in
             try db.execute(#"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" = ?"#, [.real(Date().timeIntervalSince1970), .text(key.rawValue)])
         }
     }
@@ -257,7 +318,7 @@ public final class CacheStore: Sendable {
     /// - Returns: `false` when the cache does not know `key`.
     @discardableResult
     public func setPinned(_ pinned: Bool, for key: CacheKey) async throws -> Bool {
-        try await database.write { db in
+        try await writer().write { db in
             try db.execute(#"UPDATE "resource" SET "pinned" = ? WHERE "key" = ?"#, [SQLiteValue(pinned), .text(key.rawValue)])
             return db.changes > 0
         }
@@ -281,7 +342,7 @@ public final class CacheStore: Sendable {
     /// - Returns: `false` when the cache does not know `key`.
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
-        let name: String? = try await database.write { db in
+        let name: String? = try await writer().write { db in
             guard let record = try Self.record(db, key: key), let id = record.id else { return nil }
             try db.execute(#"DELETE FROM "resource" WHERE "id" = ?"#, [.integer(id)])
             self.knownKeys.withLock { _ = $0.remove(key.rawValue) }

@@ -1,0 +1,75 @@
+import Foundation
+import StreamCache
+import StreamCacheTestSupport
+import StreamCacheURLSession
+import Testing
+
+/// One cache at a time uses a cache directory (``CacheStore``): a second one would delete the
+/// first one's unindexed files when it reconciles, evict files the first writes to, and mix two
+/// versions of a changed file in one data file. The process-level view (`serve` holding the
+/// directory against `get` and `cache clear`) is in ``ServeCommandTests``.
+@Suite struct CacheDirectoryClaimTests {
+    static let path = "/song.mp3"
+
+    @Test func aSecondCacheOnADirectoryIsRefusedAndChangesNothingUntilTheFirstShutsDown() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 700_000, seed: 951)
+        server.setFile(Self.path, data: data)
+        let url = server.url(Self.path)
+        try await withTemporaryDirectory { directory in
+            let first = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let song = first.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            await first.flush()
+            let dataPath = first.store.dataPath(for: song.key)
+
+            for attempt in 0..<2 {
+                #expect {
+                    if attempt == 0 {
+                        _ = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+                    } else {
+                        _ = try CacheStore(directory: directory)
+                    }
+                } throws: { error in
+                    (error as? StreamCacheError)?.code == .cacheInUse && "\(error)".contains("already open in this process")
+                }
+            }
+
+            // A look at the directory shows what the first one committed, and cannot change it.
+            let inspector = try CacheStore(inspecting: directory)
+            let entry = try #require(try await inspector.entry(for: song.key))
+            #expect(entry.spans == RangeSet([ByteRange(0, Int64(data.count))]) && !entry.pinned)
+            for change in 0..<2 {
+                await #expect {
+                    if change == 0 { _ = try await inspector.remove(song.key) } else { _ = try await inspector.setPinned(true, for: song.key) }
+                } throws: { error in
+                    (error as? StreamCacheError)?.code == .cacheInUse
+                }
+            }
+            #expect(FileManager.default.contents(atPath: dataPath) == data)
+            #expect(try await first.store.entry(for: song.key)?.pinned == false)
+
+            // The first one goes on serving its bytes; once it is shut down, the next one opens
+            // the directory and has them, with no request.
+            let requests = server.requests.count
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            await first.shutdown()
+            let next = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let again = next.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await again.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.requests.count == requests)
+            await next.shutdown()
+        }
+    }
+
+    @Test func inspectingADirectoryWithNoCacheIsAClearError() async throws {
+        try await withTemporaryDirectory { (directory: URL) async throws -> Void in
+            #expect {
+                _ = try CacheStore(inspecting: directory.appendingPathComponent("nothing"))
+            } throws: { error in
+                (error as? StreamCacheError)?.code == .cacheIOFailed && "\(error)".contains("There is no cache at")
+            }
+        }
+    }
+}
