@@ -56,7 +56,10 @@ struct CacheCommand: AsyncParsableCommand {
         do {
             return try CacheStore(directory: options.directory)
         } catch let error as StreamCacheError where error.code == .cacheInUse {
-            do { return try CacheStore(inspecting: options.directory) } catch { throw Failure.exit(error) }
+            let store: CacheStore
+            do { store = try CacheStore(inspecting: options.directory) } catch { throw Failure.exit(error) }
+            FileDescriptorOutput.standardError.write("streamcache: another process is using this cache; shown is what it has recorded so far.\n")
+            return store
         } catch {
             throw Failure.exit(error)
         }

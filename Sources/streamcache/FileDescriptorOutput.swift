@@ -33,13 +33,19 @@ struct FileDescriptorOutput: Sendable {
     /// Output for the file at `path` that replaces it only when complete: the bytes go to a
     /// hidden file beside it (`.NAME.streamcache-PID.part`), renamed over `path` by ``finish()``,
     /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was.
-    /// Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly.
+    /// Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly;
+    /// a symbolic link keeps pointing where it did, at the new file.
     static func replacing(path: String) throws -> FileDescriptorOutput {
         var status = stat()
         if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
             let descriptor = open(path, O_WRONLY | O_CLOEXEC)
             guard descriptor >= 0 else { throw cannotCreate(path) }
             return FileDescriptorOutput(descriptor: descriptor)
+        }
+        var path = path
+        if let resolved = realpath(path, nil) {
+            path = String(cString: resolved)
+            free(resolved)
         }
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[...$0]) } ?? ""

@@ -55,7 +55,8 @@ import Testing
     }
 
     /// `get -o FILE` replaces FILE only once every byte is in: a download that fails halfway, or
-    /// a file the origin does not have, leaves what was there, and no partial file beside it.
+    /// a file the origin does not have, leaves what was there, and no partial file beside it. A
+    /// symbolic link is followed, not replaced.
     @Test func getReplacesItsOutputFileOnlyWhenEveryByteIsIn() async throws {
         let server = try TestOrigin()
         defer { server.stop() }
@@ -75,11 +76,15 @@ import Testing
             #expect(try Data(contentsOf: output) == earlier)
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
 
+            // Through a symbolic link, the file it points to is replaced, and the link stays.
             server.faults = nil
-            let got = try await CommandLineTool.run(["get", server.url("/song.mp3").absoluteString, "-o", output.path, "--quiet", "--cache-dir", cache])
+            let link = directory.appendingPathComponent("latest.mp3")
+            try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "song.mp3")
+            let got = try await CommandLineTool.run(["get", server.url("/song.mp3").absoluteString, "-o", link.path, "--quiet", "--cache-dir", cache])
             #expect(got.status == 0, "\(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
-            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == "song.mp3")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "latest.mp3", "song.mp3"])
         }
     }
 
