@@ -112,17 +112,29 @@ struct GetCommand: AsyncParsableCommand {
             await cache.shutdown()
             throw Failure.exit(error)
         }
-        let progress = ProgressBar(enabled: !quiet && isatty(STDERR_FILENO) == 1)
-        var written: Int64 = 0
+        let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         do {
-            for try await chunk in resource.read(range) {
-                try output.write(contentsOf: chunk.data)
-                written += Int64(chunk.data.count)
-                progress.update(done: written, total: await resource.info?.totalLength.map { min($0, range.upperBound) - range.lowerBound })
+            // Ctrl-C stops the download: what came is recorded in the cache for the next run,
+            // and a half-written output file is dropped.
+            let interruption = try await TerminationSignals.cancelling {
+                let progress = ProgressBar(enabled: showsProgress)
+                defer { progress.finish() }
+                var written: Int64 = 0
+                for try await chunk in resource.read(range) {
+                    try output.write(contentsOf: chunk.data)
+                    written += Int64(chunk.data.count)
+                    progress.update(done: written, total: await resource.info?.totalLength.map { min($0, range.upperBound) - range.lowerBound })
+                }
             }
-            progress.finish()
+            if let interruption {
+                if self.output != nil { output.discard() }
+                await cache.shutdown()
+                FileDescriptorOutput.standardError.write("streamcache: stopped; what was downloaded is in the cache for the next run\n")
+                throw ExitCode(128 + interruption)
+            }
+        } catch let error as ExitCode {
+            throw error
         } catch {
-            progress.finish()
             if self.output != nil { output.discard() }
             await cache.shutdown()
             throw Failure.exit(error)

@@ -73,25 +73,36 @@ struct PrefetchCommand: AsyncParsableCommand {
         let origin = HTTPOrigin(url: url, headers: headers, transport: transport)
         let resource = cache.resource(for: CacheKey(url: url), origin: origin)
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
+        let variants = self.variants
+        let segments = self.segments
         do {
-            var isPlaylist = HLSPlaylist.isPlaylist(fileName: url.lastPathComponent, mimeType: resource.knownInfo?.mimeType)
-            if !isPlaylist { isPlaylist = HLSPlaylist.isPlaylist(fileName: nil, mimeType: try await resource.loadInfo().mimeType) }
-            if isPlaylist {
-                let prefetcher = HLSPrefetcher(cache: cache, loader: HLSPlaylistLoader()) { location in
-                    HTTPOrigin(url: location.url, headers: location.headers, transport: transport)
+            // Ctrl-C stops the prefetch; what came is recorded in the cache for the next run.
+            let interruption = try await TerminationSignals.cancelling {
+                var isPlaylist = HLSPlaylist.isPlaylist(fileName: url.lastPathComponent, mimeType: resource.knownInfo?.mimeType)
+                if !isPlaylist { isPlaylist = HLSPlaylist.isPlaylist(fileName: nil, mimeType: try await resource.loadInfo().mimeType) }
+                if isPlaylist {
+                    let prefetcher = HLSPrefetcher(cache: cache, loader: HLSPlaylistLoader()) { location in
+                        HTTPOrigin(url: location.url, headers: location.headers, transport: transport)
+                    }
+                    let done = try await prefetcher.prefetch(HLSLocation(url: url, headers: headers), variants: HLSVariantSelection(variants)!,
+                                                             segmentLimit: segments) { progress in
+                        if showsProgress { Self.printToStandardError("\r\(progress.filesDone)/\(progress.files) files, \(ByteFormat.string(progress.bytes))") }
+                    }
+                    if showsProgress { Self.printToStandardError("\n") }
+                    print("\(done.filesDone) files (\(done.segments) segments, \(ByteFormat.string(done.bytes))) cached for \(url.redactedDescription)")
+                } else {
+                    try await resource.prefetch()
+                    let size = resource.knownInfo?.totalLength ?? 0
+                    print("\(ByteFormat.string(size)) cached for \(url.redactedDescription)")
                 }
-                let done = try await prefetcher.prefetch(HLSLocation(url: url, headers: headers), variants: HLSVariantSelection(variants)!,
-                                                         segmentLimit: segments) { progress in
-                    if showsProgress { Self.printToStandardError("\r\(progress.filesDone)/\(progress.files) files, \(ByteFormat.string(progress.bytes))") }
-                }
-                if showsProgress { Self.printToStandardError("\n") }
-                print("\(done.filesDone) files (\(done.segments) segments, \(ByteFormat.string(done.bytes))) cached for \(url.redactedDescription)")
-            } else {
-                try await resource.prefetch()
-                let size = resource.knownInfo?.totalLength ?? 0
-                print("\(ByteFormat.string(size)) cached for \(url.redactedDescription)")
             }
             await cache.shutdown()
+            if let interruption {
+                Self.printToStandardError("streamcache: stopped; what was downloaded is in the cache for the next run\n")
+                throw ExitCode(128 + interruption)
+            }
+        } catch let error as ExitCode {
+            throw error
         } catch {
             await cache.shutdown()
             throw Failure.exit(error)

@@ -174,7 +174,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
 
-        await Self.waitForTerminationSignal()
+        await TerminationSignals.wait()
         Self.printError("streamcache: stopping")
         await server.stop()
         Self.printError("streamcache: \(Self.summary(of: cache.statistics))")
@@ -240,20 +240,5 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = Logger(label: "streamcache", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = verbose > 1 ? .debug : .info
         return logger
-    }
-
-    /// Returns on SIGINT or SIGTERM (which no longer kill the process).
-    static func waitForTerminationSignal() async {
-        let (stream, continuation) = AsyncStream<Int32>.makeStream()
-        var sources: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { continuation.yield(signalNumber) }
-            source.resume()
-            sources.append(source)
-        }
-        for await _ in stream { break }
-        for source in sources { source.cancel() }
     }
 }

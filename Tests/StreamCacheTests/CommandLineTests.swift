@@ -88,6 +88,73 @@ import Testing
         }
     }
 
+    /// Ctrl-C stops `get` the way an error does, not halfway: exit 130, the output file as it was
+    /// and no partial one beside it, and the bytes that came recorded in the cache, so that the
+    /// next run fetches only the rest. `prefetch` stops the same way.
+    @Test func anInterruptedGetKeepsWhatCameForTheNextRunAndLeavesItsOutputAlone() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 6_000_000, seed: 88)
+        server.setFile("/song.mp3", data: data)
+        // Every answer stops after 700 kB until the end: whatever the machine's load, neither
+        // command can finish before it is interrupted.
+        let released = Locked(false)
+        server.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
+        try await withTemporaryDirectory { directory in
+            let output = directory.appendingPathComponent("song.mp3")
+            let earlier = Data("the copy from last week".utf8)
+            try earlier.write(to: output)
+            let cache = directory.appendingPathComponent("cache").path
+            let url = server.url("/song.mp3").absoluteString
+            struct Row: Decodable { var cachedBytes: Int64 }
+            let cached = { () async throws -> Int64 in
+                let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", cache])
+                return (try? JSONDecoder().decode([Row].self, from: list.stdout))?.first?.cachedBytes ?? 0
+            }
+            let partial = { () -> Int in
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+                return names.filter { $0.hasSuffix(".part") }.compactMap {
+                    (try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path))?[.size] as? Int
+                }.reduce(0, +)
+            }
+            for (command, output) in [(["get", url, "-o", output.path], output), (["prefetch", url], nil)] {
+                let before = try await cached()
+                let process = try CommandLineTool.start(command + ["--quiet", "--connections", "1", "--cache-dir", cache])
+                defer { process.signal(SIGKILL) }
+                // Until the get has written out the 700 kB, or the prefetch has recorded some.
+                for _ in 0..<500 where process.isRunning {
+                    if output != nil ? partial() >= 700_000 : try await cached() > before { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(process.isRunning)
+                let written = partial()
+                process.signal(SIGINT)
+                for _ in 0..<1500 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(process.terminationReason == .exit && process.terminationStatus == 130, "\(command[0])")
+                if output != nil {
+                    #expect(written >= 700_000)
+                    #expect(try await cached() >= Int64(written), "every byte written out is in the cache")
+                    #expect(try Data(contentsOf: output!) == earlier)
+                    #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
+                }
+            }
+
+            let kept = try await cached()
+            #expect(kept >= 1_400_000 && kept < Int64(data.count))
+            released.withLock { $0 = true }
+            server.faults = nil
+            // The interrupted requests are recorded when their connections close, which may be
+            // later: the next run's requests are those that arrive from now on.
+            let resumed = ContinuousClock.now
+            let fetched = { server.requests.filter { $0.interval.lowerBound >= resumed }.map(\.bodyBytesSent).reduce(0, +) }
+            let got = try await CommandLineTool.run(["get", url, "-o", output.path, "--quiet", "--cache-dir", cache])
+            #expect(got.status == 0, "\(got.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+            for _ in 0..<100 where fetched() < Int64(data.count) - kept { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(fetched() == Int64(data.count) - kept, "only the missing bytes are fetched")
+        }
+    }
+
     @Test func getWithRevalidationWritesTheNewVersionOfAReplacedFile() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 300_000, seed: 82)

@@ -58,6 +58,27 @@ import Testing
     }
 
     /// The seed design's example: 10-20 and 50-60 cached, a read of 0-100 is five ordered segments.
+    /// Written bytes reach the index within the commit interval even while their download is
+    /// held up by the origin and nothing else arrives: a process killed during the stall keeps them.
+    @Test func theBytesOfAStalledDownloadAreRecordedWithinTheCommitInterval() async throws {
+        let (server, data) = try makeOrigin(size: 2_000_000, seed: 71)
+        defer { server.stop() }
+        let released = Locked(false)
+        server.faults = { _, _, _, index in index == 0 ? .pause(afterBytes: 600_000, until: { released.withLock { $0 } }) : nil }
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let read = Task { try await song.read(ByteRange(0, 2_000_000)).collect() }
+            var recorded: Int64 = 0
+            for _ in 0..<500 where recorded < 600_000 {
+                try await Task.sleep(for: .milliseconds(20))
+                recorded = try await cache.store.entry(for: song.key)?.spans.coveredByteCount ?? 0
+            }
+            #expect(recorded == 600_000, "the bytes before the stall are in the index while it lasts")
+            released.withLock { $0 = true }
+            #expect(TestData.sha256(try await read.value) == TestData.sha256(data))
+        }
+    }
+
     @Test func readOfPartlyCachedRangeIsFiveOrderedSegments() async throws {
         let (server, data) = try makeOrigin(size: 1000)
         // The holes must still be there when the read comes (see the next test).

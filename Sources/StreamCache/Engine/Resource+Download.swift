@@ -712,7 +712,10 @@ extension Resource {
         available.insert(cut)
         if newBytes > 0 {
             pendingBytes += newBytes
-            if firstPendingAt == nil { firstPendingAt = .now }
+            if firstPendingAt == nil {
+                firstPendingAt = .now
+                armCommitTimer()
+            }
         }
         statistics.bytesDownloaded += range.count
         for arrival in run.arrivals {

@@ -67,6 +67,9 @@ public actor Resource {
     var pendingBytes: Int64 = 0
     var firstPendingAt: ContinuousClock.Instant?
     var commitScheduled = false
+    /// Wakes the resource once ``StreamCache/Configuration/commitInterval`` has passed since bytes
+    /// began to wait for their commit (see ``armCommitTimer()``).
+    var commitTimer: Task<Void, Never>?
     var storeChain: Task<Void, Never>?
     var committed = RangeSet()
 
@@ -398,6 +401,27 @@ public actor Resource {
         }
     }
 
+    /// Makes sure bytes waiting for their commit are recorded once ``StreamCache/Configuration/commitInterval``
+    /// has passed, even when no more arrive to check it (``commitIfDue()`` runs on arrivals): a
+    /// download held up by its origin, or by a reader that stopped reading, left its last bytes
+    /// out of the index for as long as it stalled, and a process killed then lost them.
+    func armCommitTimer() {
+        guard commitTimer == nil else { return }
+        let interval = configuration.commitInterval
+        commitTimer = Task { [weak self] in
+            try? await Task.sleep(for: interval)
+            guard !Task.isCancelled else { return }
+            await self?.commitTimerFired()
+        }
+    }
+
+    private func commitTimerFired() {
+        commitTimer = nil
+        commitIfDue()
+        // Bytes that came after the last commit began their wait later: their turn is still to come.
+        if pendingBytes > 0, !commitScheduled { armCommitTimer() }
+    }
+
     func scheduleCommit() {
         guard pendingBytes > 0, !commitScheduled else { return }
         commitScheduled = true
@@ -419,6 +443,8 @@ public actor Resource {
         let snapshot = available
         pendingBytes = 0
         firstPendingAt = nil
+        commitTimer?.cancel()
+        commitTimer = nil
         do {
             try await store.commit(resourceID: id, spans: snapshot, file: file)
             committed = snapshot

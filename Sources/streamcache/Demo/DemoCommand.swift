@@ -90,7 +90,7 @@ struct DemoCommand: AsyncParsableCommand {
         if keepRunning {
             print("")
             print("Serving until Ctrl-C …")
-            await ServeCommand.waitForTerminationSignal()
+            await TerminationSignals.wait()
         }
         await server.stop()
         await cache.shutdown()
