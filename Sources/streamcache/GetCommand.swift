@@ -129,8 +129,7 @@ struct GetCommand: AsyncParsableCommand {
             if let interruption {
                 if self.output != nil { output.discard() }
                 await cache.shutdown()
-                FileDescriptorOutput.standardError.write("streamcache: stopped; what was downloaded is in the cache for the next run\n")
-                throw ExitCode(128 + interruption)
+                throw TerminationSignals.exit(stoppedBy: interruption)
             }
         } catch let error as ExitCode {
             throw error

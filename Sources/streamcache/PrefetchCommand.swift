@@ -97,10 +97,7 @@ struct PrefetchCommand: AsyncParsableCommand {
                 }
             }
             await cache.shutdown()
-            if let interruption {
-                Self.printToStandardError("streamcache: stopped; what was downloaded is in the cache for the next run\n")
-                throw ExitCode(128 + interruption)
-            }
+            if let interruption { throw TerminationSignals.exit(stoppedBy: interruption) }
         } catch let error as ExitCode {
             throw error
         } catch {

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Dispatch
 #if canImport(Glibc)
 import Glibc
@@ -46,6 +47,13 @@ final class TerminationSignals {
         let signals = TerminationSignals { continuation.yield() }
         for await _ in stream { break }
         signals.stop()
+    }
+
+    /// The exit of a command that `signalNumber` stopped, after a line that says so: 128 plus
+    /// the signal's number, as a shell reports it.
+    static func exit(stoppedBy signalNumber: Int32) -> ExitCode {
+        FileDescriptorOutput.standardError.write("streamcache: stopped; what was downloaded is in the cache for the next run\n")
+        return ExitCode(128 + signalNumber)
     }
 
     /// Runs `body` in a task of its own that SIGINT or SIGTERM cancels; returns the signal's

@@ -407,9 +407,10 @@ public actor Resource {
     /// out of the index for as long as it stalled, and a process killed then lost them.
     func armCommitTimer() {
         guard commitTimer == nil else { return }
-        let interval = configuration.commitInterval
+        let waited = firstPendingAt.map { ContinuousClock.now - $0 } ?? .zero
+        let delay = max(.zero, configuration.commitInterval - waited)
         commitTimer = Task { [weak self] in
-            try? await Task.sleep(for: interval)
+            try? await Task.sleep(for: delay)
             guard !Task.isCancelled else { return }
             await self?.commitTimerFired()
         }
@@ -418,7 +419,7 @@ public actor Resource {
     private func commitTimerFired() {
         commitTimer = nil
         commitIfDue()
-        // Bytes that came after the last commit began their wait later: their turn is still to come.
+        // Bytes that came after the last commit began their wait later: their turn is to come.
         if pendingBytes > 0, !commitScheduled { armCommitTimer() }
     }
 
