@@ -86,7 +86,7 @@ struct FileDescriptorOutput: Sendable {
                 let written = systemWrite(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    throw StreamCacheError(.cacheIOFailed, "Writing the output failed (errno \(errno)).")
+                    throw OutputWriteFailure(errorNumber: errno)
                 }
                 offset += written
             }
@@ -100,9 +100,7 @@ struct FileDescriptorOutput: Sendable {
 
     /// Flushes the file to disk.
     func synchronize() throws {
-        guard fsync(descriptor) == 0 || errno == EINVAL else {
-            throw StreamCacheError(.cacheIOFailed, "Syncing the output failed (errno \(errno)).")
-        }
+        guard fsync(descriptor) == 0 || errno == EINVAL else { throw OutputWriteFailure(errorNumber: errno) }
     }
 
     func close() {
@@ -113,3 +111,15 @@ struct FileDescriptorOutput: Sendable {
 // The system calls, under names the methods above do not shadow.
 private func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { write(descriptor, bytes, count) }
 private func systemClose(_ descriptor: Int32) -> Int32 { close(descriptor) }
+
+/// Writing a command's output failed: the output's failure, not the cache's (which keeps what it
+/// downloaded), and when a pipe's reader has gone (`get … | head -c 100`), no failure at all.
+struct OutputWriteFailure: Error {
+    /// The `errno` of the write.
+    let errorNumber: Int32
+
+    /// The reader of the pipe the output goes to has closed it.
+    var readerLeft: Bool { errorNumber == EPIPE }
+
+    var message: String { "Writing the output failed (\(String(cString: strerror(errorNumber))))." }
+}

@@ -4,6 +4,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import StreamCache
 
 /// `streamcache`: play-while-downloading cache for media, from the command line.
@@ -69,6 +74,12 @@ enum Failure {
         if error is ExitCode { return error as! ExitCode }
         let message: String
         let code: Int32
+        if let failure = error as? OutputWriteFailure {
+            // As `cat` ends in a pipeline whose reader left: quietly, with 128 + SIGPIPE.
+            if failure.readerLeft { return ExitCode(128 + SIGPIPE) }
+            FileDescriptorOutput.standardError.write("streamcache: error: \(failure.message)\n")
+            return ExitCode(1)
+        }
         if let error = error as? StreamCacheError {
             message = error.description
             switch error.code {

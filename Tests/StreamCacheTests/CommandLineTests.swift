@@ -155,6 +155,26 @@ import Testing
         }
     }
 
+    /// `get … | head -c 100`: the reader of the pipe leaves early, and `get` ends as `cat` would,
+    /// quietly with 141, keeping what it downloaded; its cache did not fail.
+    @Test func getIntoAPipeWhoseReaderLeavesEndsQuietlyAndKeepsItsBytes() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 3_000_000, seed: 89)
+        server.setFile("/song.mp3", data: data)
+        try await withTemporaryDirectory { directory in
+            let cache = directory.appendingPathComponent("cache").path
+            let pipeline = #""$0" get "$1" --cache-dir "$2" 2>"$3" | head -c 100 | wc -c; echo "${PIPESTATUS[0]}""#
+            let errors = directory.appendingPathComponent("stderr")
+            let run = try await ExternalTool.run("bash", ["-c", pipeline, CommandLineTool.executable.path, server.url("/song.mp3").absoluteString, cache, errors.path])
+            #expect(run.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) } == ["100", "141"], "\(run.output)")
+            #expect(try String(contentsOf: errors, encoding: .utf8).isEmpty)
+            let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", cache])
+            struct Row: Decodable { var cachedBytes: Int64 }
+            #expect((try JSONDecoder().decode([Row].self, from: list.stdout).first?.cachedBytes ?? 0) > 0)
+        }
+    }
+
     @Test func getWithRevalidationWritesTheNewVersionOfAReplacedFile() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 300_000, seed: 82)
