@@ -56,18 +56,19 @@ final class TerminationSignals {
         return ExitCode(128 + signalNumber)
     }
 
-    /// Runs `body` in a task of its own that SIGINT or SIGTERM cancels; returns the signal's
-    /// number when one came (and `body` then ended, by its cancellation or not), `nil` when none
-    /// did. `body`'s error is rethrown only when no signal came.
+    /// Runs `body` in a task of its own that SIGINT or SIGTERM cancels. Returns `nil` when `body`
+    /// completed (a signal that came too late to stop it changes nothing), and the signal's
+    /// number when `body` ended by an error after one came; otherwise rethrows `body`'s error.
     static func cancelling(_ body: @escaping @Sendable () async throws -> Void) async throws -> Int32? {
         let task = Task { try await body() }
         let signals = TerminationSignals { task.cancel() }
         defer { signals.stop() }
         do {
             try await task.value
+            return nil
         } catch {
-            if signals.signalNumber == nil { throw error }
+            guard let signalNumber = signals.signalNumber else { throw error }
+            return signalNumber
         }
-        return signals.signalNumber
     }
 }
