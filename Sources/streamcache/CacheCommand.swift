@@ -50,19 +50,12 @@ struct CacheCommand: AsyncParsableCommand {
         do { return try CacheStore(directory: options.directory) } catch { throw Failure.exit(error) }
     }
 
-    /// The store to list or show: its own, or, while another process uses the directory (a
-    /// server), a look at what that one has committed.
-    static func openToRead(_ options: CacheOptions) throws -> CacheStore {
-        do {
-            return try CacheStore(directory: options.directory)
-        } catch let error as StreamCacheError where error.code == .cacheInUse {
-            let store: CacheStore
-            do { store = try CacheStore(inspecting: options.directory) } catch { throw Failure.exit(error) }
-            FileDescriptorOutput.standardError.write("streamcache: another process is using this cache; shown is what it has recorded so far.\n")
-            return store
-        } catch {
-            throw Failure.exit(error)
-        }
+    /// A look at the cache to list or show, which never claims the directory, so a server or a
+    /// download that starts meanwhile is not turned away: what the index records, including what
+    /// a process using the cache has committed so far. `nil` when there is no cache yet.
+    static func openToRead(_ options: CacheOptions) throws -> CacheStore? {
+        guard FileManager.default.fileExists(atPath: options.directory.appendingPathComponent("index.sqlite").path) else { return nil }
+        do { return try CacheStore(inspecting: options.directory) } catch { throw Failure.exit(error) }
     }
 
     static func printJSON(_ value: some Encodable) throws {
@@ -91,7 +84,7 @@ struct CacheCommand: AsyncParsableCommand {
         func run() async throws {
             let store = try CacheCommand.openToRead(cache)
             let entries: [CacheStore.Entry]
-            do { entries = try await store.entries() } catch { throw Failure.exit(error) }
+            do { entries = try await store?.entries() ?? [] } catch { throw Failure.exit(error) }
             if json { return try CacheCommand.printJSON(entries.map(Summary.init)) }
             if entries.isEmpty { print("The cache at \(cache.directory.path) is empty.") }
             for entry in entries {
@@ -111,7 +104,7 @@ struct CacheCommand: AsyncParsableCommand {
 
         func run() async throws {
             let store = try CacheCommand.openToRead(cache)
-            guard let entry = try await store.entry(for: CacheKey(key)) else {
+            guard let entry = try await store?.entry(for: CacheKey(key)) else {
                 throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
             }
             let summary = Summary(entry)

@@ -63,6 +63,19 @@ import Testing
         }
     }
 
+    /// A look never claims the directory: a cache that opens while one is open is not turned
+    /// away (`cache list` polled beside a starting `get` once made it exit 7).
+    @Test func aLookAtADirectoryDoesNotKeepACacheFromOpeningIt() async throws {
+        try await withTemporaryDirectory { (directory: URL) async throws -> Void in
+            let first = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            await first.shutdown()
+            let inspector = try CacheStore(inspecting: directory)
+            let next = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            #expect(try await inspector.entries().isEmpty)
+            await next.shutdown()
+        }
+    }
+
     @Test func inspectingADirectoryWithNoCacheIsAClearError() async throws {
         try await withTemporaryDirectory { (directory: URL) async throws -> Void in
             #expect {

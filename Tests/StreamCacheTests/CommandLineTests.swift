@@ -5,6 +5,13 @@ import Testing
 
 /// Bad input to the CLI gives one clear line and a non-zero exit, and loses nothing.
 @Suite struct CommandLineTests {
+    /// The bytes `cache list` says the first resource of the cache in `directory` holds; 0 for none.
+    static func cachedBytes(in directory: String) async throws -> Int64 {
+        struct Row: Decodable { var cachedBytes: Int64 }
+        let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", directory])
+        return (try? JSONDecoder().decode([Row].self, from: list.stdout))?.first?.cachedBytes ?? 0
+    }
+
     @Test(arguments: [
         ["get", "not a url"],
         ["get", "ftp://example.com/a.mp3"],
@@ -106,11 +113,7 @@ import Testing
             try earlier.write(to: output)
             let cache = directory.appendingPathComponent("cache").path
             let url = server.url("/song.mp3").absoluteString
-            struct Row: Decodable { var cachedBytes: Int64 }
-            let cached = { () async throws -> Int64 in
-                let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", cache])
-                return (try? JSONDecoder().decode([Row].self, from: list.stdout))?.first?.cachedBytes ?? 0
-            }
+            let cached = { try await Self.cachedBytes(in: cache) }
             let partial = { () -> Int in
                 let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
                 return names.filter { $0.hasSuffix(".part") }.compactMap {
@@ -169,9 +172,7 @@ import Testing
             let run = try await ExternalTool.run("bash", ["-c", pipeline, CommandLineTool.executable.path, server.url("/song.mp3").absoluteString, cache, errors.path])
             #expect(run.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) } == ["100", "141"], "\(run.output)")
             #expect(try String(contentsOf: errors, encoding: .utf8).isEmpty)
-            let list = try await CommandLineTool.run(["cache", "list", "--json", "--cache-dir", cache])
-            struct Row: Decodable { var cachedBytes: Int64 }
-            #expect((try JSONDecoder().decode([Row].self, from: list.stdout).first?.cachedBytes ?? 0) > 0)
+            #expect(try await Self.cachedBytes(in: cache) > 0)
         }
     }
 
