@@ -35,9 +35,11 @@ struct FileDescriptorOutput: Sendable {
     /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was.
     /// Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly;
     /// a symbolic link keeps pointing where it did, at the new file.
+    /// A file that was there keeps its permissions.
     static func replacing(path: String) throws -> FileDescriptorOutput {
         var status = stat()
-        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+        let exists = stat(path, &status) == 0
+        if exists, status.st_mode & S_IFMT != S_IFREG {
             let descriptor = open(path, O_WRONLY | O_CLOEXEC)
             guard descriptor >= 0 else { throw cannotCreate(path) }
             return FileDescriptorOutput(descriptor: descriptor)
@@ -53,6 +55,7 @@ struct FileDescriptorOutput: Sendable {
         let temporary = "\(directory).\(name).streamcache-\(getpid()).part"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw cannotCreate(path) }
+        if exists { _ = fchmod(descriptor, status.st_mode & 0o7777) }
         return FileDescriptorOutput(descriptor: descriptor, pending: (temporary, path))
     }
 
@@ -62,7 +65,12 @@ struct FileDescriptorOutput: Sendable {
 
     /// Syncs and closes a file output; one written beside its destination then replaces it.
     func finish() throws {
-        try synchronize()
+        do {
+            try synchronize()
+        } catch {
+            discard()
+            throw error
+        }
         close()
         if let pending, rename(pending.temporary, pending.destination) != 0 {
             let reason = String(cString: strerror(errno))

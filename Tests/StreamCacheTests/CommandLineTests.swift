@@ -63,7 +63,7 @@ import Testing
 
     /// `get -o FILE` replaces FILE only once every byte is in: a download that fails halfway, or
     /// a file the origin does not have, leaves what was there, and no partial file beside it. A
-    /// symbolic link is followed, not replaced.
+    /// symbolic link is followed, not replaced; the file keeps its permissions.
     @Test func getReplacesItsOutputFileOnlyWhenEveryByteIsIn() async throws {
         let server = try TestOrigin()
         defer { server.stop() }
@@ -73,6 +73,7 @@ import Testing
             let output = directory.appendingPathComponent("song.mp3")
             let earlier = Data("the copy from last week".utf8)
             try earlier.write(to: output)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: output.path)
             let cache = directory.appendingPathComponent("cache").path
             // The song's first request breaks off after 600 kB; every later one is refused.
             server.faults = { _, path, _, index in path != "/song.mp3" ? nil : index == 0 ? .dropAfter(bytes: 600_000) : .status(403) }
@@ -90,6 +91,7 @@ import Testing
             let got = try await CommandLineTool.run(["get", server.url("/song.mp3").absoluteString, "-o", link.path, "--quiet", "--cache-dir", cache])
             #expect(got.status == 0, "\(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+            #expect(try FileManager.default.attributesOfItem(atPath: output.path)[.posixPermissions] as? Int == 0o600, "the file keeps its permissions")
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == "song.mp3")
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "latest.mp3", "song.mp3"])
         }
