@@ -103,7 +103,7 @@ public final class CacheStore: Sendable {
         }
         database = try Self.openIndex(in: directory)
         do {
-            let keys = try database.writeAndWait { db in try db.rows(#"SELECT "key" FROM "resource""#, []) { $0.text(0) } }
+            let keys = try database.readAndWait { db in try db.rows(#"SELECT "key" FROM "resource""#, []) { $0.text(0) } }
             knownKeys.withLock { $0 = Set(keys) }
         } catch {
             throw StreamCacheError(.cacheIOFailed, "Could not read the cache index at \(directory.path): \(error)", underlying: SendableErrorDescription(error))

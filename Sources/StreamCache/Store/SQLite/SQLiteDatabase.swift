@@ -46,6 +46,12 @@ package final class SQLiteDatabase: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` in a read transaction and waits for it, blocking the calling thread (for set-up
+    /// code that is not `async`). It takes no write lock, so another process's writer goes on.
+    package func readAndWait<Value>(_ body: (SQLiteConnection) throws -> Value) throws -> Value {
+        try readerQueue.sync { try reader.transaction(immediate: false) { try body(reader) } }
+    }
+
     /// Runs `body` in a write transaction and waits for it, blocking the calling thread (for set-up
     /// code that is not `async`).
     package func writeAndWait<Value>(_ body: (SQLiteConnection) throws -> Value) throws -> Value {
