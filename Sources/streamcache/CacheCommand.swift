@@ -46,8 +46,8 @@ struct CacheCommand: AsyncParsableCommand {
         }
     }
 
-    static func open(_ options: CacheOptions) throws -> CacheStore {
-        do { return try CacheStore(directory: options.directory) } catch { throw Failure.exit(error) }
+    static func open(_ options: CacheOptions) async throws -> CacheStore {
+        do { return try await options.claim { try CacheStore(directory: options.directory) } } catch { throw Failure.exit(error) }
     }
 
     /// A look at the cache to list or show, which never claims the directory, so a server or a
@@ -124,7 +124,7 @@ struct CacheCommand: AsyncParsableCommand {
 
     /// Sets the pinned flag of `key`; a clear error when the cache does not know it.
     static func setPinned(_ pinned: Bool, key: String, options: CacheOptions) async throws {
-        let store = try open(options)
+        let store = try await open(options)
         guard try await store.setPinned(pinned, for: CacheKey(key)) else {
             throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
         }
@@ -154,7 +154,7 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var cache: CacheOptions
 
         func run() async throws {
-            let store = try CacheCommand.open(cache)
+            let store = try await CacheCommand.open(cache)
             var removed = 0
             do {
                 if let key {

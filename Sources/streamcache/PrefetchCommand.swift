@@ -66,7 +66,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
-            cache = try StreamCache(configuration: configuration)
+            cache = try await self.cache.claim { try StreamCache(configuration: configuration) }
         } catch {
             throw Failure.exit(error)
         }

@@ -121,7 +121,7 @@ struct ServeCommand: AsyncParsableCommand {
         let cache: StreamCache
         let server: ProxyServer
         do {
-            cache = try StreamCache(configuration: cacheConfiguration)
+            cache = try await self.cache.claim { try StreamCache(configuration: cacheConfiguration) }
             server = try ProxyServer(cache: cache, configuration: serverConfiguration, transport: transport)
         } catch {
             throw Failure.exit(error)

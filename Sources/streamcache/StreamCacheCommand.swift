@@ -30,8 +30,44 @@ struct CacheOptions: ParsableArguments {
     @Option(name: .customLong("cache-dir"), help: ArgumentHelp("The cache directory.", discussion: "Default: $STREAMCACHE_CACHE_DIR, else $XDG_CACHE_HOME/streamcache, else ~/.cache/streamcache.", valueName: "dir"))
     var cacheDirectory: String?
 
+    @Option(name: .customLong("wait-for-cache"),
+            help: ArgumentHelp("How long to wait while another process uses the cache directory (90s, 15m, 2h; 0: give up at once).",
+                               discussion: "One process at a time may use a cache directory: a get started beside another waits for it to end. Default: 10m; then exit 7.",
+                               valueName: "time"),
+            transform: ArgumentParsing.duration)
+    var waitForCache: Duration?
+
     var directory: URL {
         cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? StreamCache.defaultDirectory()
+    }
+
+    /// How long ``claim(_:)`` waits by default: long enough for a batch of downloads started side
+    /// by side (`xargs -P`) to take their turns, short enough that a script behind a server that
+    /// never ends still stops.
+    static let defaultWait = Duration.seconds(600)
+
+    /// Opens the cache with `open`, waiting while another process holds the directory, as `cargo`
+    /// waits for its package cache: two downloads started side by side take turns instead of the
+    /// second one failing. Says once on stderr whom it waits for. A wait that runs out ends in the
+    /// `cacheInUse` error (exit 7).
+    func claim<T>(_ open: () throws -> T) async throws -> T {
+        let clock = ContinuousClock()
+        let deadline = clock.now + (waitForCache ?? Self.defaultWait)
+        var toldWhy = false
+        while true {
+            do {
+                return try open()
+            } catch let error as StreamCacheError where error.code == .cacheInUse {
+                let left = deadline - clock.now
+                guard left > .zero else { throw error }
+                if !toldWhy {
+                    toldWhy = true
+                    FileDescriptorOutput.standardError.write("streamcache: \(error.message) Waiting for it (--wait-for-cache).\n")
+                }
+                // A quarter of a second: the lock is free within that of the holder's end.
+                try await Task.sleep(for: min(.milliseconds(250), left))
+            }
+        }
     }
 }
 

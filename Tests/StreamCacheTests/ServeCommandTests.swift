@@ -122,10 +122,11 @@ import Glibc
         }
     }
 
-    /// A server has its cache directory to itself: `get` and `cache clear` in another process
-    /// are refused (exit 7, naming the server's process) and change nothing, while `cache list`
-    /// shows what the server committed. A killed server leaves no claim behind: the next
-    /// process opens the directory at once, with every byte.
+    /// A server has its cache directory to itself: `get`, `cache clear` and `cache pin` in another
+    /// process wait for it, and when their wait runs out they are refused (exit 7, naming the
+    /// server's process) and change nothing, while `cache list` shows what the server committed.
+    /// A killed server leaves no claim behind: the get that waited opens the directory at once,
+    /// with every byte.
     @Test func aCacheDirectoryAServerUsesIsRefusedToOtherProcessesUntilItEnds() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -160,7 +161,9 @@ import Glibc
             let copy = work.appendingPathComponent("copy.mp3")
             let earlier = Data("an older copy".utf8)
             try earlier.write(to: copy)
-            for command in [["get", url, "-o", copy.path], ["cache", "clear"], ["cache", "pin", rows.first?.key ?? ""]] {
+            let refusedCommands = [["get", url, "-o", copy.path, "--wait-for-cache", "0.5s"], ["cache", "clear", "--wait-for-cache", "0"],
+                                   ["cache", "pin", rows.first?.key ?? "", "--wait-for-cache", "0"]]
+            for command in refusedCommands {
                 let refused = try await CommandLineTool.run(command + ["--cache-dir", cacheDir.path])
                 #expect(refused.status == 7, "\(command): \(refused.stderr)")
                 #expect(refused.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(refused.stderr)")
@@ -168,10 +171,23 @@ import Glibc
             #expect(try Data(contentsOf: copy) == earlier)
             #expect(dataFiles().count == 1 && origin.requests.count == requests)
 
+            // A get with the default wait takes its turn: it says whom it waits for, and runs
+            // once the server is gone.
+            let getErrors = work.appendingPathComponent("get-stderr")
+            _ = FileManager.default.createFile(atPath: getErrors.path, contents: nil)
+            let waiting = try CommandLineTool.start(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path], stderr: try FileHandle(forWritingTo: getErrors))
+            defer { waiting.signal(SIGKILL) }
+            let told = { String(decoding: (try? Data(contentsOf: getErrors)) ?? Data(), as: UTF8.self) }
+            for _ in 0..<(200 * TestTiming.slowdown) where !told().contains("Waiting for it") { try await Task.sleep(for: .milliseconds(25)) }
+            #expect(told().contains("is in use by process \(server.processIdentifier) (streamcache)") && told().contains("Waiting for it"), "\(told())")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(waiting.isRunning, "the get waits: \(told())")
+            #expect(try Data(contentsOf: copy) == earlier)
+
             server.signal(SIGKILL)
             server.waitUntilExit()
-            let after = try await CommandLineTool.run(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path])
-            #expect(after.status == 0, "\(after.stderr)")
+            try await waiting.exit(within: 30)
+            #expect(waiting.terminationStatus == 0, "\(told())")
             #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(data))
             #expect(origin.requests.count == requests, "every byte came from the killed server's cache")
         }
