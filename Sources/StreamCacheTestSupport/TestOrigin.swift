@@ -51,6 +51,9 @@ public final class TestOrigin: @unchecked Sendable {
         /// Send this many body bytes, then the rest once `resume` returns true (asked every 10 ms,
         /// for 60 s at most): an answer held at a point a test chooses, whatever the machine's load.
         case pause(afterBytes: Int, until: @Sendable () -> Bool)
+        /// As ``pause(afterBytes:until:)``, then the rest as fast as the socket takes it, whatever
+        /// ``bytesPerSecond`` says: a burst that finds the client's download busy.
+        case rushAfterPause(afterBytes: Int, until: @Sendable () -> Bool)
         /// Answer 206 without a `Content-Range` header.
         case missingContentRange
         /// Read the request, then reset the connection without an answer: a server that went
@@ -534,10 +537,13 @@ public final class TestOrigin: @unchecked Sendable {
         let chunk = 64 * 1024
         var pause: (bytes: Int64, resume: @Sendable () -> Bool)?
         if case .pause(let bytes, let resume) = fault { pause = (Int64(bytes), resume) }
+        var rushes = false
+        if case .rushAfterPause(let bytes, let resume) = fault { pause = (Int64(bytes), resume); rushes = true }
         while sent < limit {
             if let held = pause, sent >= held.bytes {
                 Self.waitUntilReleased(held.resume)
                 pause = nil
+                if rushes { rate = nil }
                 // The rate goes on from here: the held time is not owed to it.
                 if let rate, rate > 0 { started = Date().addingTimeInterval(-Double(sent) / Double(rate)) }
             }

@@ -14,8 +14,13 @@ extension Resource {
         let start: Int64
         var position: Int64
         /// The download stops when it reaches this offset. It only shrinks: when a seek lands far
-        /// ahead inside this window, the new download takes over the rest.
-        var limit: Int64
+        /// ahead inside this window, the new download takes over the rest. (It grows once, when
+        /// the origin ignores the range and the body starts at byte 0.)
+        var limit: Int64 {
+            didSet { stop.set(limit) }
+        }
+        /// ``limit`` as the download's writer sees it, off the actor.
+        let stop: DownloadStop
         var kind: Kind
         /// The end of the request in flight. Downloads fetch in segments that grow while the
         /// download stays useful, so nothing far beyond what is needed is ever on the wire.
@@ -74,6 +79,21 @@ extension Resource {
         var gateTicket: BulkConnectionGate.Ticket?
         /// A reader came to wait for it: once it has a place at the gate, it goes at once.
         var readerWaits = false
+
+        init(id: Int, start: Int64, position: Int64, limit: Int64, kind: Kind, segmentEnd: Int64, rangeEnd: Int64, segmentSize: Int64,
+             segmentStartPosition: Int64, startedForShortRead: Bool = false) {
+            self.id = id
+            self.start = start
+            self.position = position
+            self.limit = limit
+            self.stop = DownloadStop(limit)
+            self.kind = kind
+            self.segmentEnd = segmentEnd
+            self.rangeEnd = rangeEnd
+            self.segmentSize = segmentSize
+            self.segmentStartPosition = segmentStartPosition
+            self.startedForShortRead = startedForShortRead
+        }
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
 
@@ -371,7 +391,7 @@ extension Resource {
             var planned: (any Origin, OriginRequest)? = try first.get()
             segments: while let (origin, request) = planned {
                 let response = try await origin.open(request)
-                guard let (file, start, generation) = try await downloadOpened(id: id, response: response) else { break }
+                guard let (file, start, generation, limit) = try await downloadOpened(id: id, response: response) else { break }
                 var offset = start
                 // Where the bytes of each range after the first go (a multipart response).
                 var rangeEnd = response.length.map { start + $0 } ?? Int64.max
@@ -382,6 +402,9 @@ extension Resource {
                 // socket read. A download that keeps up takes one chunk at a time, and an answer's
                 // first chunk, which a reader may wait for, goes alone.
                 var takesMore = false
+                // Where the download stops: its limit, which the actor may lower at any time (see
+                // ``DownloadStop``), and the cached bytes ahead as of the last report.
+                var cachedAhead = Int64.max
                 while let first = try await iterator.nextChunk() {
                     var batch = WrittenRun(start: offset)
                     var chunk: HTTPBody.Chunk? = first
@@ -390,12 +413,22 @@ extension Resource {
                         while !rest.isEmpty {
                             if offset >= rangeEnd, let next = followingRanges.popFirst() {
                                 // The next range of a multipart answer: the run so far is reported first.
-                                guard try await report(&batch, id: id, generation: generation) else { break segments }
+                                guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
+                                cachedAhead = reported
                                 offset = next.lowerBound
                                 rangeEnd = next.upperBound
                                 batch = WrittenRun(start: offset)
                             }
-                            let piece = followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset))
+                            var stop = min(limit.value, cachedAhead)
+                            if offset >= stop {
+                                // At the stop: the actor, told what came so far, says whether to go on.
+                                guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
+                                cachedAhead = reported
+                                stop = min(limit.value, cachedAhead)
+                                guard offset < stop else { break segments }
+                            }
+                            let piece = (followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset)))
+                                .prefix(Int(clamping: stop - offset))
                             try file.write(piece, at: offset)
                             rest = rest.dropFirst(piece.count)
                             offset += Int64(piece.count)
@@ -404,7 +437,8 @@ extension Resource {
                         chunk = takesMore && batch.count < Self.largestWrittenRun ? iterator.readyChunk() : nil
                         takesMore = true
                     }
-                    guard try await report(&batch, id: id, generation: generation) else { break segments }
+                    guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
+                    cachedAhead = reported
                 }
                 planned = try await nextSegmentAfterAnySkimmingHold(id: id)
             }
@@ -418,10 +452,11 @@ extension Resource {
     /// when more have arrived meanwhile: readers waiting on the bytes see them at least this often.
     static let largestWrittenRun = 1 << 20
 
-    /// Reports `run` to the actor unless it is empty, and empties it; returns whether the download
-    /// goes on.
-    nonisolated func report(_ run: inout WrittenRun, id: Int, generation: Int) async throws -> Bool {
-        guard run.count > 0 else { return true }
+    /// Reports `run` to the actor unless it is empty, and empties it; returns where the cached
+    /// bytes ahead of the download begin (`Int64.max`: none, or not asked), or `nil` when the
+    /// download ends here (see ``didWrite(id:run:generation:)``).
+    nonisolated func report(_ run: inout WrittenRun, id: Int, generation: Int) async throws -> Int64? {
+        guard run.count > 0 else { return Int64.max }
         defer { run = WrittenRun(start: run.start + run.count) }
         return try await didWrite(id: id, run: run, generation: generation)
     }
@@ -643,7 +678,7 @@ extension Resource {
 
     /// Checks the origin's answer against the cached version and decides where writing starts.
     /// Returns `nil` when the download is no longer wanted.
-    func downloadOpened(id: Int, response: OriginResponse) throws -> (DataFile, Int64, Int)? {
+    func downloadOpened(id: Int, response: OriginResponse) throws -> (DataFile, Int64, Int, DownloadStop)? {
         guard let opened = downloads[id] else { return nil }
         var newInfo = response.info
         if !answers(opened, withTheVersionKnown: newInfo) {
@@ -698,13 +733,14 @@ extension Resource {
         downloads[id] = download
         wakeWaiters(all: true)
         replanParallelDownloads()
-        return (file, response.offset, generation)
+        return (file, response.offset, generation, download.stop)
     }
 
-    /// Records written bytes, wakes readers, and says whether the download should go on. The run
+    /// Records written bytes, wakes readers, and says where the cached bytes ahead of the download
+    /// begin, which it does not write (`Int64.max`: none); `nil` when it should end now. The run
     /// carries when the transport received each chunk of it (see ``HTTPBody/Chunk``).
-    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Bool {
-        guard downloadGeneration == generation, var download = downloads[id] else { return false }
+    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Int64? {
+        guard downloadGeneration == generation, var download = downloads[id] else { return nil }
         let range = run.range
         var cut = range
         if let total = info?.totalLength { cut = range.clamped(toLength: total) }
@@ -739,9 +775,11 @@ extension Resource {
         commitIfDue()
 
         var goOn = download.position < download.limit
-        if goOn, info?.acceptsByteRanges != false, available.contains(download.position) {
+        var cachedAhead = Int64.max
+        if goOn, info?.acceptsByteRanges != false {
             // Ran into cached bytes: whoever needs what lies beyond starts its own download there.
-            goOn = false
+            if available.contains(download.position) { goOn = false }
+            cachedAhead = available.firstLowerBound(atOrAfter: download.position) ?? Int64.max
         }
         if goOn, download.kind == .read, !configuration.completesResourcesInBackground {
             // An unneeded download is not cut mid-request: the bytes already on the wire would be
@@ -753,7 +791,7 @@ extension Resource {
             if reachedIdleLimit(&download) { goOn = false }
         }
         downloads[id] = download
-        return goOn
+        return goOn ? cachedAhead : nil
     }
 
     /// Starts or ends a download's idle spell: while no reader needs it, it may fetch at most
