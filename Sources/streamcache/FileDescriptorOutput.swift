@@ -32,8 +32,8 @@ struct FileDescriptorOutput: Sendable {
 
     /// Output for the file at `path` that replaces it only when complete: the bytes go to a
     /// hidden file beside it (`.NAME.streamcache-PID.part`), renamed over `path` by ``finish()``,
-    /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was.
-    /// Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly;
+    /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was;
+    /// such files that killed runs left are deleted (``removeLeftovers(of:in:)``). Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly;
     /// a symbolic link keeps pointing where it did, at the new file.
     /// A file that was there keeps its permissions.
     static func replacing(path: String) throws -> FileDescriptorOutput {
@@ -56,7 +56,22 @@ struct FileDescriptorOutput: Sendable {
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw cannotCreate(path) }
         if exists { _ = fchmod(descriptor, status.st_mode & 0o7777) }
+        removeLeftovers(of: name, in: directory)
         return FileDescriptorOutput(descriptor: descriptor, pending: (temporary, path))
+    }
+
+    /// Deletes the hidden files that earlier `get -o` runs into `name` left in `directory` when
+    /// they were killed (SIGKILL, a power cut: no chance to clean up), recognised by the process
+    /// id in their name no longer running. A run still writing its file is left alone; so is a
+    /// file whose process id a live process has taken since, which costs only its space.
+    private static func removeLeftovers(of name: String, in directory: String) {
+        let prefix = ".\(name).streamcache-", suffix = ".part"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else { return }
+        for entry in entries where entry.hasPrefix(prefix) && entry.hasSuffix(suffix) && entry.count > prefix.count + suffix.count {
+            let digits = entry.dropFirst(prefix.count).dropLast(suffix.count)
+            guard digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber), let pid = pid_t(digits), pid > 0, pid != getpid() else { continue }
+            if kill(pid, 0) != 0, errno == ESRCH { unlink(directory + entry) }
+        }
     }
 
     private static func cannotCreate(_ path: String) -> StreamCacheError {

@@ -63,7 +63,9 @@ import Testing
 
     /// `get -o FILE` replaces FILE only once every byte is in: a download that fails halfway, or
     /// a file the origin does not have, leaves what was there, and no partial file beside it. A
-    /// symbolic link is followed, not replaced; the file keeps its permissions.
+    /// symbolic link is followed, not replaced; the file keeps its permissions. A partial file that
+    /// a killed run left (its process gone) is deleted by the next run; one a running `get` writes
+    /// is left alone.
     @Test func getReplacesItsOutputFileOnlyWhenEveryByteIsIn() async throws {
         let server = try TestOrigin()
         defer { server.stop() }
@@ -84,6 +86,13 @@ import Testing
             #expect(try Data(contentsOf: output) == earlier)
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "song.mp3"])
 
+            // What a killed run left beside the file goes; what a running one writes stays.
+            let exited = try ChildProcess.spawn(URL(fileURLWithPath: "/bin/true"), [])
+            exited.waitUntilExit()
+            let leftover = ".song.mp3.streamcache-\(exited.processIdentifier).part"
+            let running = ".song.mp3.streamcache-\(getpid()).part"
+            for name in [leftover, running] { try Data("half a song".utf8).write(to: directory.appendingPathComponent(name)) }
+
             // Through a symbolic link, the file it points to is replaced, and the link stays.
             server.faults = nil
             let link = directory.appendingPathComponent("latest.mp3")
@@ -93,7 +102,7 @@ import Testing
             #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
             #expect(try FileManager.default.attributesOfItem(atPath: output.path)[.posixPermissions] as? Int == 0o600, "the file keeps its permissions")
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == "song.mp3")
-            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["cache", "latest.mp3", "song.mp3"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [running, "cache", "latest.mp3", "song.mp3"])
         }
     }
 
