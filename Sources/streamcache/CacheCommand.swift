@@ -46,8 +46,8 @@ struct CacheCommand: AsyncParsableCommand {
         }
     }
 
-    static func open(_ options: CacheOptions) async throws -> CacheStore {
-        do { return try await options.claim { try CacheStore(directory: options.directory) } } catch { throw Failure.exit(error) }
+    static func open(_ options: CacheOptions, waiting: CacheWaitOptions) async throws -> CacheStore {
+        do { return try await waiting.claim { try CacheStore(directory: options.directory) } } catch { throw Failure.exit(error) }
     }
 
     /// A look at the cache to list or show, which never claims the directory, so a server or a
@@ -123,8 +123,8 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     /// Sets the pinned flag of `key`; a clear error when the cache does not know it.
-    static func setPinned(_ pinned: Bool, key: String, options: CacheOptions) async throws {
-        let store = try await open(options)
+    static func setPinned(_ pinned: Bool, key: String, options: CacheOptions, waiting: CacheWaitOptions) async throws {
+        let store = try await open(options, waiting: waiting)
         guard try await store.setPinned(pinned, for: CacheKey(key)) else {
             throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
         }
@@ -135,16 +135,18 @@ struct CacheCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Keep a resource: pinned resources are never evicted.")
         @Argument(help: "The cache key.") var key: String
         @OptionGroup var cache: CacheOptions
+        @OptionGroup var cacheWait: CacheWaitOptions
 
-        func run() async throws { try await CacheCommand.setPinned(true, key: key, options: cache) }
+        func run() async throws { try await CacheCommand.setPinned(true, key: key, options: cache, waiting: cacheWait) }
     }
 
     struct Unpin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Let a pinned resource be evicted again.")
         @Argument(help: "The cache key.") var key: String
         @OptionGroup var cache: CacheOptions
+        @OptionGroup var cacheWait: CacheWaitOptions
 
-        func run() async throws { try await CacheCommand.setPinned(false, key: key, options: cache) }
+        func run() async throws { try await CacheCommand.setPinned(false, key: key, options: cache, waiting: cacheWait) }
     }
 
     struct Clear: AsyncParsableCommand {
@@ -152,9 +154,10 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument(help: "Only this key.") var key: String?
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var cache: CacheOptions
+        @OptionGroup var cacheWait: CacheWaitOptions
 
         func run() async throws {
-            let store = try await CacheCommand.open(cache)
+            let store = try await CacheCommand.open(cache, waiting: cacheWait)
             var removed = 0
             do {
                 if let key {

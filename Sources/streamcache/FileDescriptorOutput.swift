@@ -33,9 +33,10 @@ struct FileDescriptorOutput: Sendable {
     /// Output for the file at `path` that replaces it only when complete: the bytes go to a
     /// hidden file beside it (`.NAME.streamcache-PID.part`), renamed over `path` by ``finish()``,
     /// so a download that fails, or a cache that refuses, leaves what was at `path` as it was;
-    /// such files that killed runs left are deleted (``removeLeftovers(of:in:)``). Something at `path` that is not a regular file (`/dev/null`, a pipe) is written directly;
-    /// a symbolic link keeps pointing where it did, at the new file.
-    /// A file that was there keeps its permissions.
+    /// such files that killed runs left are deleted (``removeLeftovers(of:in:)``). Something at
+    /// `path` that is not a regular file (`/dev/null`, a pipe) is written directly; a symbolic
+    /// link keeps pointing where it did, at the new file. A file that was there keeps its
+    /// permissions.
     static func replacing(path: String) throws -> FileDescriptorOutput {
         var status = stat()
         let exists = stat(path, &status) == 0

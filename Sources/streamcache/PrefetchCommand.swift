@@ -47,6 +47,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var cacheWait: CacheWaitOptions
+
     @OptionGroup var downloads: DownloadOptions
 
     @OptionGroup var transportOptions: TransportOptions
@@ -66,7 +68,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
-            cache = try await self.cache.claim { try StreamCache(configuration: configuration) }
+            cache = try await cacheWait.claim { try StreamCache(configuration: configuration) }
         } catch {
             throw Failure.exit(error)
         }

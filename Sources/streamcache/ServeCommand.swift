@@ -78,6 +78,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    @OptionGroup var cacheWait: CacheWaitOptions
+
     @OptionGroup var downloads: DownloadOptions
 
     @OptionGroup var sources: SourceOptions
@@ -121,7 +123,7 @@ struct ServeCommand: AsyncParsableCommand {
         let cache: StreamCache
         let server: ProxyServer
         do {
-            cache = try await self.cache.claim { try StreamCache(configuration: cacheConfiguration) }
+            cache = try await cacheWait.claim { try StreamCache(configuration: cacheConfiguration) }
             server = try ProxyServer(cache: cache, configuration: serverConfiguration, transport: transport)
         } catch {
             throw Failure.exit(error)

@@ -30,6 +30,13 @@ struct CacheOptions: ParsableArguments {
     @Option(name: .customLong("cache-dir"), help: ArgumentHelp("The cache directory.", discussion: "Default: $STREAMCACHE_CACHE_DIR, else $XDG_CACHE_HOME/streamcache, else ~/.cache/streamcache.", valueName: "dir"))
     var cacheDirectory: String?
 
+    var directory: URL {
+        cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? StreamCache.defaultDirectory()
+    }
+}
+
+/// How long a command that writes the cache waits for a directory another process uses.
+struct CacheWaitOptions: ParsableArguments {
     @Option(name: .customLong("wait-for-cache"),
             help: ArgumentHelp("How long to wait while another process uses the cache directory (90s, 15m, 2h; 0: give up at once).",
                                discussion: "One process at a time may use a cache directory: a get started beside another waits for it to end. Default: 10m; then exit 7.",
@@ -37,12 +44,8 @@ struct CacheOptions: ParsableArguments {
             transform: ArgumentParsing.duration)
     var waitForCache: Duration?
 
-    var directory: URL {
-        cacheDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? StreamCache.defaultDirectory()
-    }
-
     /// How long ``claim(_:)`` waits by default: long enough for a batch of downloads started side
-    /// by side (`xargs -P`) to take their turns, short enough that a script behind a server that
+    /// by side to take their turns, short enough that a script behind a server that
     /// never ends still stops.
     static let defaultWait = Duration.seconds(600)
 

@@ -19,7 +19,8 @@ extension Resource {
         var limit: Int64 {
             didSet { stop.set(limit) }
         }
-        /// ``limit`` as the download's writer sees it, off the actor.
+        /// ``limit`` as the download's writer sees it, off the actor. Every copy of the download
+        /// shares it: set `limit` only on a copy that goes back into `downloads`.
         let stop: DownloadStop
         var kind: Kind
         /// The end of the request in flight. Downloads fetch in segments that grow while the
