@@ -55,14 +55,19 @@ struct CacheWaitOptions: ParsableArguments {
     /// `cacheInUse` error (exit 7).
     func claim<T>(_ open: () throws -> T) async throws -> T {
         let clock = ContinuousClock()
-        let deadline = clock.now + (waitForCache ?? Self.defaultWait)
+        let wait = waitForCache ?? Self.defaultWait
+        let deadline = clock.now + wait
         var toldWhy = false
         while true {
             do {
                 return try open()
             } catch let error as StreamCacheError where error.code == .cacheInUse {
                 let left = deadline - clock.now
-                guard left > .zero else { throw error }
+                guard left > .zero else {
+                    guard toldWhy else { throw error }
+                    let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+                    throw StreamCacheError(error.code, "\(error.message) Gave up after waiting \(seconds.fixed(1)) s (--wait-for-cache).")
+                }
                 if !toldWhy {
                     toldWhy = true
                     FileDescriptorOutput.standardError.write("streamcache: \(error.message) Waiting for it (--wait-for-cache).\n")

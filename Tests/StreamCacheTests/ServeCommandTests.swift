@@ -167,6 +167,8 @@ import Glibc
                 let refused = try await CommandLineTool.run(command + ["--cache-dir", cacheDir.path])
                 #expect(refused.status == 7, "\(command): \(refused.stderr)")
                 #expect(refused.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(refused.stderr)")
+                // A command that waited says how long in its error.
+                #expect(refused.stderr.contains("Gave up after waiting 0.5 s (--wait-for-cache).") == (command[0] == "get"), "\(refused.stderr)")
             }
             #expect(try Data(contentsOf: copy) == earlier)
             #expect(dataFiles().count == 1 && origin.requests.count == requests)
