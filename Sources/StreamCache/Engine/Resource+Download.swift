@@ -403,9 +403,6 @@ extension Resource {
                 // socket read. A download that keeps up takes one chunk at a time, and an answer's
                 // first chunk, which a reader may wait for, goes alone.
                 var takesMore = false
-                // Where the download stops: its limit, which the actor may lower at any time (see
-                // ``DownloadStop``), and the cached bytes ahead as of the last report.
-                var cachedAhead = Int64.max
                 while let first = try await iterator.nextChunk() {
                     var batch = WrittenRun(start: offset)
                     var chunk: HTTPBody.Chunk? = first
@@ -414,19 +411,17 @@ extension Resource {
                         while !rest.isEmpty {
                             if offset >= rangeEnd, let next = followingRanges.popFirst() {
                                 // The next range of a multipart answer: the run so far is reported first.
-                                guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
-                                cachedAhead = reported
+                                guard try await report(&batch, id: id, generation: generation) else { break segments }
                                 offset = next.lowerBound
                                 rangeEnd = next.upperBound
                                 batch = WrittenRun(start: offset)
                             }
-                            var stop = min(limit.value, cachedAhead)
+                            // The limit as the actor set it last, which it may lower at any time
+                            // (see ``DownloadStop``): what lies past it is another download's.
+                            let stop = limit.value
                             if offset >= stop {
-                                // At the stop: the actor, told what came so far, says whether to go on.
-                                guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
-                                cachedAhead = reported
-                                stop = min(limit.value, cachedAhead)
-                                guard offset < stop else { break segments }
+                                guard try await report(&batch, id: id, generation: generation), offset < limit.value else { break segments }
+                                continue
                             }
                             let piece = (followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset)))
                                 .prefix(Int(clamping: stop - offset))
@@ -438,8 +433,7 @@ extension Resource {
                         chunk = takesMore && batch.count < Self.largestWrittenRun ? iterator.readyChunk() : nil
                         takesMore = true
                     }
-                    guard let reported = try await report(&batch, id: id, generation: generation) else { break segments }
-                    cachedAhead = reported
+                    guard try await report(&batch, id: id, generation: generation) else { break segments }
                 }
                 planned = try await nextSegmentAfterAnySkimmingHold(id: id)
             }
@@ -453,11 +447,10 @@ extension Resource {
     /// when more have arrived meanwhile: readers waiting on the bytes see them at least this often.
     static let largestWrittenRun = 1 << 20
 
-    /// Reports `run` to the actor unless it is empty, and empties it; returns where the cached
-    /// bytes ahead of the download begin (`Int64.max`: none, or not asked), or `nil` when the
-    /// download ends here (see ``didWrite(id:run:generation:)``).
-    nonisolated func report(_ run: inout WrittenRun, id: Int, generation: Int) async throws -> Int64? {
-        guard run.count > 0 else { return Int64.max }
+    /// Reports `run` to the actor unless it is empty, and empties it; returns whether the download
+    /// goes on.
+    nonisolated func report(_ run: inout WrittenRun, id: Int, generation: Int) async throws -> Bool {
+        guard run.count > 0 else { return true }
         defer { run = WrittenRun(start: run.start + run.count) }
         return try await didWrite(id: id, run: run, generation: generation)
     }
@@ -737,11 +730,10 @@ extension Resource {
         return (file, response.offset, generation, download.stop)
     }
 
-    /// Records written bytes, wakes readers, and says where the cached bytes ahead of the download
-    /// begin, which it does not write (`Int64.max`: none); `nil` when it should end now. The run
+    /// Records written bytes, wakes readers, and says whether the download should go on. The run
     /// carries when the transport received each chunk of it (see ``HTTPBody/Chunk``).
-    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Int64? {
-        guard downloadGeneration == generation, var download = downloads[id] else { return nil }
+    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Bool {
+        guard downloadGeneration == generation, var download = downloads[id] else { return false }
         let range = run.range
         var cut = range
         if let total = info?.totalLength { cut = range.clamped(toLength: total) }
@@ -776,11 +768,9 @@ extension Resource {
         commitIfDue()
 
         var goOn = download.position < download.limit
-        var cachedAhead = Int64.max
-        if goOn, info?.acceptsByteRanges != false {
+        if goOn, info?.acceptsByteRanges != false, available.contains(download.position) {
             // Ran into cached bytes: whoever needs what lies beyond starts its own download there.
-            if available.contains(download.position) { goOn = false }
-            cachedAhead = available.firstLowerBound(atOrAfter: download.position) ?? Int64.max
+            goOn = false
         }
         if goOn, download.kind == .read, !configuration.completesResourcesInBackground {
             // An unneeded download is not cut mid-request: the bytes already on the wire would be
@@ -792,7 +782,7 @@ extension Resource {
             if reachedIdleLimit(&download) { goOn = false }
         }
         downloads[id] = download
-        return goOn ? cachedAhead : nil
+        return goOn
     }
 
     /// Starts or ends a download's idle spell: while no reader needs it, it may fetch at most
