@@ -11,6 +11,30 @@ import Testing
 @Suite struct CacheDirectoryClaimTests {
     static let path = "/song.mp3"
 
+    /// A cache that was shut down sends no request, also for a resource first asked for after
+    /// the shutdown: its directory may be another cache's by then. What it had cached still reads.
+    @Test func aCacheShutDownSendsNoRequestForAResourceAskedForAfterwards() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 300_000, seed: 957)
+        server.setFile(Self.path, data: data)
+        server.setFile("/later.mp3", data: TestData.random(count: 300_000, seed: 958))
+        try await withTemporaryDirectory { directory in
+            let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let url = server.url(Self.path)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            await cache.shutdown()
+            let requests = server.requests.count
+
+            let laterURL = server.url("/later.mp3")
+            let later = cache.resource(for: CacheKey(url: laterURL), origin: HTTPOrigin(url: laterURL))
+            await #expect(throws: CancellationError.self) { _ = try await later.read(ByteRange(0, 1000)).collect() }
+            #expect(try await song.read(ByteRange(1000, 2000)).collect() == data[1000..<2000])
+            #expect(server.requests.count == requests, "\(server.requests.map { $0.path })")
+        }
+    }
+
     @Test func aSecondCacheOnADirectoryIsRefusedAndChangesNothingUntilTheFirstShutsDown() async throws {
         let server = try TestOrigin()
         defer { server.stop() }

@@ -91,8 +91,9 @@ public actor Resource {
     var failureCount = 0
     /// Where ``startFillingSmallGap()`` began downloads, so a gap the origin does not fill is tried once.
     var smallGapsTried: Set<Int64> = []
-    /// Set by ``cancelDownloads()`` when the cache shuts down: no new download starts by itself.
-    var isShuttingDown = false
+    /// Set by ``cancelDownloads()`` when the cache shuts down, or from the start for a resource
+    /// made after that: no new download starts, since the directory may be another cache's by now.
+    var isShuttingDown: Bool
 
     /// When the origin last confirmed the cached version, and when asking it last failed; kept
     /// off the actor so that a server can tell at once whether a read must ask first (see
@@ -136,8 +137,10 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, metrics: CacheMetrics?, onCommit: @escaping @Sendable () -> Void) {
+         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, metrics: CacheMetrics?, shutDown: Bool = false,
+         onCommit: @escaping @Sendable () -> Void) {
         self.key = key
+        self.isShuttingDown = shutDown
         self.originBox = Locked(origin)
         self.store = store
         self.configuration = configuration

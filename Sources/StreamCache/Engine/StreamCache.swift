@@ -37,6 +37,9 @@ public final class StreamCache: Sendable {
     private let metrics: CacheMetrics
     /// Keys whose resources are left out of ``statistics`` (see ``withoutStatistics(for:_:)``).
     private let uncountedKeys = Locked(Set<CacheKey>())
+    /// Set by ``shutdown()`` before it stops the resources it has: one made afterwards starts out
+    /// stopped, read under the same lock that adds it to the resources.
+    private let isShutDown = Locked(false)
 
     private struct EvictionState {
         var task: Task<Void, Never>?
@@ -84,7 +87,8 @@ public final class StreamCache: Sendable {
     private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
                  openFiles: openFiles, connectionGate: connectionGate,
-                 metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, onCommit: { [weak self] in self?.enforceSizeLimit() })
+                 metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, shutDown: isShutDown.withLock { $0 },
+                 onCommit: { [weak self] in self?.enforceSizeLimit() })
     }
 
     /// What the cache has done since it was opened in this process: reads, bytes served from the
@@ -167,8 +171,11 @@ public final class StreamCache: Sendable {
 
     /// Stops every download, records what was written and gives the directory up (see
     /// ``CacheStore/releaseDirectory()``). Call before the process exits, or before another
-    /// `StreamCache` opens the directory; this one must not be used afterwards.
+    /// `StreamCache` opens the directory; this one must not be used afterwards. Should it be,
+    /// no download starts again, also for a resource first asked for afterwards: a read of
+    /// bytes that are not cached throws `CancellationError`.
     public func shutdown() async {
+        isShutDown.withLock { $0 = true }
         for resource in resources.all { await resource.cancelDownloads() }
         await flush()
         let task = eviction.withLock { $0.task }
