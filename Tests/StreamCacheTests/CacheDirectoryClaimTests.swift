@@ -1,5 +1,5 @@
 import Foundation
-import StreamCache
+@testable import StreamCache
 import StreamCacheTestSupport
 import StreamCacheURLSession
 import Testing
@@ -10,6 +10,21 @@ import Testing
 /// directory against `get` and `cache clear`) is in ``ServeCommandTests``.
 @Suite struct CacheDirectoryClaimTests {
     static let path = "/song.mp3"
+
+    /// A released claim lets the next store in at once, even while a copy of the lock file's
+    /// descriptor is still open: a child process forked beside the release holds one until it
+    /// calls exec, and the lock belongs to the open file, not to the descriptor.
+    @Test func aReleasedClaimIsFreeWhileAForkedCopyOfItsFileIsStillOpen() async throws {
+        try await withTemporaryDirectory { directory in
+            let claim = try CacheDirectoryLock(directory: directory)
+            let copy = try #require(claim.descriptor.withLock { $0 }.map { dup($0) })
+            defer { close(copy) }
+            #expect(copy >= 0)
+            claim.release()
+            let next = try CacheDirectoryLock(directory: directory)
+            next.release()
+        }
+    }
 
     /// A cache that was shut down sends no request, also for a resource first asked for after
     /// the shutdown: its directory may be another cache's by then. What it had cached still reads.

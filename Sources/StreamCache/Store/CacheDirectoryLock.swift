@@ -24,7 +24,8 @@ import Musl
 /// stale claim behind. The file also names its holder (process id and name), for the message
 /// the next one gets.
 final class CacheDirectoryLock: Sendable {
-    private let descriptor = Locked<Int32?>(nil)
+    /// The lock file's descriptor while the claim holds (internal for tests, which duplicate it).
+    let descriptor = Locked<Int32?>(nil)
 
     /// Claims `directory`, which must exist.
     ///
@@ -52,6 +53,11 @@ final class CacheDirectoryLock: Sendable {
         guard let fd = descriptor.withLock({ value -> Int32? in defer { value = nil }; return value }) else { return }
         // Emptied first: a holder named after its release would mislead the next message.
         _ = ftruncate(fd, 0)
+        // Unlocked before the close: the lock belongs to the open file, which a child process
+        // forked meanwhile shares until it calls exec, and a close alone would leave the lock to
+        // that copy. A store opened on the directory right after this one's shutdown was refused
+        // so under a full test run that spawned processes beside it.
+        _ = flock(fd, LOCK_UN)
         close(fd)
     }
 
