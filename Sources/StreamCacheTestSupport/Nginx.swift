@@ -141,7 +141,7 @@ public final class Nginx: Sendable {
         \(user)
         \(loadModule)
         daemon off;
-        worker_processes 1;
+        master_process off;
         error_log \(prefix.path)/logs/error.log warn;
         pid \(prefix.path)/nginx.pid;
         events { worker_connections 1024; }
