@@ -96,7 +96,21 @@ struct GetCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
-            cache = try await cacheWait.claim { try StreamCache(configuration: configuration) }
+            let open = { try StreamCache(configuration: configuration) }
+            if file != nil {
+                // A cloud file's origin lives in this process (its token, its expiring links):
+                // a server cannot be handed one, so this waits for the directory.
+                cache = try await cacheWait.claim(open)
+            } else {
+                switch try await cacheWait.claim(open, orServerIn: self.cache.directory, transport: transport) {
+                case .opened(let opened):
+                    cache = opened
+                case .server(let server):
+                    return try await get(try parsedURL(), headers: try parsedHeaders(), range: range, through: server)
+                }
+            }
+        } catch let error as ExitCode {
+            throw error
         } catch {
             throw Failure.exit(error)
         }
@@ -144,6 +158,50 @@ struct GetCommand: AsyncParsableCommand {
         do {
             if self.output != nil { try output.finish() } else { try? output.synchronize() }
         } catch {
+            throw Failure.exit(error)
+        }
+    }
+
+    /// Streams the file through the server that holds the cache directory, as a player would:
+    /// cached bytes come from its disk, missing ones from the origin into its cache. This
+    /// command's download options do not apply (the server's do).
+    private func get(_ url: URL, headers: HTTPHeaders, range: ByteRange, through server: RunningServer) async throws {
+        FileDescriptorOutput.standardError.write(
+            "streamcache: the cache at \(cache.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); the file comes through it.\n")
+        let output: FileDescriptorOutput
+        do {
+            output = try self.output.map(FileDescriptorOutput.replacing(path:)) ?? .standardOutput
+        } catch {
+            throw Failure.exit(error)
+        }
+        let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
+        do {
+            let interruption = try await TerminationSignals.cancelling {
+                let status = try await server.register(url, headers: headers)
+                let response = try await server.stream(status, range: range)
+                let expected = response.headers["Content-Length"].flatMap { Int64($0) }
+                let progress = ProgressBar(enabled: showsProgress)
+                defer { progress.finish() }
+                var written: Int64 = 0
+                for try await chunk in response.body {
+                    try output.write(contentsOf: chunk)
+                    written += Int64(chunk.count)
+                    progress.update(done: written, total: expected)
+                }
+                // The server ends a stream early when the origin fails after the first byte.
+                if let expected, written != expected {
+                    throw StreamCacheError(.originUnavailable, "The server ended the stream after \(written) of \(expected) bytes; run the command again to fetch the rest.")
+                }
+            }
+            if let interruption {
+                if self.output != nil { output.discard() }
+                throw TerminationSignals.exit(stoppedBy: interruption)
+            }
+            if self.output != nil { try output.finish() } else { try? output.synchronize() }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            if self.output != nil { output.discard() }
             throw Failure.exit(error)
         }
     }

@@ -7,6 +7,7 @@ import Foundation
 import StreamCache
 import StreamCacheHLS
 import StreamCacheHTTPClient
+import StreamCacheServer
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -68,7 +69,14 @@ struct PrefetchCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
-            cache = try await cacheWait.claim { try StreamCache(configuration: configuration) }
+            switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
+            case .opened(let opened):
+                cache = opened
+            case .server(let server):
+                return try await prefetch(url, headers: headers, through: server)
+            }
+        } catch let error as ExitCode {
+            throw error
         } catch {
             throw Failure.exit(error)
         }
@@ -105,6 +113,47 @@ struct PrefetchCommand: AsyncParsableCommand {
         } catch {
             await cache.shutdown()
             throw Failure.exit(error)
+        }
+    }
+
+    /// Has the server that holds the cache directory do the prefetch, and waits for it: the
+    /// bytes go into the cache the server plays from. This command's download options do not
+    /// apply (the server's do). Ctrl-C stops the wait; the server goes on.
+    private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
+        Self.printToStandardError("streamcache: the cache at \(cache.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); it does this prefetch.\n")
+        let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
+        // The server's defaults are this command's: only a choice the user made goes with the request.
+        let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)
+        let interruption = try await TerminationSignals.cancelling {
+            var status = try await server.register(url, headers: headers)
+            let id = status.id
+            status = try await server.startPrefetch(of: id, request)
+            // Polled at a steady pace, for as long as the prefetch runs (it ends, or fails, on
+            // the server's side; a server that stops ends the polling with an error).
+            while status.prefetching {
+                if showsProgress {
+                    if let hls = status.hlsPrefetch {
+                        Self.printToStandardError("\r\(hls.filesDone)/\(hls.files) files, \(ByteFormat.string(hls.bytes))")
+                    } else {
+                        Self.printToStandardError("\r\(ByteFormat.string(status.cachedBytes)) of \(status.size.map(ByteFormat.string) ?? "?")")
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(250))
+                status = try await server.status(of: id)
+            }
+            if showsProgress { Self.printToStandardError("\n") }
+            if let message = status.prefetchError {
+                throw StreamCacheError(RunningServer.code(named: status.prefetchErrorCode, status: 502), "The server's prefetch failed: \(message)")
+            }
+            if let hls = status.hlsPrefetch {
+                print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(url.redactedDescription)")
+            } else {
+                print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(url.redactedDescription)")
+            }
+        }
+        if let interruption {
+            Self.printToStandardError("streamcache: the server goes on with the prefetch.\n")
+            throw TerminationSignals.exit(stoppedBy: interruption)
         }
     }
 

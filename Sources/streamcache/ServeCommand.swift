@@ -155,6 +155,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
             try await server.start()
             try writeControlToken(server.controlToken)
+            // Where `get` and `prefetch` in other processes find this server, to hand it their work.
+            if let base = server.baseURL { try RunningServer.publish(RunningServer.record(baseURL: base, token: server.controlToken), in: self.cache.directory) }
         } catch {
             await server.stop()
             throw Failure.exit(error)
@@ -178,6 +180,7 @@ struct ServeCommand: AsyncParsableCommand {
 
         await TerminationSignals.wait()
         Self.printError("streamcache: stopping")
+        RunningServer.withdraw(from: self.cache.directory)
         await server.stop()
         Self.printError("streamcache: \(Self.summary(of: cache.statistics))")
         await cache.shutdown()

@@ -54,14 +54,33 @@ struct CacheWaitOptions: ParsableArguments {
     /// second one failing. Says once on stderr whom it waits for. A wait that runs out ends in the
     /// `cacheInUse` error (exit 7).
     func claim<T>(_ open: () throws -> T) async throws -> T {
+        guard case .opened(let value) = try await claim(open, handingOverTo: { nil }) else { preconditionFailure("nothing to hand over to") }
+        return value
+    }
+
+    /// What ``claim(_:orServerIn:transport:)`` came to: the cache, or the server that has it.
+    enum Claim<T> {
+        case opened(T)
+        case server(RunningServer)
+    }
+
+    /// Opens the cache with `open` as ``claim(_:)`` does, unless a `streamcache serve` holds the
+    /// directory (``RunningServer``): a command that can hand its work to it does so rather than
+    /// wait for a server that may never end.
+    func claim<T>(_ open: () throws -> T, orServerIn directory: URL, transport: any HTTPTransport) async throws -> Claim<T> {
+        try await claim(open, handingOverTo: { await RunningServer.find(in: directory, transport: transport) })
+    }
+
+    private func claim<T>(_ open: () throws -> T, handingOverTo server: () async -> RunningServer?) async throws -> Claim<T> {
         let clock = ContinuousClock()
         let wait = waitForCache ?? Self.defaultWait
         let deadline = clock.now + wait
         var toldWhy = false
         while true {
             do {
-                return try open()
+                return .opened(try open())
             } catch let error as StreamCacheError where error.code == .cacheInUse {
+                if let server = await server() { return .server(server) }
                 let left = deadline - clock.now
                 guard left > .zero else {
                     guard toldWhy else { throw error }

@@ -279,6 +279,7 @@ import Testing
             #expect(after.state == "complete")
             #expect(after.cachedRanges == [ControlAPI.Span(start: 0, end: 3_000_000)])
             #expect(after.size == 3_000_000)
+            #expect(!after.prefetching && after.prefetchError == nil && after.prefetchErrorCode == nil)
 
             let stream = try await Self.curl(try #require(URL(string: status.streamURL)))
             #expect(TestData.sha256(stream.body) == TestData.sha256(data))
@@ -305,6 +306,16 @@ import Testing
             #expect(stats.statistics.originRequests == origin.requests.count)
             #expect(stats.statistics.errors == 0)
             #expect(stats.cachedBytes == 3_000_000)
+
+            // A prefetch that fails says how, by a code a client can act on (the origin wants a
+            // token this registration lacks).
+            let locked = #"{"url":"\#(origin.url("/music/b.flac").absoluteString)","key":"locked"}"#
+            let lockedStatus = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(
+                api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", locked]).body)
+            let failed = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(
+                api.appendingPathComponent(lockedStatus.id).appendingPathComponent("prefetch"), auth + ["-X", "POST", "-G", "-d", "wait=1"]).body)
+            #expect(!failed.prefetching && failed.prefetchErrorCode == "authenticationFailed" && failed.prefetchError != nil, "\(failed)")
+            #expect(try await Self.curl(api.appendingPathComponent(lockedStatus.id), auth + ["-X", "DELETE"]).status == 204)
 
             let bad = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", "{not json"])
             #expect(bad.status == 400)

@@ -122,11 +122,12 @@ import Glibc
         }
     }
 
-    /// A server has its cache directory to itself: `get`, `cache clear` and `cache pin` in another
+    /// A server has its cache directory to itself: `cache clear` and `cache pin` in another
     /// process wait for it, and when their wait runs out they are refused (exit 7, naming the
     /// server's process) and change nothing, while `cache list` shows what the server committed.
-    /// A killed server leaves no claim behind: the get that waited opens the directory at once,
-    /// with every byte.
+    /// A killed server leaves no claim behind: the pin that waited opens the directory at once,
+    /// and a `get` afterwards finds every byte. (`get` and `prefetch` beside a server hand their
+    /// work to it: ``aGetAndAPrefetchBesideAServerHandTheirWorkToIt()``.)
     @Test func aCacheDirectoryAServerUsesIsRefusedToOtherProcessesUntilItEnds() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -159,39 +160,124 @@ import Glibc
 
             let requests = origin.requests.count
             let copy = work.appendingPathComponent("copy.mp3")
-            let earlier = Data("an older copy".utf8)
-            try earlier.write(to: copy)
-            let refusedCommands = [["get", url, "-o", copy.path, "--wait-for-cache", "0.5s"], ["cache", "clear", "--wait-for-cache", "0"],
-                                   ["cache", "pin", rows.first?.key ?? "", "--wait-for-cache", "0"]]
+            let key = rows.first?.key ?? ""
+            let refusedCommands = [["cache", "pin", key, "--wait-for-cache", "0.5s"], ["cache", "clear", "--wait-for-cache", "0"]]
             for command in refusedCommands {
                 let refused = try await CommandLineTool.run(command + ["--cache-dir", cacheDir.path])
                 #expect(refused.status == 7, "\(command): \(refused.stderr)")
                 #expect(refused.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(refused.stderr)")
                 // A command that waited says how long in its error.
-                #expect(refused.stderr.contains("Gave up after waiting 0.5 s (--wait-for-cache).") == (command[0] == "get"), "\(refused.stderr)")
+                #expect(refused.stderr.contains("Gave up after waiting 0.5 s (--wait-for-cache).") == (command[1] == "pin"), "\(refused.stderr)")
             }
-            #expect(try Data(contentsOf: copy) == earlier)
             #expect(dataFiles().count == 1 && origin.requests.count == requests)
 
-            // A get with the default wait takes its turn: it says whom it waits for, and runs
+            // A pin with the default wait takes its turn: it says whom it waits for, and runs
             // once the server is gone.
-            let getErrors = work.appendingPathComponent("get-stderr")
-            _ = FileManager.default.createFile(atPath: getErrors.path, contents: nil)
-            let waiting = try CommandLineTool.start(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path], stderr: try FileHandle(forWritingTo: getErrors))
+            let pinErrors = work.appendingPathComponent("pin-stderr")
+            _ = FileManager.default.createFile(atPath: pinErrors.path, contents: nil)
+            let waiting = try CommandLineTool.start(["cache", "pin", key, "--cache-dir", cacheDir.path], stderr: try FileHandle(forWritingTo: pinErrors))
             defer { waiting.signal(SIGKILL) }
-            let told = { String(decoding: (try? Data(contentsOf: getErrors)) ?? Data(), as: UTF8.self) }
+            let told = { String(decoding: (try? Data(contentsOf: pinErrors)) ?? Data(), as: UTF8.self) }
             for _ in 0..<(200 * TestTiming.slowdown) where !told().contains("Waiting for it") { try await Task.sleep(for: .milliseconds(25)) }
             #expect(told().contains("is in use by process \(server.processIdentifier) (streamcache)") && told().contains("Waiting for it"), "\(told())")
             try await Task.sleep(for: .milliseconds(300))
-            #expect(waiting.isRunning, "the get waits: \(told())")
-            #expect(try Data(contentsOf: copy) == earlier)
+            #expect(waiting.isRunning, "the pin waits: \(told())")
 
             server.signal(SIGKILL)
             server.waitUntilExit()
             try await waiting.exit(within: 30)
             #expect(waiting.terminationStatus == 0, "\(told())")
+            let pinned = try await CommandLineTool.run(["cache", "info", key, "--json", "--cache-dir", cacheDir.path])
+            #expect(pinned.output.contains("\"pinned\" : true"), "\(pinned.output)")
+
+            // The killed server's record is left behind, and misleads no one: its process is gone.
+            #expect(FileManager.default.fileExists(atPath: cacheDir.appendingPathComponent("server.json").path))
+            let got = try await CommandLineTool.run(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path], timeout: 60)
+            #expect(got.status == 0 && !got.stderr.contains("server"), "\(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(data))
             #expect(origin.requests.count == requests, "every byte came from the killed server's cache")
+        }
+    }
+
+    /// A server may run for days, so `get` and `prefetch` beside it do not wait for it: they find
+    /// it through `server.json` in the cache directory (mode 0600, since it holds the control
+    /// token) and have it fetch into its cache, with the headers given to them. The origin sees
+    /// each byte once; errors keep their exit codes (4 for rejected credentials, 5 for a missing
+    /// file); the bytes are in the cache for a `get` with the origin gone once the server stopped,
+    /// and a record of a server that is not there (its port closed) is ignored.
+    @Test func aGetAndAPrefetchBesideAServerHandTheirWorkToIt() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.requiredHeaders = ["Authorization": Self.secret]
+        let album = TestData.random(count: 3_000_000, seed: 521)
+        let single = TestData.random(count: 1_200_000, seed: 522)
+        origin.setFile("/album.flac", data: album, contentType: "audio/flac")
+        origin.setFile("/single.mp3", data: single, contentType: "audio/mpeg")
+        origin.setFile("/other.mp3", data: single, contentType: "audio/mpeg")
+        origin.setFile("/locked.mp3", data: single, contentType: "audio/mpeg")
+        try await withTemporaryDirectory { work in
+            let out = work.appendingPathComponent("stdout")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            let cacheDir = work.appendingPathComponent("cache")
+            let server = try CommandLineTool.start(["serve", origin.url("/single.mp3").absoluteString, "-H", "Authorization: \(Self.secret)",
+                                                    "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path],
+                                                   stdout: try FileHandle(forWritingTo: out))
+            defer { server.signal(SIGKILL) }
+            let singleStream = try #require(try await Self.lines(of: out, count: 1, process: server).first?.split(separator: "\t").first.map(String.init))
+            let record = cacheDir.appendingPathComponent("server.json")
+            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+            var info = stat()
+            #expect(stat(record.path, &info) == 0 && info.st_mode & 0o777 == 0o600, "server.json holds the control token")
+            #expect(try String(contentsOf: record, encoding: .utf8).contains("\"pid\":\(server.processIdentifier)"))
+            let auth = ["-H", "Authorization: \(Self.secret)", "--cache-dir", cacheDir.path]
+
+            let prefetched = try await CommandLineTool.run(["prefetch", origin.url("/album.flac").absoluteString] + auth, timeout: 60)
+            #expect(prefetched.status == 0, "\(prefetched.stderr)")
+            #expect(prefetched.stderr.contains("is in use by the server at http://127.0.0.1:"), "\(prefetched.stderr)")
+            #expect(prefetched.stderr.contains("(process \(server.processIdentifier)); it does this prefetch."), "\(prefetched.stderr)")
+            #expect(prefetched.output.contains("2.9 MiB cached for \(origin.url("/album.flac").absoluteString)"), "\(prefetched.output)")
+            #expect(origin.bodyBytesSent(for: "/album.flac") == Int64(album.count), "the server fetched each byte once")
+
+            // A get without headers of a file the server was given with its token uses that
+            // registration as it is, and the player's stream keeps its token.
+            let copy = work.appendingPathComponent("single.mp3")
+            let got = try await CommandLineTool.run(["get", origin.url("/single.mp3").absoluteString, "-o", copy.path, "--cache-dir", cacheDir.path], timeout: 60)
+            #expect(got.status == 0, "\(got.stderr)")
+            #expect(got.stderr.contains("the file comes through it."), "\(got.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(single))
+            let played = try await ExternalTool.run("curl", ["-s", "-f", "-r", "5000-5999", singleStream])
+            #expect(played.status == 0 && played.stdout == single[5000..<6000])
+            let part = try await CommandLineTool.run(["get", origin.url("/album.flac").absoluteString, "--range", "1000-1999"] + auth)
+            #expect(part.status == 0 && part.stdout == album[1000..<2000], "\(part.stderr)")
+            #expect(origin.bodyBytesSent(for: "/album.flac") == Int64(album.count), "the range came from the server's cache")
+
+            // Errors keep their exit codes, and their reasons.
+            let rejected = try await CommandLineTool.run(["get", origin.url("/other.mp3").absoluteString,
+                                                          "-H", "Authorization: Bearer wrong", "--cache-dir", cacheDir.path])
+            #expect(rejected.status == 4, "\(rejected.stderr)")
+            let missing = try await CommandLineTool.run(["get", origin.url("/missing.mp3").absoluteString, "-o", work.appendingPathComponent("missing").path] + auth)
+            #expect(missing.status == 5, "\(missing.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: work.appendingPathComponent("missing").path), "a failed get leaves no file")
+            let refusedPrefetch = try await CommandLineTool.run(["prefetch", origin.url("/locked.mp3").absoluteString,
+                                                                 "-H", "Authorization: Bearer wrong", "--cache-dir", cacheDir.path])
+            #expect(refusedPrefetch.status == 4 && refusedPrefetch.stderr.contains("The server's prefetch failed"), "\(refusedPrefetch.stderr)")
+
+            #expect(try await Self.terminate(server) == 0)
+            #expect(!FileManager.default.fileExists(atPath: record.path), "a server that stops removes its record")
+            origin.stop()
+            let offline = work.appendingPathComponent("album.flac")
+            let replayed = try await CommandLineTool.run(["get", origin.url("/album.flac").absoluteString, "-o", offline.path] + auth, timeout: 60)
+            #expect(replayed.status == 0, "\(replayed.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: offline)) == TestData.sha256(album))
+
+            // A record whose server is gone (nothing listens at its port) is not believed: the
+            // command waits for the directory as for any other process.
+            let holder = try CacheStore(directory: cacheDir)
+            let closedPort = try FreePort.find()
+            try Data("{\"pid\":\(getpid()),\"token\":\"stale\",\"url\":\"http://127.0.0.1:\(closedPort)\"}\n".utf8).write(to: record)
+            let waited = try await CommandLineTool.run(["get", origin.url("/single.mp3").absoluteString, "--wait-for-cache", "0.5s"] + auth)
+            #expect(waited.status == 7 && waited.stderr.contains("Gave up after waiting 0.5 s"), "\(waited.stderr)")
+            withExtendedLifetime(holder) {}
         }
     }
 

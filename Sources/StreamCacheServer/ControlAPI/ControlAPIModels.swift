@@ -86,8 +86,14 @@ public enum ControlAPI {
         public var bytesFromOrigin: Int64
         /// Requests sent to the origin since the server started.
         public var originRequests: Int
+        /// Whether a prefetch started through the API is under way: a client that started one
+        /// polls until this turns false, then reads ``prefetchError``.
+        public var prefetching: Bool
         /// The last prefetch's error, if it failed.
         public var prefetchError: String?
+        /// The kind of the last prefetch's error, when it was a ``StreamCacheError``: its code's
+        /// name (`authenticationFailed`, `notFound`, `diskFull`, …), for a client to act on.
+        public var prefetchErrorCode: String?
         /// For an HLS playlist, how far its last prefetch got.
         public var hlsPrefetch: HLSPrefetchProgress?
     }

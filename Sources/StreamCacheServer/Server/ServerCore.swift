@@ -22,10 +22,29 @@ final class ServerCore: Sendable {
     private let listeningURL = Locked<URL?>(nil)
     private let prefetches = Locked([String: PrefetchState]())
 
+    private let prefetchSerials = Locked(0)
+
     private struct PrefetchState {
         var task: Task<Void, Never>
+        /// Which start this is: the task of a prefetch replaced by a newer one may still end, and
+        /// must not mark the newer one finished or failed.
+        let serial: Int
+        var finished = false
         var error: String?
+        var errorCode: String?
         var hls: HLSPrefetchProgress?
+    }
+
+    /// Records how prefetch `serial` of `id` ended, unless a newer one replaced it.
+    private static func finish(_ serial: Int, of id: String, with error: (any Error)?, in states: Locked<[String: PrefetchState]>) {
+        states.withLock { states in
+            guard states[id]?.serial == serial else { return }
+            states[id]?.finished = true
+            if let error {
+                states[id]?.error = "\(error)"
+                states[id]?.errorCode = (error as? StreamCacheError)?.code.description ?? (error is CancellationError ? "cancelled" : nil)
+            }
+        }
     }
 
     init(cache: StreamCache, configuration: ProxyServer.Configuration, transport: any HTTPTransport) {
@@ -98,17 +117,20 @@ final class ServerCore: Sendable {
     func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?) -> Task<Void, Never> {
         let resource = resource(for: stream)
         let id = stream.registration.id
+        let serial = prefetchSerials.withLock { $0 += 1; return $0 }
+        let states = prefetches
         return prefetches.withLock { prefetches in
-            if let running = prefetches[id], running.error == nil, range == nil { return running.task }
+            if let running = prefetches[id], !running.finished, range == nil { return running.task }
             prefetches[id]?.task.cancel()
-            let task = Task { [weak self] in
+            let task = Task {
                 do {
                     try await resource.prefetch(range)
+                    Self.finish(serial, of: id, with: nil, in: states)
                 } catch {
-                    self?.prefetches.withLock { $0[id]?.error = "\(error)" }
+                    Self.finish(serial, of: id, with: error, in: states)
                 }
             }
-            prefetches[id] = PrefetchState(task: task)
+            prefetches[id] = PrefetchState(task: task, serial: serial)
             return task
         }
     }
@@ -121,23 +143,31 @@ final class ServerCore: Sendable {
             HTTPOrigin(url: location.url, headers: location.headers, transport: transport, configuration: originConfiguration, logger: logger)
         }
         let states = prefetches
+        let serial = prefetchSerials.withLock { $0 += 1; return $0 }
         return prefetches.withLock { prefetches in
             prefetches[id]?.task.cancel()
             let task = Task {
                 do {
                     try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit) { progress in
-                        states.withLock { $0[id]?.hls = progress }
+                        states.withLock { if $0[id]?.serial == serial { $0[id]?.hls = progress } }
                     }
+                    Self.finish(serial, of: id, with: nil, in: states)
                 } catch {
-                    states.withLock { $0[id]?.error = "\(error)" }
+                    Self.finish(serial, of: id, with: error, in: states)
                 }
             }
-            prefetches[id] = PrefetchState(task: task)
+            prefetches[id] = PrefetchState(task: task, serial: serial)
             return task
         }
     }
 
-    func prefetchError(id: String) -> String? { prefetches.withLock { $0[id]?.error } }
+    /// Whether a prefetch the API started for `id` is under way, and how the last one failed.
+    private func prefetchState(id: String) -> (running: Bool, error: String?, errorCode: String?) {
+        prefetches.withLock { states in
+            guard let state = states[id] else { return (false, nil, nil) }
+            return (!state.finished, state.error, state.errorCode)
+        }
+    }
 
     func playlistPrefetchProgress(id: String) -> HLSPrefetchProgress? { prefetches.withLock { $0[id]?.hls } }
 
@@ -165,13 +195,14 @@ final class ServerCore: Sendable {
         let size = info?.totalLength
         let cached = ranges.coveredByteCount
         let state = cached == 0 ? "empty" : (size.map { ranges.contains(ByteRange(0, $0)) } == true ? "complete" : "partial")
+        let prefetch = prefetchState(id: stream.registration.id)
         return ControlAPI.ResourceStatus(
             id: stream.registration.id, streamURL: absoluteURL(path: stream.registration.path).absoluteString,
             key: stream.registration.key.rawValue, source: stream.registration.sourceDescription, state: state,
             downloading: downloading, size: size, mimeType: info?.effectiveMIMEType, cachedBytes: cached,
             cachedRanges: ranges.ranges.map { ControlAPI.Span(start: $0.lowerBound, end: $0.upperBound) },
             bytesFromCache: statistics.bytesServedFromCache, bytesFromOrigin: statistics.bytesServedFromOrigin,
-            originRequests: statistics.originRequests, prefetchError: prefetchError(id: stream.registration.id),
-            hlsPrefetch: playlistPrefetchProgress(id: stream.registration.id))
+            originRequests: statistics.originRequests, prefetching: prefetch.running, prefetchError: prefetch.error,
+            prefetchErrorCode: prefetch.errorCode, hlsPrefetch: playlistPrefetchProgress(id: stream.registration.id))
     }
 }

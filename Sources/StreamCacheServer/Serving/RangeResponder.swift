@@ -375,7 +375,10 @@ struct RangeResponder: Sendable {
         }
         logger.info("stream failed", metadata: ["key": "\(key)", "status": "\(status.code)", "error": "\(message)"])
         let body = ByteBuffer(string: message + "\n")
-        return Response(status: status, headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],
-                        body: ResponseBody(byteBuffer: body))
+        var headers: HTTPFields = [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"]
+        // The status alone folds several failures into 502; a client that acts on the kind
+        // (`streamcache get` through a running server, for its exit code) reads it here.
+        if let error = error as? StreamCacheError { headers[.streamCacheError] = error.code.description }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: body))
     }
 }
