@@ -119,13 +119,23 @@ import Testing
         try await withTemporaryCache(configure: { $0.fillsSmallGaps = false }) { cache in
             let song = resource(cache, server)
             try await song.prefetch(ByteRange(500_000, 550_000))
-            // About 1.5 s of download (15 s under TSan): time for several regions even on a
-            // loaded machine.
             server.bytesPerSecond = TestTiming.rate(1_000_000)
+            // The read's second request (for the gap after the cached stretch) stops after
+            // 100 kB until the reader has had two regions: the first gap's and the cached
+            // stretch. On a loaded machine the reader's task may not run for longer than the whole
+            // download takes (a full test run starved it for 18-23 s), and every byte would then
+            // come in one region after the end.
+            let regionsSeen = Locked(0)
+            let requestsSeen = Locked(0)
+            server.faults = { _, path, _, _ in
+                guard path == Self.path, requestsSeen.withLock({ $0 += 1; return $0 }) == 2 else { return nil }
+                return .pause(afterBytes: 100_000, until: { regionsSeen.withLock { $0 } >= 2 })
+            }
             var position: Int64 = 0
             var bytes = Data()
             var regionsBeforeTheEnd = 0
             for try await region in song.regions(ByteRange(0, Int64.max)) {
+                regionsSeen.withLock { $0 += 1 }
                 #expect(region.range.lowerBound == position)
                 position = region.range.upperBound
                 var buffer = Data(count: Int(region.range.count))
@@ -137,6 +147,7 @@ import Testing
             }
             #expect(TestData.sha256(bytes) == TestData.sha256(data))
             #expect(regionsBeforeTheEnd >= 2, "regions should come as the download writes them")
+            #expect(requestsSeen.withLock { $0 } >= 2, "the read made a second request, held until the reader had two regions: \(server.timeline(for: Self.path))")
             // The origin records a request once its last byte is written, which may be after it arrived.
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < 1_500_000 { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.bodyBytesSent(for: Self.path) == 1_500_000, "each byte is fetched once")
