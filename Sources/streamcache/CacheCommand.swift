@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import StreamCache
+import StreamCacheHTTPClient
 
 /// `streamcache cache …`: inspect and manage the cache directory.
 struct CacheCommand: AsyncParsableCommand {
@@ -46,8 +47,18 @@ struct CacheCommand: AsyncParsableCommand {
         }
     }
 
-    static func open(_ options: CacheOptions, waiting: CacheWaitOptions) async throws -> CacheStore {
-        do { return try await waiting.claim { try CacheStore(directory: options.directory) } } catch { throw Failure.exit(error) }
+    /// The cache's store, or the server that holds the directory (``RunningServer``), which
+    /// then does what the command would.
+    static func open(_ options: CacheOptions, waiting: CacheWaitOptions) async throws -> CacheWaitOptions.Claim<CacheStore> {
+        do {
+            let claim = try await waiting.claim({ try CacheStore(directory: options.directory) }, orServerIn: options.directory, transport: AsyncHTTPClientTransport.shared)
+            if case .server(let server) = claim {
+                FileDescriptorOutput.standardError.write("streamcache: the cache at \(options.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); it does this.\n")
+            }
+            return claim
+        } catch {
+            throw Failure.exit(error)
+        }
     }
 
     /// A look at the cache to list or show, which never claims the directory, so a server or a
@@ -124,10 +135,18 @@ struct CacheCommand: AsyncParsableCommand {
 
     /// Sets the pinned flag of `key`; a clear error when the cache does not know it.
     static func setPinned(_ pinned: Bool, key: String, options: CacheOptions, waiting: CacheWaitOptions) async throws {
-        let store = try await open(options, waiting: waiting)
-        guard try await store.setPinned(pinned, for: CacheKey(key)) else {
-            throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key)."))
+        let known: Bool
+        do {
+            switch try await open(options, waiting: waiting) {
+            case .opened(let store): known = try await store.setPinned(pinned, for: CacheKey(key))
+            case .server(let server): known = try await server.setPinned(pinned, key: key)
+            }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw Failure.exit(error)
         }
+        guard known else { throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key).")) }
         print("\(pinned ? "pinned" : "unpinned") \(key)")
     }
 
@@ -157,16 +176,34 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var cacheWait: CacheWaitOptions
 
         func run() async throws {
-            let store = try await CacheCommand.open(cache, waiting: cacheWait)
             var removed = 0
+            var kept = 0
             do {
-                if let key {
-                    removed = try await store.remove(CacheKey(key)) ? 1 : 0
-                } else {
-                    for entry in try await store.entries() where try await store.remove(entry.key) { removed += 1 }
+                switch try await CacheCommand.open(cache, waiting: cacheWait) {
+                case .opened(let store):
+                    if let key {
+                        removed = try await store.remove(CacheKey(key)) ? 1 : 0
+                    } else {
+                        for entry in try await store.entries() where try await store.remove(entry.key) { removed += 1 }
+                    }
+                case .server(let server):
+                    if let key {
+                        removed = try await server.remove(key: key) ? 1 : 0
+                    } else {
+                        let removal = try await server.removeAll()
+                        (removed, kept) = (removal.removed, removal.kept)
+                    }
                 }
-            } catch { throw Failure.exit(error) }
-            if json { try CacheCommand.printJSON(["removed": removed]) } else { print("removed \(removed) resource(s)") }
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                throw Failure.exit(error)
+            }
+            if json {
+                try CacheCommand.printJSON(["removed": removed, "kept": kept])
+            } else {
+                print("removed \(removed) resource(s)" + (kept > 0 ? "; \(kept) in use by the server kept" : ""))
+            }
         }
     }
 }

@@ -128,6 +128,34 @@ struct RunningServer: Sendable {
         try decoded(try await call("GET", "/api/resources/\(id)"))
     }
 
+    /// Pins or unpins the cache's entry `key`; `false` when the cache does not know it.
+    func setPinned(_ pinned: Bool, key: String) async throws -> Bool {
+        let answer = try await call(pinned ? "PUT" : "DELETE", "/api/cache/\(Self.segment(key))/pin")
+        if answer.status == 404 { return false }
+        try check(answer)
+        return true
+    }
+
+    /// Deletes the cache's entry `key` and its bytes; `false` when the cache does not know it.
+    func remove(key: String) async throws -> Bool {
+        let answer = try await call("DELETE", "/api/cache/\(Self.segment(key))")
+        if answer.status == 404 { return false }
+        try check(answer)
+        return true
+    }
+
+    /// Deletes every entry nothing uses; says how many went and how many were kept.
+    func removeAll() async throws -> ControlAPI.Removal {
+        let answer = try await call("DELETE", "/api/cache")
+        try check(answer)
+        return try JSONDecoder().decode(ControlAPI.Removal.self, from: answer.body)
+    }
+
+    /// `key` as one path segment: every byte but RFC 3986's unreserved ones percent-encoded.
+    private static func segment(_ key: String) -> String {
+        key.percentEncoded(allowing: URICharacters.isUnreserved)
+    }
+
     /// Asks for `range` of a registered resource's stream as a player would; the answer's body
     /// streams. A failure before the first byte is thrown as the ``StreamCacheError`` the server
     /// names in its `StreamCache-Error` header.
@@ -171,12 +199,16 @@ struct RunningServer: Sendable {
         return (response.status, try await response.body.collect(upTo: 1 << 20))
     }
 
+    /// Throws the server's reason for an answer that is not a success.
+    private func check(_ answer: (status: Int, body: Data)) throws {
+        guard !(200..<300).contains(answer.status) else { return }
+        let reason = (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: answer.body))?.message ?? "HTTP \(answer.status)"
+        throw StreamCacheError([400, 409].contains(answer.status) ? .invalidArgument : .originUnavailable,
+                               "The server at \(record.url) (process \(record.pid)) refused the request: \(reason)")
+    }
+
     private func decoded(_ answer: (status: Int, body: Data)) throws -> ControlAPI.ResourceStatus {
-        guard (200..<300).contains(answer.status) else {
-            let reason = (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: answer.body))?.message ?? "HTTP \(answer.status)"
-            throw StreamCacheError(answer.status == 400 ? .invalidArgument : .originUnavailable,
-                                   "The server at \(record.url) (process \(record.pid)) refused the request: \(reason)")
-        }
+        try check(answer)
         do {
             return try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
         } catch {

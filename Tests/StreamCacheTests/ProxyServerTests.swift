@@ -317,6 +317,40 @@ import Testing
             #expect(!failed.prefetching && failed.prefetchErrorCode == "authenticationFailed" && failed.prefetchError != nil, "\(failed)")
             #expect(try await Self.curl(api.appendingPathComponent(lockedStatus.id), auth + ["-X", "DELETE"]).status == 204)
 
+            // The cache's entries by key (percent-encoded: keys hold slashes): pinned, unpinned,
+            // a key the cache does not know, a method the route does not take.
+            let base = try #require(server.baseURL)
+            let entry = { (key: String) in URL(string: base.absoluteString + "/api/cache/" + key.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)! }
+            let pin = entry(status.key).appendingPathComponent("pin")
+            let pinned = try await Self.curl(pin, auth + ["-X", "PUT"])
+            #expect(pinned.status == 200 && String(decoding: pinned.body, as: UTF8.self).contains("\"pinned\":true"))
+            #expect(try await server.cache.entries().first { $0.key.rawValue == status.key }?.pinned == true)
+            #expect(try await Self.curl(pin, auth + ["-X", "DELETE"]).status == 200)
+            #expect(try await server.cache.entries().first { $0.key.rawValue == status.key }?.pinned == false)
+            #expect(try await Self.curl(entry("http://127.0.0.1/none").appendingPathComponent("pin"), auth + ["-X", "PUT"]).status == 404)
+            #expect(try await Self.curl(pin, auth + ["-X", "POST"]).status == 405)
+            #expect(try await Self.curl(pin, ["-X", "PUT"]).status == 401)
+
+            // Clearing the cache keeps what a player is reading: its answer is held at the origin
+            // meanwhile.
+            let second = TestData.random(count: 400_000, seed: 304)
+            origin.setFile("/music/c.flac", data: second, contentType: "audio/flac")
+            let playing = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(api, auth + [
+                "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
+                #"{"url":"\#(origin.url("/music/c.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#]).body)
+            let release = Locked(false)
+            origin.faults = { _, path, _, _ in path == "/music/c.flac" ? .pause(afterBytes: 100_000, until: { release.withLock { $0 } }) : nil }
+            let player = Task { try await Self.curl(try #require(URL(string: playing.streamURL))) }
+            for _ in 0..<(400 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            let cleared = try await Self.curl(base.appendingPathComponent("api/cache"), auth + ["-X", "DELETE"])
+            release.withLock { $0 = true }
+            #expect(cleared.status == 200)
+            let removal = try JSONDecoder().decode(ControlAPI.Removal.self, from: cleared.body)
+            #expect(removal.removed == 1 && removal.kept == 1, "\(removal)")
+            #expect(TestData.sha256(try await player.value.body) == TestData.sha256(second))
+            origin.faults = nil
+            #expect(try await server.cache.entries().map(\.key.rawValue) == [playing.key])
+
             let bad = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", "{not json"])
             #expect(bad.status == 400)
             let badURL = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", #"{"url":"file:///etc/passwd"}"#])

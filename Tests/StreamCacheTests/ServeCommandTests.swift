@@ -122,12 +122,12 @@ import Glibc
         }
     }
 
-    /// A server has its cache directory to itself: `cache clear` and `cache pin` in another
-    /// process wait for it, and when their wait runs out they are refused (exit 7, naming the
-    /// server's process) and change nothing, while `cache list` shows what the server committed.
-    /// A killed server leaves no claim behind: the pin that waited opens the directory at once,
-    /// and a `get` afterwards finds every byte. (`get` and `prefetch` beside a server hand their
-    /// work to it: ``aGetAndAPrefetchBesideAServerHandTheirWorkToIt()``.)
+    /// A server has its cache directory to itself: a second server waits for it, and when its wait
+    /// runs out it is refused (exit 7, naming the server's process) and changes nothing, while
+    /// `cache list` shows what the server committed. A killed server leaves no claim behind, and
+    /// its `server.json` misleads no one. Beside a process that is no server (a `get`), `cache
+    /// clear` and `cache pin` wait their turn. (`get`, `prefetch` and the `cache` commands beside a
+    /// server hand their work to it: ``aGetAndAPrefetchBesideAServerHandTheirWorkToIt()``.)
     @Test func aCacheDirectoryAServerUsesIsRefusedToOtherProcessesUntilItEnds() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -158,44 +158,57 @@ import Glibc
             let dataFiles = { (try? FileManager.default.contentsOfDirectory(atPath: cacheDir.appendingPathComponent("data").path)) ?? [] }
             #expect(dataFiles().count == 1)
 
-            let requests = origin.requests.count
+            let songRequests = origin.dataRequests(for: "/song.mp3").count
             let copy = work.appendingPathComponent("copy.mp3")
             let key = rows.first?.key ?? ""
-            let refusedCommands = [["cache", "pin", key, "--wait-for-cache", "0.5s"], ["cache", "clear", "--wait-for-cache", "0"]]
-            for command in refusedCommands {
-                let refused = try await CommandLineTool.run(command + ["--cache-dir", cacheDir.path])
-                #expect(refused.status == 7, "\(command): \(refused.stderr)")
-                #expect(refused.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(refused.stderr)")
-                // A command that waited says how long in its error.
-                #expect(refused.stderr.contains("Gave up after waiting 0.5 s (--wait-for-cache).") == (command[1] == "pin"), "\(refused.stderr)")
-            }
-            #expect(dataFiles().count == 1 && origin.requests.count == requests)
+            // A second server waits for the first; when its wait runs out it is refused, naming
+            // the server's process, and changes nothing.
+            let second = try await CommandLineTool.run(["serve", url, "--cache-dir", cacheDir.path, "--wait-for-cache", "0.5s",
+                                                        "--control-token-file", work.appendingPathComponent("token-2").path])
+            #expect(second.status == 7, "\(second.stderr)")
+            #expect(second.stderr.contains("is in use by process \(server.processIdentifier) (streamcache)"), "\(second.stderr)")
+            #expect(second.stderr.contains("Gave up after waiting 0.5 s (--wait-for-cache)."), "\(second.stderr)")
+            #expect(dataFiles().count == 1 && origin.dataRequests(for: "/song.mp3").count == songRequests)
 
-            // A pin with the default wait takes its turn: it says whom it waits for, and runs
-            // once the server is gone.
+            // The killed server's record is left behind, and misleads no one: its process is gone.
+            server.signal(SIGKILL)
+            server.waitUntilExit()
+            #expect(FileManager.default.fileExists(atPath: cacheDir.appendingPathComponent("server.json").path))
+
+            // A download is no server: beside it, `cache clear` with no wait is refused, and a pin
+            // with the default wait says whom it waits for, and runs once the download ended.
+            let long = TestData.random(count: 4_000_000, seed: 512)
+            origin.setFile("/long.flac", data: long, contentType: "audio/flac")
+            origin.bytesPerSecond = TestTiming.rate(1_000_000)
+            let holder = try CommandLineTool.start(["get", origin.url("/long.flac").absoluteString, "-o", work.appendingPathComponent("long.flac").path,
+                                                    "--cache-dir", cacheDir.path])
+            defer { holder.signal(SIGKILL) }
+            for _ in 0..<(200 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(25)) }
+            let refused = try await CommandLineTool.run(["cache", "clear", "--wait-for-cache", "0", "--cache-dir", cacheDir.path])
+            #expect(refused.status == 7, "\(refused.stderr)")
+            #expect(refused.stderr.contains("is in use by process \(holder.processIdentifier) (streamcache)"), "\(refused.stderr)")
             let pinErrors = work.appendingPathComponent("pin-stderr")
             _ = FileManager.default.createFile(atPath: pinErrors.path, contents: nil)
             let waiting = try CommandLineTool.start(["cache", "pin", key, "--cache-dir", cacheDir.path], stderr: try FileHandle(forWritingTo: pinErrors))
             defer { waiting.signal(SIGKILL) }
             let told = { String(decoding: (try? Data(contentsOf: pinErrors)) ?? Data(), as: UTF8.self) }
             for _ in 0..<(200 * TestTiming.slowdown) where !told().contains("Waiting for it") { try await Task.sleep(for: .milliseconds(25)) }
-            #expect(told().contains("is in use by process \(server.processIdentifier) (streamcache)") && told().contains("Waiting for it"), "\(told())")
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(waiting.isRunning, "the pin waits: \(told())")
-
-            server.signal(SIGKILL)
-            server.waitUntilExit()
+            #expect(told().contains("is in use by process \(holder.processIdentifier) (streamcache)") && told().contains("Waiting for it"), "\(told())")
+            let holderRuns = holder.isRunning
+            #expect(waiting.isRunning || !holderRuns, "the pin waits while the download runs: \(told())")
+            try await holder.exit(within: 60)
+            #expect(holder.terminationStatus == 0)
+            #expect(TestData.sha256(try Data(contentsOf: work.appendingPathComponent("long.flac"))) == TestData.sha256(long))
             try await waiting.exit(within: 30)
             #expect(waiting.terminationStatus == 0, "\(told())")
             let pinned = try await CommandLineTool.run(["cache", "info", key, "--json", "--cache-dir", cacheDir.path])
             #expect(pinned.output.contains("\"pinned\" : true"), "\(pinned.output)")
+            origin.bytesPerSecond = nil
 
-            // The killed server's record is left behind, and misleads no one: its process is gone.
-            #expect(FileManager.default.fileExists(atPath: cacheDir.appendingPathComponent("server.json").path))
             let got = try await CommandLineTool.run(["get", url, "-o", copy.path, "--cache-dir", cacheDir.path], timeout: 60)
             #expect(got.status == 0 && !got.stderr.contains("server"), "\(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(data))
-            #expect(origin.requests.count == requests, "every byte came from the killed server's cache")
+            #expect(origin.dataRequests(for: "/song.mp3").count == songRequests, "every byte came from the killed server's cache")
         }
     }
 
@@ -261,6 +274,23 @@ import Glibc
             let refusedPrefetch = try await CommandLineTool.run(["prefetch", origin.url("/locked.mp3").absoluteString,
                                                                  "-H", "Authorization: Bearer wrong", "--cache-dir", cacheDir.path])
             #expect(refusedPrefetch.status == 4 && refusedPrefetch.stderr.contains("The server's prefetch failed"), "\(refusedPrefetch.stderr)")
+
+            // The cache commands that write go through the server too: a pin, a key the cache
+            // does not know (exit 2, as without a server), a clear of one key.
+            let albumKey = CacheKey(url: origin.url("/album.flac")).rawValue
+            let singleKey = CacheKey(url: origin.url("/single.mp3")).rawValue
+            let directory = ["--cache-dir", cacheDir.path]
+            let pinned = try await CommandLineTool.run(["cache", "pin", albumKey] + directory)
+            #expect(pinned.status == 0 && pinned.output.contains("pinned \(albumKey)") && pinned.stderr.contains("; it does this."), "\(pinned.stderr)")
+            let shown = try await CommandLineTool.run(["cache", "info", albumKey, "--json"] + directory)
+            #expect(shown.output.contains("\"pinned\" : true"), "\(shown.output)")
+            let unknown = try await CommandLineTool.run(["cache", "unpin", "http://127.0.0.1/none.mp3"] + directory)
+            #expect(unknown.status == 2 && unknown.stderr.contains("The cache has no resource with key"), "\(unknown.stderr)")
+            let cleared = try await CommandLineTool.run(["cache", "clear", singleKey, "--json"] + directory)
+            #expect(cleared.status == 0 && cleared.output.contains("\"removed\" : 1"), "\(cleared.output) \(cleared.stderr)")
+            struct Row: Decodable { var key: String }
+            let listed = try JSONDecoder().decode([Row].self, from: try await CommandLineTool.run(["cache", "list", "--json"] + directory).stdout)
+            #expect(listed.map(\.key) == [albumKey], "the files whose fetch failed left no entry: \(listed)")
 
             #expect(try await Self.terminate(server) == 0)
             #expect(!FileManager.default.fileExists(atPath: record.path), "a server that stops removes its record")

@@ -116,6 +116,22 @@ public enum ControlAPI {
         public var folders: [String]
     }
 
+    /// `PUT` and `DELETE /api/cache/{key}/pin`: the resource's pin as it now is.
+    public struct PinState: Codable, Sendable {
+        /// The cache key.
+        public var key: String
+        /// Whether the resource is kept from eviction.
+        public var pinned: Bool
+    }
+
+    /// `DELETE /api/cache`: what clearing the cache did.
+    public struct Removal: Codable, Sendable {
+        /// Resources deleted with their cached bytes.
+        public var removed: Int
+        /// Resources kept because a player or a download was using them.
+        public var kept: Int
+    }
+
     /// The body of every error answer.
     public struct ErrorBody: Codable, Sendable {
         /// A stable machine-readable code (`unauthorized`, `notFound`, `invalidRequest`, …).

@@ -10,8 +10,10 @@ import NIOCore
 import StreamCache
 import StreamCacheHLS
 
-/// Serves `/api/…`: registers, lists, removes and prefetches resources, and tells the cache's
-/// totals (`/api/stats`) and metrics (`/api/metrics`).
+/// Serves `/api/…`: registers, lists, removes and prefetches resources; pins, unpins and deletes
+/// the cache's entries by key (`/api/cache/{key}`, what `streamcache cache pin`, `unpin` and `clear`
+/// do beside a running server); and tells the cache's totals (`/api/stats`) and metrics
+/// (`/api/metrics`).
 ///
 /// Every request needs `Authorization: Bearer <control token>` (401 otherwise) and, unless the
 /// server allows remote control, a loopback peer (403 otherwise). Request bodies are JSON of at
@@ -43,6 +45,14 @@ struct ControlAPIResponder: Sendable {
             return await remove(id: path[1], purge: request.uri.queryParameters["purge"].map { $0 == "1" || $0 == "true" } ?? false)
         case (.post, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
             return await prefetch(id: path[1], request: &request)
+        case (.put, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
+            return await setPinned(true, key: path[1])
+        case (.delete, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
+            return await setPinned(false, key: path[1])
+        case (.delete, let path) where path.count == 2 && path[0] == "cache":
+            return await removeEntry(key: path[1])
+        case (.delete, ["cache"]):
+            return await removeAll()
         case (.get, ["stats"]):
             return await stats()
         case (.get, ["metrics"]):
@@ -51,7 +61,7 @@ struct ControlAPIResponder: Sendable {
             }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: exposition())))
-        case (_, let path) where path == ["stats"] || path == ["metrics"] || (path.first == "resources" && path.count <= 3):
+        case (_, let path) where path == ["stats"] || path == ["metrics"] || (["resources", "cache"].contains(path.first ?? "") && path.count <= 3):
             return Self.error(.methodNotAllowed, "methodNotAllowed", "This method is not allowed here.")
         default:
             return Self.notFound()
@@ -113,6 +123,50 @@ struct ControlAPIResponder: Sendable {
             }
         }
         return Response(status: .noContent)
+    }
+
+    // MARK: The cache's entries, by key
+
+    /// The cache key a path segment names: percent-encoded, since keys hold slashes.
+    private static func key(_ segment: Substring) -> CacheKey? {
+        guard let decoded = segment.percentDecoded, !decoded.isEmpty else { return nil }
+        return CacheKey(decoded)
+    }
+
+    private func setPinned(_ pinned: Bool, key segment: Substring) async -> Response {
+        guard let key = Self.key(segment) else { return Self.error(.badRequest, "invalidRequest", "The key is not percent-encoded UTF-8.") }
+        do {
+            guard try await server.cache.setPinned(pinned, for: key) else { return Self.noSuchKey(key) }
+            return Self.json(.ok, ControlAPI.PinState(key: key.rawValue, pinned: pinned))
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cache index could not be written: \(error)")
+        }
+    }
+
+    private func removeEntry(key segment: Substring) async -> Response {
+        guard let key = Self.key(segment) else { return Self.error(.badRequest, "invalidRequest", "The key is not percent-encoded UTF-8.") }
+        do {
+            guard try await server.cache.remove(key) else { return Self.noSuchKey(key) }
+            return Response(status: .noContent)
+        } catch let error as StreamCacheError where error.code == .invalidArgument {
+            return Self.error(.conflict, "inUse", error.message)
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cached bytes could not be deleted: \(error)")
+        }
+    }
+
+    private func removeAll() async -> Response {
+        do {
+            let before = try await server.cache.entries().count
+            let removed = try await server.cache.removeAll()
+            return Self.json(.ok, ControlAPI.Removal(removed: removed, kept: max(0, before - removed)))
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cache could not be cleared: \(error)")
+        }
+    }
+
+    private static func noSuchKey(_ key: CacheKey) -> Response {
+        error(.notFound, "notFound", "The cache has no resource with key \(key).")
     }
 
     private func prefetch(id: Substring, request: inout Request) async -> Response {
