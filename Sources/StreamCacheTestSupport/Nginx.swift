@@ -172,10 +172,11 @@ public final class Nginx: Sendable {
 
     private enum StartOutcome { case serving, exited, timedOut }
 
-    /// Waits (at most 10 s) until `process` has bound `port` (its pid file exists) and accepts
-    /// connections there, or has exited.
+    /// Waits (at most 10 s, times the test slowdown) until `process` has bound `port` (its pid
+    /// file exists) and accepts connections there, or has exited. A ThreadSanitizer run starting
+    /// every suite at once kept a WebDAV test's nginx from listening for 10 s (2026-12-01).
     private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> StartOutcome {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
         while ContinuousClock.now < deadline {
             guard process.isRunning else { return .exited }
             if FileManager.default.fileExists(atPath: pidFile.path), FreePort.isListening(port) {
@@ -203,8 +204,9 @@ public final class Nginx: Sendable {
         guard process.isRunning else { return }
         process.terminate()
         // A fast shutdown takes milliseconds; never let a stuck nginx hang the suite (`exit`
-        // kills it after 5 s). Cancellation kills it at once, which stops it all the same.
-        try? await process.exit(within: 5)
+        // kills it after 5 s, times the test slowdown). Cancellation kills it at once, which
+        // stops it all the same.
+        try? await process.exit(within: 5 * Double(TestTiming.slowdown))
         // Bound but not listening: it refuses connections, and no bind for port 0 (how every
         // server of this suite, SwiftNIO's included, takes one) gets it. `SO_REUSEADDR` lets the
         // bind pass nginx's closed connections, which linger on the port in `TIME_WAIT`.

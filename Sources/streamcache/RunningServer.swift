@@ -15,9 +15,9 @@ import StreamCacheServer
 /// The `streamcache serve` that holds a cache directory, as the other commands find and ask it.
 ///
 /// One process at a time uses a cache directory (``CacheWaitOptions``), and a server may run for
-/// days: a `prefetch` or `get` that waited for it would wait for nothing. They hand their work to
-/// the server instead, through its control API, and it downloads into its cache as it would for a
-/// player, with the same connections and the same record of what is cached.
+/// days: a `get`, `prefetch` or `cache pin` that waited for it would wait for nothing. They hand
+/// their work to the server instead, through its control API, and it downloads into its cache as
+/// it would for a player, with the same connections and the same record of what is cached.
 ///
 /// The server says where it listens in `server.json` in the cache directory, written once it
 /// serves and removed when it stops. The file holds the control token, so it is created with
