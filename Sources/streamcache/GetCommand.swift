@@ -20,7 +20,8 @@ struct GetCommand: AsyncParsableCommand {
         abstract: "Stream a URL or a cloud file through the cache to stdout or a file.",
         discussion: """
         Cached bytes come from disk; missing ones are fetched from the origin (with your headers), cached, and streamed on in order. \
-        A progress bar is shown on stderr when it is a terminal.
+        A progress bar is shown on stderr when it is a terminal. While a `streamcache serve` uses the cache directory, \
+        the bytes come through that server (for an http or https URL).
 
         Examples:
           streamcache get https://example.com/a.mp3 -H 'Authorization: Bearer TOKEN' -o a.mp3

@@ -22,7 +22,8 @@ struct PrefetchCommand: AsyncParsableCommand {
         discussion: """
         Bytes already cached are not fetched again. An HLS playlist (.m3u8, or served as one) is downloaded with the \
         files it names: for a master playlist, the variants chosen by --variants and the renditions they play with. \
-        Afterwards `streamcache serve` plays it with the origin gone.
+        Afterwards `streamcache serve` plays it with the origin gone. While a `streamcache serve` uses the cache directory, \
+        that server does the prefetch (this command waits for it and reports).
 
         Examples:
           streamcache prefetch https://example.com/show/master.m3u8 -H 'Authorization: Bearer TOKEN' --variants all

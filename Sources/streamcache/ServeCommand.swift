@@ -155,13 +155,20 @@ struct ServeCommand: AsyncParsableCommand {
             }
             try await server.start()
             try writeControlToken(server.controlToken)
-            // Where `get` and `prefetch` in other processes find this server, to hand it their work.
-            if let base = server.baseURL { try RunningServer.publish(RunningServer.record(baseURL: base, token: server.controlToken), in: self.cache.directory) }
         } catch {
             await server.stop()
             throw Failure.exit(error)
         }
 
+        // Where `get`, `prefetch` and the `cache` commands in other processes find this server,
+        // to hand it their work; without it they wait for the directory, as before.
+        if let base = server.baseURL {
+            do {
+                try RunningServer.publish(RunningServer.record(baseURL: base, token: server.controlToken), in: self.cache.directory)
+            } catch {
+                Self.printError("warning: \(error); other streamcache commands will wait for this server instead of using it.")
+            }
+        }
         for (registration, source) in registrations {
             printLine(url: server.url(for: registration).absoluteString, source: source)
         }

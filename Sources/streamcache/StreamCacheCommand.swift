@@ -39,7 +39,7 @@ struct CacheOptions: ParsableArguments {
 struct CacheWaitOptions: ParsableArguments {
     @Option(name: .customLong("wait-for-cache"),
             help: ArgumentHelp("How long to wait while another process uses the cache directory (90s, 15m, 2h; 0: give up at once).",
-                               discussion: "One process at a time may use a cache directory: a get started beside another waits for it to end. Default: 10m; then exit 7.",
+                               discussion: "One process at a time may use a cache directory: a get started beside another waits for it to end (beside a serve, get, prefetch and the cache commands hand their work to the server instead). Default: 10m; then exit 7.",
                                valueName: "time"),
             transform: ArgumentParsing.duration)
     var waitForCache: Duration?
