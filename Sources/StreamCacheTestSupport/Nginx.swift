@@ -173,18 +173,22 @@ public final class Nginx: Sendable {
     private enum StartOutcome { case serving, exited, timedOut }
 
     /// Waits (at most 10 s, times the test slowdown) until `process` has bound `port` (its pid
-    /// file exists) and accepts connections there, or has exited. A ThreadSanitizer run starting
-    /// every suite at once kept a WebDAV test's nginx from listening for 10 s (2026-12-01).
+    /// file exists) and accepts connections there, or has exited.
+    ///
+    /// It looks once more after every sleep, also one that overran the deadline: in a full run a
+    /// task may not be resumed for 20 s while other suites hold the cooperative pool's threads,
+    /// and a wait that gave up on waking without a look failed a WebDAV test with "nginx did not
+    /// start" and an empty error log, twice (a fresh-clone CI run and a ThreadSanitizer run, 2026-12-01).
     private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> StartOutcome {
         let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
-        while ContinuousClock.now < deadline {
+        while true {
             guard process.isRunning else { return .exited }
             if FileManager.default.fileExists(atPath: pidFile.path), FreePort.isListening(port) {
                 return process.isRunning ? .serving : .exited
             }
+            guard ContinuousClock.now < deadline else { return .timedOut }
             do { try await Task.sleep(for: .milliseconds(20)) } catch { return .timedOut }
         }
-        return .timedOut
     }
 
     deinit {

@@ -53,7 +53,7 @@ struct CacheCommand: AsyncParsableCommand {
         do {
             let claim = try await waiting.claim({ try CacheStore(directory: options.directory) }, orServerIn: options.directory, transport: AsyncHTTPClientTransport.shared)
             if case .server(let server) = claim {
-                FileDescriptorOutput.standardError.write("streamcache: the cache at \(options.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); it does this.\n")
+                server.tellHandOver(of: options.directory, "it does this")
             }
             return claim
         } catch {

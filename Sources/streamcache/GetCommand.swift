@@ -167,8 +167,7 @@ struct GetCommand: AsyncParsableCommand {
     /// cached bytes come from its disk, missing ones from the origin into its cache. This
     /// command's download options do not apply (the server's do).
     private func get(_ url: URL, headers: HTTPHeaders, range: ByteRange, through server: RunningServer) async throws {
-        FileDescriptorOutput.standardError.write(
-            "streamcache: the cache at \(cache.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); the file comes through it.\n")
+        server.tellHandOver(of: cache.directory, "the file comes through it")
         let output: FileDescriptorOutput
         do {
             output = try self.output.map(FileDescriptorOutput.replacing(path:)) ?? .standardOutput

@@ -121,7 +121,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     /// bytes go into the cache the server plays from. This command's download options do not
     /// apply (the server's do). Ctrl-C stops the wait; the server goes on.
     private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
-        Self.printToStandardError("streamcache: the cache at \(cache.directory.path) is in use by the server at \(server.record.url) (process \(server.record.pid)); it does this prefetch.\n")
+        server.tellHandOver(of: cache.directory, "it does this prefetch")
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
         let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)

@@ -94,6 +94,13 @@ struct RunningServer: Sendable {
         return server
     }
 
+    /// Says on stderr that the server at work on `directory` does `what` (for example "it does
+    /// this prefetch"), in place of this command.
+    func tellHandOver(of directory: URL, _ what: String) {
+        FileDescriptorOutput.standardError.write(
+            "streamcache: the cache at \(directory.path) is in use by the server at \(record.url) (process \(record.pid)); \(what).\n")
+    }
+
     private static func read(_ path: String) -> Record? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         return try? JSONDecoder().decode(Record.self, from: data)
