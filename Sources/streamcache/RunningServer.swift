@@ -53,23 +53,12 @@ struct RunningServer: Sendable {
         return Record(pid: getpid(), url: "http://\(host):\(baseURL.port ?? 80)", token: token)
     }
 
-    /// Writes `record` into `directory`, whole or not at all (a temporary file renamed over the
-    /// last one), readable by the user alone.
+    /// Writes `record` into `directory` (see ``PrivateFile``: it holds the token).
     static func publish(_ record: Record, in directory: URL) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let bytes = Array(try encoder.encode(record)) + [UInt8(ascii: "\n")]
-        let path = directory.appendingPathComponent(fileName).path
-        let temporary = "\(path).\(getpid()).tmp"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StreamCacheError(.cacheIOFailed, "Cannot create \(temporary) (errno \(errno)).") }
-        let written = write(fd, bytes, bytes.count)
-        close(fd)
-        guard written == bytes.count, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw StreamCacheError(.cacheIOFailed, "Cannot write \(path).")
-        }
+        let text = String(decoding: try encoder.encode(record), as: UTF8.self) + "\n"
+        try PrivateFile.store(text, at: directory.appendingPathComponent(fileName).path, name: "the server record")
     }
 
     /// Removes the record of this process's server from `directory`, leaving one another server

@@ -222,20 +222,12 @@ struct ServeCommand: AsyncParsableCommand {
         return state.appendingPathComponent("streamcache/control-token")
     }
 
-    /// Writes the token to a file only the user can read: created with mode 0600 before any byte
-    /// is written, so it is never readable by others, even briefly.
+    /// Writes the token to a file only the user can read (see ``PrivateFile``).
     private func writeControlToken(_ token: String) throws {
         let url = tokenFile
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        unlink(url.path)
-        let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StreamCacheError(.invalidArgument, "Cannot create the control token file \(url.path) (errno \(errno)).") }
-        defer { close(fd) }
-        let bytes = Array((token + "\n").utf8)
-        guard write(fd, bytes, bytes.count) == bytes.count else {
-            throw StreamCacheError(.cacheIOFailed, "Cannot write the control token file \(url.path).")
-        }
+        try PrivateFile.store(token + "\n", at: url.path, name: "the control token file")
     }
 
     /// Writes a line to stdout unbuffered, so a script reading the first line sees it at once.
