@@ -49,6 +49,19 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         public var spareConnectionsPerHost: Int = 0
         /// Bytes of a body held before the connection stops reading the socket.
         public var bufferLimit: Int = 1 << 20
+        /// The most bytes one read of a connection's socket takes, and so the largest chunk a
+        /// body hands on (at least 64 KiB). Reads start small and grow while they come back full,
+        /// so only an origin that sends faster than the proxy stores (loopback, a LAN, a fast
+        /// line) gets chunks this large; a slow link hands each few bytes on as they come.
+        ///
+        /// Every chunk costs a write into the cache file, a report to the engine and a wake-up of
+        /// the readers. At SwiftNIO's default, 64 KiB, a cold 200 MB read from a loopback origin
+        /// cost the proxy half as much CPU again as at this size, and ran 30 % slower (see
+        /// `docs/benchmarks.md`, *Larger reads from the origin's socket*). A chunk shares the
+        /// memory of its read, so each one the body's buffer (``bufferLimit``) holds keeps up to
+        /// this much allocated: 1 MiB saved little more CPU and raised the proxy's peak memory by
+        /// 8 MiB.
+        public var largestRead: Int = 256 << 10
         /// The event loop that receives every response body, or `nil` for whichever loop of the
         /// group a connection lives on. It must belong to the client's group
         /// (`HTTPClient.defaultEventLoopGroup`). New connections open on it, so a body needs no
@@ -135,6 +148,12 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         // on until the connect timeout: a player offline, or with its origin down, waited 10 s for
         // each read of bytes not in the cache.
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        // The client has no setting for its reads' size; each new HTTP/1.1 connection's channel is
+        // handed to this hook before its first request.
+        let largestRead = max(64 << 10, configuration.largestRead)
+        clientConfiguration.http1_1ConnectionDebugInitializer = { channel in
+            channel.setOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead))
+        }
         if !configuration.additionalAuthorities.isEmpty {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.additionalTrustRoots = [.certificates(configuration.additionalAuthorities)]
@@ -153,7 +172,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// the client's timer also runs while a slow consumer holds a body back, and the transport
     /// keeps its own, `idleReadTimeout`, which does not (see ``Configuration/idleReadTimeout``).
     /// `bodyEventLoop`, a loop of the client's group, receives every body
-    /// (``Configuration/bodyEventLoop``).
+    /// (``Configuration/bodyEventLoop``). The client's reads keep SwiftNIO's size unless its
+    /// `http1_1ConnectionDebugInitializer` sets the channel's `recvAllocator`
+    /// (``Configuration/largestRead``).
     public init(client: HTTPClient, bufferLimit: Int = 1 << 20, idleReadTimeout: Duration = .seconds(30), bodyEventLoop: (any EventLoop)? = nil) {
         self.client = client
         self.ownsClient = false
