@@ -60,7 +60,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         /// `docs/benchmarks.md`, *Larger reads from the origin's socket*). A chunk shares the
         /// memory of its read, so each one the body's buffer (``bufferLimit``) holds keeps up to
         /// this much allocated: 1 MiB saved little more CPU and raised the proxy's peak memory by
-        /// 8 MiB.
+        /// 9 MiB.
         public var largestRead: Int = 256 << 10
         /// The event loop that receives every response body, or `nil` for whichever loop of the
         /// group a connection lives on. It must belong to the client's group
