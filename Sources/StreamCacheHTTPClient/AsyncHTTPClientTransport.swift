@@ -49,10 +49,12 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         public var spareConnectionsPerHost: Int = 0
         /// Bytes of a body held before the connection stops reading the socket.
         public var bufferLimit: Int = 1 << 20
-        /// The most bytes one read of a connection's socket takes, and so the largest chunk a
-        /// body hands on (at least 64 KiB). Reads start small and grow while they come back full,
-        /// so only an origin that sends faster than the proxy stores (loopback, a LAN, a fast
-        /// line) gets chunks this large; a slow link hands each few bytes on as they come.
+        /// The most bytes one read of a connection's socket takes (at least 64 KiB), and so the
+        /// largest chunk a plain-HTTP body hands on; over TLS, what one turn of the connection's
+        /// event loop read (a few reads) comes decrypted as one chunk. Reads start small and grow
+        /// while they come back full, so only an origin that sends faster than the proxy stores
+        /// (loopback, a LAN, a fast line) gets chunks this large; a slow link hands each few
+        /// bytes on as they come.
         ///
         /// Every chunk costs a write into the cache file, a report to the engine and a wake-up of
         /// the readers. At SwiftNIO's default, 64 KiB, a cold 200 MB read from a loopback origin

@@ -387,7 +387,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     /// A body from an origin faster than its consumer comes in chunks larger than SwiftNIO's
     /// 64 KiB reads, up to ``AsyncHTTPClientTransport/Configuration/largestRead``: each chunk
     /// costs the engine a write into the cache file, a report and a wake-up of the readers, which
-    /// at 64 KiB made up half the proxy's CPU for a cold read from a loopback origin.
+    /// at 64 KiB made up a third of the proxy's CPU for a cold read from a loopback origin.
     @Test(arguments: [nil, 128 << 10])
     func aFastOriginsBodyComesInChunksUpToTheLargestRead(largestRead: Int?) async throws {
         let server = try TestOrigin()
