@@ -50,6 +50,52 @@ import Testing
         }
     }
 
+    /// A cache that was shut down changes nothing in its directory, which may be the next
+    /// cache's by then. Before, a removal through it deleted the next cache's row and data file
+    /// (the bytes that cache's index still listed), and a pin or a recorded use changed that
+    /// cache's index.
+    @Test func aCacheShutDownChangesNothingInTheDirectoryTheNextCacheOpened() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 300_000, seed: 959)
+        server.setFile(Self.path, data: data)
+        let url = server.url(Self.path)
+        try await withTemporaryDirectory { directory in
+            let first = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let song = first.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            await first.shutdown()
+            let next = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let before = try #require(try await next.store.entry(for: song.key))
+            let dataPath = next.store.dataPath(for: song.key)
+
+            for change in 0..<4 {
+                await #expect {
+                    switch change {
+                    case 0: _ = try await first.remove(song.key)
+                    case 1: _ = try await first.removeAll()
+                    case 2: _ = try await first.setPinned(true, for: song.key)
+                    default: try await first.store.touch(song.key)
+                    }
+                } throws: { error in
+                    (error as? StreamCacheError)?.code == .cacheInUse
+                }
+            }
+            // What the first one cached still reads through it.
+            #expect(try await song.read(ByteRange(1000, 2000)).collect() == data[1000..<2000])
+            await first.flush()
+
+            let after = try #require(try await next.store.entry(for: song.key))
+            #expect(after.spans == before.spans && !after.pinned && after.lastAccessedAt == before.lastAccessedAt)
+            #expect(FileManager.default.contents(atPath: dataPath) == data)
+            let requests = server.requests.count
+            let again = next.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await again.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.requests.count == requests, "the next cache has every byte")
+            await next.shutdown()
+        }
+    }
+
     @Test func aSecondCacheOnADirectoryIsRefusedAndChangesNothingUntilTheFirstShutsDown() async throws {
         let server = try TestOrigin()
         defer { server.stop() }

@@ -342,9 +342,14 @@ public actor Resource {
         let store = self.store
         let key = self.key
         enqueueStoreOperation {
-            do { try await store.remove(key) } catch {}
-            // A resource whose first commit had not happened has a data file but no row.
-            unlink(store.dataPath(for: key))
+            do {
+                try await store.remove(key)
+                // A resource whose first commit had not happened has a data file but no row.
+                unlink(store.dataPath(for: key))
+            } catch {
+                // The row stays (an I/O error, a store that gave its directory up), and with it
+                // the file it names.
+            }
         }
         await storeChain?.value
         return true

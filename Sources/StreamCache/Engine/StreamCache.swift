@@ -141,9 +141,11 @@ public final class StreamCache: Sendable {
     /// Deletes a resource's cached bytes and index entry.
     ///
     /// - Returns: `false` when the cache does not know `key`.
-    /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read or downloaded.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read or
+    ///   downloaded; `cacheInUse` after ``shutdown()``.
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
+        try checkNotShutDown()
         guard store.knows(key) || resources.existing(key) != nil else { return try await store.remove(key) }
         // Through the resource's actor, even one made for this: a read that begins meanwhile then
         // loads the entry before or after the removal, never halfway through it.
@@ -157,11 +159,20 @@ public final class StreamCache: Sendable {
     /// Deletes every resource that is not in use.
     ///
     /// - Returns: The number of resources deleted.
+    /// - Throws: ``StreamCacheError`` (`cacheInUse`) after ``shutdown()``.
     @discardableResult
     public func removeAll() async throws -> Int {
+        try checkNotShutDown()
         var removed = 0
         for entry in try await store.entries() where (try? await remove(entry.key)) == true { removed += 1 }
         return removed
+    }
+
+    /// Throws once ``shutdown()`` gave the directory up: a change made afterwards would land in
+    /// what may be another cache's directory (a removal would delete that cache's data file).
+    private func checkNotShutDown() throws {
+        guard isShutDown.withLock({ $0 }) else { return }
+        throw StreamCacheError(.cacheInUse, "This cache was shut down and gave its directory (\(configuration.directory.path)) up; open a new StreamCache to change it.")
     }
 
     /// Waits until every written byte of every resource is synced and recorded in the index.
@@ -172,8 +183,11 @@ public final class StreamCache: Sendable {
     /// Stops every download, records what was written and gives the directory up (see
     /// ``CacheStore/releaseDirectory()``). Call before the process exits, or before another
     /// `StreamCache` opens the directory; this one must not be used afterwards. Should it be,
-    /// no download starts again, also for a resource first asked for afterwards: a read of
-    /// bytes that are not cached throws `CancellationError`.
+    /// nothing in the directory changes, since it may be another cache's by then: no download
+    /// starts again, also for a resource first asked for afterwards (a read of bytes that are not
+    /// cached throws `CancellationError`); cached bytes still read, but their use is not
+    /// recorded; and ``remove(_:)``, ``removeAll()`` and ``setPinned(_:for:)`` throw
+    /// ``StreamCacheError`` with ``StreamCacheError/Code/cacheInUse``.
     public func shutdown() async {
         isShutDown.withLock { $0 = true }
         for resource in resources.all { await resource.cancelDownloads() }

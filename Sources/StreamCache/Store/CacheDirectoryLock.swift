@@ -48,6 +48,9 @@ final class CacheDirectoryLock: Sendable {
 
     deinit { release() }
 
+    /// Whether the claim still holds: false once ``release()`` gave the directory up.
+    var isHeld: Bool { descriptor.withLock { $0 != nil } }
+
     /// Gives the directory up for another store. Idempotent.
     func release() {
         guard let fd = descriptor.withLock({ value -> Int32? in defer { value = nil }; return value }) else { return }

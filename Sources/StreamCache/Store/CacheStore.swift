@@ -122,15 +122,20 @@ public final class CacheStore: Sendable {
     }
 
     /// Gives the directory up, so that another store (in this process or another) may open it.
-    /// ``StreamCache/shutdown()`` calls it; the store must not be used to write afterwards.
+    /// ``StreamCache/shutdown()`` calls it. Afterwards the store still reads, but every method
+    /// that would write throws ``StreamCacheError/Code/cacheInUse``: the directory may be another
+    /// store's by then, and a late removal would delete that store's row and data file.
     public func releaseDirectory() {
         claim?.release()
     }
 
-    /// The index's writer, for a store that claimed its directory.
+    /// The index's writer, for a store that holds its claim on the directory.
     private func writer() throws -> SQLiteDatabase {
-        guard claim != nil else {
+        guard let claim else {
             throw StreamCacheError(.cacheInUse, "The cache at \(directory.path) was opened for inspection only; open it with CacheStore(directory:) to change it.")
+        }
+        guard claim.isHeld else {
+            throw StreamCacheError(.cacheInUse, "The cache at \(directory.path) was shut down and gave its directory up; open it again to change it.")
         }
         return database
     }
