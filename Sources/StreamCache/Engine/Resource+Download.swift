@@ -465,7 +465,8 @@ extension Resource {
     }
 
     /// The next request of download `id`, or `nil` when it is done: at its limit, into cached
-    /// bytes, or idle past the grace period. Segments double (see ``segmentSize(atMost:throughput:)``).
+    /// bytes, or idle past the grace period. Segments double (see ``segmentSize(atMost:throughput:)``),
+    /// except in a split range, where a connection whose speed is known asks for its share.
     func nextSegment(id: Int) throws -> (any Origin, OriginRequest)? {
         guard var download = downloads[id] else { return nil }
         let crosses = crossesCachedBytes
@@ -481,8 +482,15 @@ extension Resource {
                 if let idleSince = download.idleSince, ContinuousClock.now - idleSince >= configuration.idleDownloadGracePeriod { return nil }
                 if reachedIdleLimit(&download) { return nil }
             }
-            download.segmentSize = segmentSize(atMost: download.segmentSize * 2, throughput: download.throughput)
-            let length = min(download.segmentSize, splitWorkShare() ?? .max)
+            // Segments double while nothing tells how long the reader stays. Once its range is
+            // split (it streams, or a prefetch fills it) and this connection's speed is measured,
+            // the next request asks for the download's share at once: doubling from there would
+            // only cost each connection more requests (a cold 30 MiB read on four cloud
+            // connections asked for 1, 2 and then the rest of each part: twelve requests).
+            let share = splitWorkShare()
+            let grown = share != nil && download.throughput != nil ? Int64.max : download.segmentSize * 2
+            download.segmentSize = segmentSize(atMost: grown, throughput: download.throughput)
+            let length = min(download.segmentSize, share ?? .max)
             let end = requestEnd(endAfterMissingBytes(length, from: download.position, within: download.limit), takingTheRestOf: download.window)
             // The idle limit binds read downloads only: one a prefetch took over goes on.
             let idleLimit = download.kind == .read ? download.idleLimit : nil

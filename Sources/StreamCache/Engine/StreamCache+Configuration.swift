@@ -31,7 +31,9 @@ extension StreamCache {
         /// request in flight that no reader needs any more is finished when it ends within this
         /// time, and is otherwise cut where the idle read-ahead ends (``idleReadAhead``).
         public var maximumJoinWait: Duration = .milliseconds(500)
-        /// The first request of a download asks for this many bytes; later ones double. A read
+        /// The first request of a download asks for this many bytes; later ones double, except
+        /// while a long range is split across connections (``parallelDownloads``), where each
+        /// connection's second request asks for its share of what is left. A read
         /// that wants less (a probe, a short seek) asks for what it wants, but at least a quarter of this.
         public var initialSegmentSize: Int64 = 1 << 20
         /// The most bytes one origin request asks for; a download's requests double up to it.
