@@ -37,6 +37,8 @@ extension Resource {
         var plannedUnder: ResourceInfo?
         var segmentSize: Int64
         var segmentStartedAt: ContinuousClock.Instant = .now
+        /// When the download's task sent its request in flight (``Resource/bytesOnTheWire(_:)``).
+        var requestSentAt: ContinuousClock.Instant?
         var segmentStartPosition: Int64
         var opened = false
         /// When the download last became unneeded (no reader in its window), and how far it may
@@ -391,8 +393,11 @@ extension Resource {
         do {
             var planned: (any Origin, OriginRequest)? = try first.get()
             segments: while let (origin, request) = planned {
+                // Stamped here, off the actor, right before the request goes out: the request's round
+                // trip runs from here to its first bytes' arrival (see ``bytesOnTheWire(_:)``).
+                let sentAt = ContinuousClock.now
                 let response = try await origin.open(request)
-                guard let (file, start, generation, limit) = try await downloadOpened(id: id, response: response) else { break }
+                guard let (file, start, generation, limit) = try await downloadOpened(id: id, response: response, sentAt: sentAt) else { break }
                 var offset = start
                 // Where the bytes of each range after the first go (a multipart response).
                 var rangeEnd = response.length.map { start + $0 } ?? Int64.max
@@ -680,7 +685,7 @@ extension Resource {
 
     /// Checks the origin's answer against the cached version and decides where writing starts.
     /// Returns `nil` when the download is no longer wanted.
-    func downloadOpened(id: Int, response: OriginResponse) throws -> (DataFile, Int64, Int, DownloadStop)? {
+    func downloadOpened(id: Int, response: OriginResponse, sentAt: ContinuousClock.Instant) throws -> (DataFile, Int64, Int, DownloadStop)? {
         guard let opened = downloads[id] else { return nil }
         var newInfo = response.info
         if !answers(opened, withTheVersionKnown: newInfo) {
@@ -715,6 +720,7 @@ extension Resource {
         if response.confirmsVersion { markVerified() }
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
+        download.requestSentAt = sentAt
         download.position = response.offset
         if response.offset < download.segmentStartPosition {
             // The origin ignored the range: the body starts at 0 and must be followed to the end.
@@ -830,12 +836,28 @@ extension Resource {
             let finishable = speed(of: download).map { min(maximum, bytesWithinJoinWait(at: $0)) } ?? maximum
             let inFlightEnd = download.segmentEnd - download.position <= finishable ? download.segmentEnd : download.position
             // A part its reader never reached gets no request of its own past the one in flight,
-            // but that one goes on as far as any read-ahead would take it: on a fast link its
-            // bytes are in socket buffers already, and cutting it would throw them away.
+            // and that one goes on as far as the origin has sent already: about a round trip's
+            // worth at its speed (what travels while the cut does), at most the minimum
+            // read-ahead. Going on by the minimum regardless cost each part 1 MiB more on a
+            // cloud connection of 4 MB/s, where a round trip brings 160 kB.
             let readAhead = download.readerReached ? min(maximum, max(minimum, download.readerTook))
-                : min(minimum, max(0, download.segmentEnd - download.position))
+                : min(minimum, max(0, download.segmentEnd - download.position), bytesOnTheWire(download) ?? .max)
             download.idleLimit = max(inFlightEnd, (readAheadStart ?? download.position) + readAhead)
         }
+    }
+
+    /// About what the origin has sent of `download`'s request in flight beyond what arrived: its
+    /// speed times its request's round trip, from when its task sent it to when the transport
+    /// received its first bytes (both stamped off the actor, so a busy actor or pool does not
+    /// stretch it); before its first bytes were taken in, the resource's last round trip.
+    /// `nil` with no speed or round trip known.
+    func bytesOnTheWire(_ download: Download) -> Int64? {
+        var roundTrip = lastRoundTrip
+        if let sentAt = download.requestSentAt, let firstBytes = download.requestSample?.transfer.firstByteAt {
+            roundTrip = firstBytes - sentAt
+        }
+        guard let speed = speed(of: download), let roundTrip else { return nil }
+        return Int64(speed * max(0, roundTrip.timeInterval))
     }
 
     /// Records how much `reader`'s read has been handed, on each download whose bytes it has come

@@ -13,6 +13,7 @@ extension Resource {
             parallelGain.noteSplitRead(id: splitReadID, bytes: bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
         }
         if download.requestSample == nil {
+            if let sentAt = download.requestSentAt { lastRoundTrip = now - sentAt }
             download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
         } else {
             download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
