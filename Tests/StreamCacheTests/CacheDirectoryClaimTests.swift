@@ -11,6 +11,24 @@ import Testing
 @Suite struct CacheDirectoryClaimTests {
     static let path = "/song.mp3"
 
+    /// An origin that serves a random file of `count` bytes at ``path``, and a cache in `directory`
+    /// that has read all of it (checked against the origin's bytes).
+    static func cacheThatReadAFile(count: Int, seed: UInt64, in directory: URL) async throws -> (TestOrigin, Data, StreamCache, Resource) {
+        let server = try TestOrigin()
+        let data = TestData.random(count: count, seed: seed)
+        server.setFile(path, data: data)
+        let url = server.url(path)
+        do {
+            let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            return (server, data, cache, song)
+        } catch {
+            server.stop()
+            throw error
+        }
+    }
+
     /// A released claim lets the next store in at once, even while a copy of the lock file's
     /// descriptor is still open: a child process forked beside the release holds one until it
     /// calls exec, and the lock belongs to the open file, not to the descriptor.
@@ -55,15 +73,10 @@ import Testing
     /// (the bytes that cache's index still listed), and a pin or a recorded use changed that
     /// cache's index.
     @Test func aCacheShutDownChangesNothingInTheDirectoryTheNextCacheOpened() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
-        let data = TestData.random(count: 300_000, seed: 959)
-        server.setFile(Self.path, data: data)
-        let url = server.url(Self.path)
         try await withTemporaryDirectory { directory in
-            let first = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
-            let song = first.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            let (server, data, first, song) = try await Self.cacheThatReadAFile(count: 300_000, seed: 959, in: directory)
+            defer { server.stop() }
+            let url = server.url(Self.path)
             await first.shutdown()
             let next = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
             let before = try #require(try await next.store.entry(for: song.key))
@@ -97,15 +110,10 @@ import Testing
     }
 
     @Test func aSecondCacheOnADirectoryIsRefusedAndChangesNothingUntilTheFirstShutsDown() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
-        let data = TestData.random(count: 700_000, seed: 951)
-        server.setFile(Self.path, data: data)
-        let url = server.url(Self.path)
         try await withTemporaryDirectory { directory in
-            let first = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
-            let song = first.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            let (server, data, first, song) = try await Self.cacheThatReadAFile(count: 700_000, seed: 951, in: directory)
+            defer { server.stop() }
+            let url = server.url(Self.path)
             await first.flush()
             let dataPath = first.store.dataPath(for: song.key)
 
