@@ -847,17 +847,13 @@ extension Resource {
     }
 
     /// About what the origin has sent of `download`'s request in flight beyond what arrived: its
-    /// speed times its request's round trip, from when its task sent it to when the transport
-    /// received its first bytes (both stamped off the actor, so a busy actor or pool does not
-    /// stretch it); before its first bytes were taken in, the resource's last round trip.
-    /// `nil` with no speed or round trip known.
+    /// speed times the path's round trip, the shortest any of the resource's requests took from
+    /// when its task sent it to when the transport received its first bytes (both stamped off the
+    /// actor). The shortest, as TCP's own estimate takes it: a request that waited for a busy
+    /// machine or a slow server says nothing about the path. `nil` with no speed or round trip known.
     func bytesOnTheWire(_ download: Download) -> Int64? {
-        var roundTrip = lastRoundTrip
-        if let sentAt = download.requestSentAt, let firstBytes = download.requestSample?.transfer.firstByteAt {
-            roundTrip = firstBytes - sentAt
-        }
-        guard let speed = speed(of: download), let roundTrip else { return nil }
-        return Int64(speed * max(0, roundTrip.timeInterval))
+        guard let speed = speed(of: download), let shortestRoundTrip else { return nil }
+        return Int64(speed * max(0, shortestRoundTrip.timeInterval))
     }
 
     /// Records how much `reader`'s read has been handed, on each download whose bytes it has come

@@ -13,7 +13,10 @@ extension Resource {
             parallelGain.noteSplitRead(id: splitReadID, bytes: bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
         }
         if download.requestSample == nil {
-            if let sentAt = download.requestSentAt { lastRoundTrip = now - sentAt }
+            if let sentAt = download.requestSentAt {
+                let roundTrip = now - sentAt
+                shortestRoundTrip = shortestRoundTrip.map { min($0, roundTrip) } ?? roundTrip
+            }
             download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
         } else {
             download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now)

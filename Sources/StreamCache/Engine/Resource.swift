@@ -82,9 +82,9 @@ public actor Resource {
     /// How fast one origin connection of this resource last delivered a request (bytes per
     /// second): new parts of a streaming range start at the segment size it allows.
     var connectionThroughput: Double?
-    /// The round trip of the resource's last request to bring its first bytes, from when its
-    /// task sent it (see ``bytesOnTheWire(_:)``).
-    var lastRoundTrip: Duration?
+    /// The shortest time any of the resource's requests took from being sent to its first bytes
+    /// (see ``bytesOnTheWire(_:)``).
+    var shortestRoundTrip: Duration?
     /// Whether this resource's connections side by side fetch faster than one alone (see
     /// ``StreamCache/Configuration/minimumParallelSpeedup``).
     var parallelGain = ParallelGain()
