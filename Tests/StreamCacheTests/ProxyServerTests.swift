@@ -332,14 +332,16 @@ import Testing
             #expect(try await Self.curl(pin, ["-X", "PUT"]).status == 401)
 
             // Clearing the cache keeps what a player is reading: its answer is held at the origin
-            // meanwhile.
+            // meanwhile, before its first byte, so that the resource has no index row yet (it comes
+            // with the first commit); counted by rows, it was not kept (once under load, and every
+            // time with this hold).
             let second = TestData.random(count: 400_000, seed: 304)
             origin.setFile("/music/c.flac", data: second, contentType: "audio/flac")
             let playing = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(api, auth + [
                 "-X", "POST", "-H", "Content-Type: application/json", "--data-binary",
                 #"{"url":"\#(origin.url("/music/c.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#]).body)
             let release = Locked(false)
-            origin.faults = { _, path, _, _ in path == "/music/c.flac" ? .pause(afterBytes: 100_000, until: { release.withLock { $0 } }) : nil }
+            origin.faults = { _, path, _, _ in path == "/music/c.flac" ? .hold(until: { release.withLock { $0 } }) : nil }
             let player = Task { try await Self.curl(try #require(URL(string: playing.streamURL))) }
             for _ in 0..<(400 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(10)) }
             let cleared = try await Self.curl(base.appendingPathComponent("api/cache"), auth + ["-X", "DELETE"])

@@ -156,6 +156,12 @@ public final class StreamCache: Sendable {
         return true
     }
 
+    /// How many resources are in use right now: being read, or downloaded (a prefetch, a read-ahead
+    /// finishing). ``removeAll()`` and eviction leave them alone; one a player has just begun to
+    /// read may have no index entry yet (its row comes with its first commit), so it is counted here
+    /// and not in ``entries()``.
+    public var resourcesInUse: Int { usage.busyKeys.count }
+
     /// Deletes every resource that is not in use.
     ///
     /// - Returns: The number of resources deleted.

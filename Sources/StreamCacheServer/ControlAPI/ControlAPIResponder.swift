@@ -159,7 +159,10 @@ struct ControlAPIResponder: Sendable {
         do {
             let before = try await server.cache.entries().count
             let removed = try await server.cache.removeAll()
-            return Self.json(.ok, ControlAPI.Removal(removed: removed, kept: max(0, before - removed)))
+            // A resource a player has just begun to read may have no index row yet (its first
+            // bytes are not committed): it is kept all the same.
+            let kept = max(before - removed, server.cache.resourcesInUse)
+            return Self.json(.ok, ControlAPI.Removal(removed: removed, kept: kept))
         } catch {
             return Self.error(.internalServerError, "cacheIOFailed", "The cache could not be cleared: \(error)")
         }
