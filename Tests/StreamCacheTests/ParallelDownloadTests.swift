@@ -476,6 +476,54 @@ import Testing
         }
     }
 
+    /// On a link all connections share, a long read's parts wait for the reader once the
+    /// resource knows that they fetch no faster together than one alone: from then on the bytes
+    /// come in order, one connection at a time, as fast as the link, so the reader has the first
+    /// half of the file well before the end. Before, the four connections shared the link to the
+    /// end, and the reader had the first half only when nearly the whole file had come (a player
+    /// buffering at its start waited that long).
+    ///
+    /// A cold read splits before anything is measured. What tells a shared link (the early
+    /// samples of its requests) depends on the machine keeping up with the link, which a full
+    /// run's first seconds do not: here the resource learns it as the parts begin, and the read
+    /// is timed from then.
+    @Test func aLongReadOnASharedLinkComesInOrderOnceTheLinkIsKnown() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let size = 16_000_000
+        let data = TestData.random(count: size, seed: 84)
+        server.setFile(Self.path, data: data)
+        // Not divided by the sanitizer's slowdown: the link, not the machine, is the bottleneck
+        // either way, and a read several times longer would outlast a part's longest wait.
+        server.linkBytesPerSecond = 2_000_000
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            let firstHalfAt = Locked<ContinuousClock.Instant?>(nil)
+            let read = Task {
+                var received = Data()
+                for try await chunk in song.read(from: 0) {
+                    received.append(chunk.data)
+                    if received.count >= size / 2 { firstHalfAt.withLock { $0 = $0 ?? .now } }
+                }
+                return received
+            }
+            for _ in 0..<(500 * TestTiming.slowdown) where await !song.downloads.values.contains(where: \.isParallelPart) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            await song.learnThatConnectionsShareOneLink()
+            let known = ContinuousClock.now
+            #expect(try await read.value == data)
+            let whole = (ContinuousClock.now - known).timeInterval
+            let firstHalf = (try #require(firstHalfAt.withLock { $0 }) - known).timeInterval
+            let requests = server.dataRequests(for: Self.path).map { $0.range ?? "" }
+            #expect(firstHalf < whole * 0.8, "first half after \(firstHalf) s of \(whole) s; requests \(requests)")
+            #expect(server.maximumConcurrency(for: Self.path) >= 2, "the read was split: \(requests)")
+            for _ in 0..<50 where server.bodyBytesSent(for: Self.path) < Int64(size) { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(size))
+            #expect(Self.servedRangesAreDisjoint(server), "\(requests)")
+        }
+    }
+
     /// A read across the islands a player's seeks left (the bench's seek pattern: 256 KiB at 0,
     /// 50, 10, 90 and 30 % of a 30 MB file, then the whole file) is split into equal shares of
     /// its missing bytes, one request per connection, each skipping the islands in its way.
@@ -598,5 +646,13 @@ import Testing
             #expect(try await song.read(seek).collect() == data[Int(seek.lowerBound)..<Int(seek.upperBound)])
             #expect(try await Self.requests(inside: seek, of: server).map(\.bodyBytesSent) == [seek.count])
         }
+    }
+}
+
+extension Resource {
+    /// What a resource learns when one connection alone measured far faster than several
+    /// together: its connections share one link (see ``ParallelGain``).
+    func learnThatConnectionsShareOneLink() {
+        parallelGain.record(rate: 100_000_000, connections: 1)
     }
 }

@@ -99,6 +99,17 @@ struct ParallelGain: Sendable {
         return elapsed > 0 ? (receivingSeconds - mark) / elapsed : 1
     }
 
+    /// How many requests received on average from `start` (a request's first bytes, when
+    /// ``beginReceiving(at:)`` gave it `mark`) until `now`, that request included: what
+    /// ``endReceiving(since:startedAt:at:)`` would return, without ending it.
+    func averageReceiving(since mark: Double, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Double {
+        let elapsed = (now - start).timeInterval
+        guard elapsed > 0 else { return Double(max(1, receiving)) }
+        var seconds = receivingSeconds
+        if let last = integratedUntil, now > last { seconds += Double(receiving) * (now - last).timeInterval }
+        return (seconds - mark) / elapsed
+    }
+
     /// Adds the time since the last change, times the requests receiving meanwhile.
     private mutating func integrate(until now: ContinuousClock.Instant) {
         guard let last = integratedUntil else {

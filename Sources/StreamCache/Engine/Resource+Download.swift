@@ -63,6 +63,14 @@ extension Resource {
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
         /// on, with the mark ``ParallelGain/beginReceiving(at:)`` gave it then.
         var requestSample: (transfer: ParallelGain.TransferSample, receivingMark: Double)?
+        /// The request in flight gave its early sample (``Resource/recordEarlySample(of:at:)``).
+        var gaveEarlySample = false
+        /// The request in flight was held back (``Resource/holdBehindTheReadBeforeIt(id:)``): its
+        /// speed, which counts the time it waited, tells nothing about the path.
+        var requestWasHeld = false
+        /// Since when the download first waited for the read before it to come (a part of a long
+        /// read on a link its connections share), if it ever did.
+        var heldBehindItsReadSince: ContinuousClock.Instant?
         /// The split short read (see ``ParallelGain``) whose part the first request is.
         var splitReadID: Int?
         var received: Int64 = 0
@@ -99,6 +107,10 @@ extension Resource {
         }
 
         var window: ByteRange { ByteRange(position, max(position, limit)) }
+
+        /// Whether the download's requests have told the path's speed: its request in flight gave
+        /// its early sample (``Resource/recordEarlySample(of:at:)``), or a request of it ended.
+        var hasMeasuredItsPath: Bool { gaveEarlySample || segmentStartReceived > 0 || throughput != nil }
 
         /// Whether a reader at `offset` has come to the download's bytes (from its start, however
         /// far it got, to its limit).
@@ -493,7 +505,12 @@ extension Resource {
             // only cost each connection more requests (a cold 30 MiB read on four cloud
             // connections asked for 1, 2 and then the rest of each part: twelve requests).
             let share = splitWorkShare()
-            let grown = share != nil && download.throughput != nil ? Int64.max : download.segmentSize * 2
+            // On a link its connections share, a download that parts wait for, or a part whose
+            // turn came after it waited, has the link alone: the rest of its window is one
+            // request, not two or three (each a round trip of an idle link).
+            let hasTheLinkAlone = download.heldBehindItsReadSince != nil
+                || downloads.values.contains { $0.holdRelease != nil && $0.heldBehindItsReadSince != nil && $0.start >= download.limit }
+            let grown = (share != nil && download.throughput != nil) || hasTheLinkAlone ? Int64.max : download.segmentSize * 2
             download.segmentSize = segmentSize(atMost: grown, throughput: download.throughput)
             let length = min(download.segmentSize, share ?? .max)
             let end = requestEnd(endAfterMissingBytes(length, from: download.position, within: download.limit), takingTheRestOf: download.window)
@@ -530,6 +547,8 @@ extension Resource {
         if let last = following.last { download.segmentEnd = last.upperBound }
         download.segmentStartedAt = .now
         download.segmentStartReceived = download.received
+        download.gaveEarlySample = false
+        download.requestWasHeld = false
         download.plannedUnder = info
         stopReceiving(&download)
         downloads[id] = download
@@ -596,6 +615,7 @@ extension Resource {
     /// long read whose first request starts past cached bytes) across connections that gain
     /// nothing there.
     func recordThroughput(of download: inout Download) {
+        guard !download.requestWasHeld else { return }
         let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
         let fetched = download.received - download.segmentStartReceived
         guard elapsed > 0, fetched >= configuration.initialSegmentSize / 4 else { return }
@@ -745,8 +765,10 @@ extension Resource {
     }
 
     /// Records written bytes, wakes readers, and says whether the download should go on. The run
-    /// carries when the transport received each chunk of it (see ``HTTPBody/Chunk``).
-    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) throws -> Bool {
+    /// carries when the transport received each chunk of it (see ``HTTPBody/Chunk``). A part
+    /// that must wait for the read before it (``waitsForTheReadBeforeIt(_:)``) returns once its
+    /// turn has come: meanwhile its body is not taken in, and the origin stops sending it.
+    func didWrite(id: Int, run: WrittenRun, generation downloadGeneration: Int) async throws -> Bool {
         guard downloadGeneration == generation, var download = downloads[id] else { return false }
         let range = run.range
         var cut = range
@@ -761,6 +783,7 @@ extension Resource {
             }
         }
         statistics.bytesDownloaded += range.count
+        let sampledBefore = download.gaveEarlySample
         for arrival in run.arrivals {
             noteTransfer(of: arrival.count, by: &download, arrivedAt: arrival.at)
         }
@@ -796,7 +819,12 @@ extension Resource {
             if reachedIdleLimit(&download) { goOn = false }
         }
         downloads[id] = download
-        return goOn
+        if download.gaveEarlySample, !sampledBefore { replanParallelDownloads() }
+        releaseHeldPartsWhoseTurnCame()
+        guard goOn, waitsForTheReadBeforeIt(download) else { return goOn }
+        await holdBehindTheReadBeforeIt(id: id)
+        guard downloadGeneration == generation, let held = downloads[id] else { return false }
+        return held.position < held.limit
     }
 
     /// Starts or ends a download's idle spell: while no reader needs it, it may fetch at most
@@ -933,6 +961,7 @@ extension Resource {
             wakeWaiters(error: streamError, in: window)
         }
         wakeWaiters(all: true)
+        releaseHeldPartsWhoseTurnCame()
         if error == nil { replanParallelDownloads() }
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
@@ -1065,5 +1094,7 @@ extension Resource {
         }
         reaper?.cancel()
         reaper = nil
+        replanOnceMeasured?.cancel()
+        replanOnceMeasured = nil
     }
 }

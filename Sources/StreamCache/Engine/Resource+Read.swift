@@ -235,6 +235,7 @@ extension Resource {
         guard let reader = readers.removeValue(forKey: readerID) else { return }
         logger.debug("read ended", metadata: ["key": "\(key)", "reader": "\(readerID)", "at": "\(reader.position)"])
         usage.end(key)
+        releaseHeldPartsWhoseTurnCame()
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground {
             startBackgroundCompletion()

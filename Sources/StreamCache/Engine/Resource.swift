@@ -79,6 +79,9 @@ public actor Resource {
     var waiters: [Int: Waiter] = [:]
     var nextID = 0
     var reaper: Task<Void, Never>?
+    /// Plans the parts of a long read again once its first request has had time to tell the
+    /// path's speed (see ``addParallelDownloads(in:kind:)``).
+    var replanOnceMeasured: Task<Void, Never>?
     /// How fast one origin connection of this resource last delivered a request (bytes per
     /// second): new parts of a streaming range start at the segment size it allows.
     var connectionThroughput: Double?

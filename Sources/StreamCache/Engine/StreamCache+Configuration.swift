@@ -90,7 +90,9 @@ extension StreamCache {
         /// divide its speed, so extra connections only add requests and slow down the part a
         /// reader waits for. Until a resource has measured both (its first split), it splits
         /// as the other settings say; a measurement of several connections stands for 30 s.
-        /// `nil` never checks.
+        /// Once the parts of a read split before that show no gain, those its reader has not
+        /// reached wait, request and connection kept, until the downloads before them are done:
+        /// the read goes on in order, at the link's speed. `nil` never checks.
         public var minimumParallelSpeedup: Double? = 1.4
         /// A short read (a seek, a player's bounded request of less than ``initialSegmentSize``)
         /// on a slow connection is split across up to ``parallelDownloads`` connections while each
