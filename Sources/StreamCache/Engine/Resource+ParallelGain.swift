@@ -53,7 +53,7 @@ extension Resource {
     /// bytes the reader waits for. A read split on such a link before it was measured (a cold
     /// read's parts begin once its first request has answered) then goes on in order, one
     /// connection receiving at a time, as fast as the link: a player buffering at its start got
-    /// its first 5 MiB in 2.2 s instead of the link's 0.7 s (Benchmarks/in-order-delivery.sh).
+    /// its first 5 MiB in 2.1 s instead of the link's 0.7 s (Benchmarks/in-order-delivery.sh).
     ///
     /// A held part keeps its request and connection: the origin stops sending once the sockets
     /// are full, and the part goes on from there, without a new request, when its turn comes
