@@ -97,8 +97,10 @@ import Testing
             #expect(Self.servedRangesAreDisjoint(server))
             #expect(server.maximumConcurrency(for: Self.path) >= 2)
             // Two each; near the end a share may cost one more where a loaded machine ran a
-            // connection late (the doubling took twelve here every time).
-            #expect(requests.count <= 2 * 4 + 2, "\(requests.map { $0.range ?? "" })")
+            // connection late, and the part that measures whether connections gain may find none
+            // there (the link looks shared when the machine is the bottleneck) and go on in turns:
+            // eleven once in a full run. The doubling took twelve here every time.
+            #expect(requests.count <= 2 * 4 + 3, "\(requests.map { $0.range ?? "" })")
         }
     }
 
@@ -111,9 +113,11 @@ import Testing
         /// Each answer from the first part's byte (4 MiB) on, after its first 64 KiB: parts that
         /// are still on their first request when their reader leaves.
         case parts
-        /// The first answer after 640 KiB, until a second request is answered beside it: a reader
-        /// that streams and leaves keeps its request in flight while its parts start, however late
-        /// a loaded machine runs them.
+        /// The first answer after 640 KiB, until a second request has come: a reader that streams
+        /// and leaves keeps its request in flight while its parts start, however late a loaded
+        /// machine runs them. (Until the part's request has come, not until it is answered beside
+        /// the first: a part's first request may be short, and over by the time the first answer
+        /// gets to 640 KiB.)
         case firstAnswerUntilParts
     }
 
@@ -135,7 +139,12 @@ import Testing
                 let first = headers["Range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } ?? 0
                 return first >= 4 << 20 ? held : nil
             }
-        case .firstAnswerUntilParts: server.holdAnswers(afterBytes: 640 << 10, untilAnswering: 2) { $0 == 0 }
+        case .firstAnswerUntilParts:
+            let partCame = Locked(false)
+            server.faults = { _, _, _, index in
+                if index > 0 { partCame.withLock { $0 = true } }
+                return index == 0 ? .pause(afterBytes: 640 << 10, until: { partCame.withLock { $0 } }) : nil
+            }
         }
         var result: (requests: [TestOrigin.RecordedRequest], concurrency: Int) = ([], 0)
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
@@ -483,44 +492,52 @@ import Testing
     /// end, and the reader had the first half only when nearly the whole file had come (a player
     /// buffering at its start waited that long).
     ///
-    /// A cold read splits before anything is measured. What tells a shared link (the early
-    /// samples of its requests) depends on the machine keeping up with the link, which a full
-    /// run's first seconds do not: here the resource learns it as the parts begin, and the read
-    /// is timed from then.
-    @Test func aLongReadOnASharedLinkComesInOrderOnceTheLinkIsKnown() async throws {
+    /// A cold read splits before anything is measured, but into one part only, which finds out
+    /// (``Resource/measuringRequestLength``) with a short first request: on a link the
+    /// connections share, that is all the link gives to bytes the reader has not reached, and the
+    /// part then waits for the reader (``Resource/waitsForTheReadBeforeIt(_:)``). When three parts
+    /// began at once, a mebibyte each, the origin answered four requests at a time, and the reader
+    /// of this 16 MB file had its first half after 62 % of the read's time instead of 49 %
+    /// (figures of an idle machine: how soon bytes come is measured by
+    /// `Benchmarks/in-order-delivery.sh`, not here).
+    ///
+    /// What tells a shared link (one connection alone against several together) depends on the
+    /// machine keeping up with the link, which a full run's first seconds do not: here the
+    /// resource knows beforehand that one connection alone gets far more than the link gives (as
+    /// if it had measured it on an idle link), so the part's own sample tells the link is shared
+    /// however late the machine runs it. A machine so busy that the reader's requests had asked
+    /// for the whole file before the reader streamed starts no part at all.
+    @Test func aLongReadOnASharedLinkSplitsOnceToMeasureIt() async throws {
         let server = try TestOrigin()
         defer { server.stop() }
         let size = 16_000_000
         let data = TestData.random(count: size, seed: 84)
         server.setFile(Self.path, data: data)
-        // Not divided by the sanitizer's slowdown: the link, not the machine, is the bottleneck
-        // either way, and a read several times longer would outlast a part's longest wait.
         server.linkBytesPerSecond = 2_000_000
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
-            let firstHalfAt = Locked<ContinuousClock.Instant?>(nil)
-            let read = Task {
-                var received = Data()
-                for try await chunk in song.read(from: 0) {
-                    received.append(chunk.data)
-                    if received.count >= size / 2 { firstHalfAt.withLock { $0 = $0 ?? .now } }
-                }
-                return received
-            }
-            for _ in 0..<(500 * TestTiming.slowdown) where await !song.downloads.values.contains(where: \.isParallelPart) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
             await song.learnThatConnectionsShareOneLink()
-            let known = ContinuousClock.now
-            #expect(try await read.value == data)
-            let whole = (ContinuousClock.now - known).timeInterval
-            let firstHalf = (try #require(firstHalfAt.withLock { $0 }) - known).timeInterval
-            let requests = server.dataRequests(for: Self.path).map { $0.range ?? "" }
-            #expect(firstHalf < whole * 0.8, "first half after \(firstHalf) s of \(whole) s; requests \(requests)")
-            #expect(server.maximumConcurrency(for: Self.path) >= 2, "the read was split: \(requests)")
-            for _ in 0..<50 where server.bodyBytesSent(for: Self.path) < Int64(size) { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(server.bodyBytesSent(for: Self.path) == Int64(size))
-            #expect(Self.servedRangesAreDisjoint(server), "\(requests)")
+            #expect(try await song.read(from: 0).collect() == data)
+            try await Self.waitUntilIdle(song, origin: server)
+            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
+            let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(described)")
+            #expect(Self.servedRangesAreDisjoint(server), "\(described)")
+            // The reader's download goes on where its last request ended; a part begins elsewhere.
+            var ends: Set<Int64> = [0]
+            var partsFirstRequests: [TestOrigin.RecordedRequest] = []
+            for request in requests {
+                let first = Self.firstRanges(of: [request]).first?.lowerBound ?? 0
+                if !ends.contains(first) { partsFirstRequests.append(request) }
+                ends.insert(first + request.bodyBytesSent)
+            }
+            #expect(partsFirstRequests.count <= 1, "one part at most: \(described)")
+            // Beside the reader's download, if it still fetched when the part's request came (a
+            // loaded machine can send that request only once the reader's download is done).
+            #expect(server.maximumConcurrency(for: Self.path) <= 2, "\(described)")
+            for request in partsFirstRequests {
+                #expect(request.bodyBytesSent <= Resource.earlySampleBytes * 3 / 2, "the part measured with a short request: \(described)")
+            }
         }
     }
 
@@ -543,6 +560,9 @@ import Testing
             // Seeks in one request each: their requests measure the connection's speed, and the
             // read's split does not depend on what split seeks measured on a busy machine.
             configuration.minimumParallelGain = nil
+            // Nor does it wait for a part to measure whether connections gain: unsplit seeks
+            // tell nothing about that (see ``Resource/measuringRequestLength``).
+            configuration.minimumParallelSpeedup = nil
             configuration.skimmingWindow = nil
             configuration.idleReadAhead = 0
         }) { (cache: StreamCache) async throws -> Void in
@@ -650,9 +670,10 @@ import Testing
 }
 
 extension Resource {
-    /// What a resource learns when one connection alone measured far faster than several
-    /// together: its connections share one link (see ``ParallelGain``).
+    /// What a resource learns when one connection alone measured far faster than a link of
+    /// a few MB/s: once connections side by side are measured on it, they show no gain (see
+    /// ``ParallelGain``).
     func learnThatConnectionsShareOneLink() {
-        parallelGain.record(rate: 100_000_000, connections: 1)
+        parallelGain.record(rate: 100_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 100_000_000))
     }
 }

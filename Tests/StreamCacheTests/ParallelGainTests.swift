@@ -10,18 +10,28 @@ import Testing
 
     static func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
 
+    /// `connections` requests receiving `eachRate` bytes per second each, side by side from
+    /// `start` for 100 ms; returns what the first of them did meanwhile.
+    static func sideBySide(_ connections: Int, eachRate: Double, from start: Int, in gain: inout ParallelGain) -> ParallelGain.Overlap {
+        let marks = (0..<connections).map { _ in gain.beginReceiving(at: at(start)) }
+        gain.noteReceived(Int64(Double(connections) * eachRate / 10))
+        let overlaps = marks.map { gain.endReceiving(since: $0, startedAt: at(start), at: at(start + 100)) }
+        return overlaps[0]
+    }
+
     /// One request alone at `rate`, then two side by side at `eachRate` each for the same time.
     static func gain(alone rate: Double, twoAtOnce eachRate: Double) -> ParallelGain {
         var gain = ParallelGain()
-        var mark = gain.beginReceiving(at: at(0))
-        gain.record(rate: rate, connections: gain.endReceiving(since: mark, startedAt: at(0), at: at(100)), at: at(100))
-        mark = gain.beginReceiving(at: at(200))
-        let other = gain.beginReceiving(at: at(200))
-        let first = gain.endReceiving(since: mark, startedAt: at(200), at: at(300))
-        gain.endReceiving(since: other, startedAt: at(200), at: at(300))
-        #expect(abs(first - 2) < 1e-9)
-        gain.record(rate: eachRate, connections: first, at: at(300))
+        gain.record(rate: rate, during: sideBySide(1, eachRate: rate, from: 0, in: &gain), at: at(100))
+        let first = sideBySide(2, eachRate: eachRate, from: 200, in: &gain)
+        #expect(abs(first.connections - 2) < 1e-9)
+        gain.record(rate: eachRate, during: first, at: at(300))
         return gain
+    }
+
+    /// A request of one connection alone, at `rate`.
+    static func alone(_ rate: Double) -> ParallelGain.Overlap {
+        ParallelGain.Overlap(connections: 1, allRequestsRate: rate)
     }
 
     @Test func connectionsThatKeepTheirSpeedSideBySideHelp() {
@@ -36,10 +46,31 @@ import Testing
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(300)) == false)
     }
 
+    /// A long read's first request receives alone, then beside its three parts on a link all
+    /// four share (10 MB/s): alone at 10 MB/s for 100 ms, then at 2.5 MB/s for 100 ms. Its own
+    /// speed, 6.25 MB/s, times the 2.5 requests it averaged would be 15.6 MB/s, a gain; what all
+    /// four received meanwhile is the link's 10 MB/s.
+    @Test func aRequestJoinedByOthersOnASharedLinkShowsNoGain() {
+        var gain = ParallelGain()
+        let first = gain.beginReceiving(at: Self.at(0))
+        gain.noteReceived(1_000_000)
+        let early = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(100))
+        #expect(abs(early.connections - 1) < 1e-9)
+        gain.record(rate: 10_000_000, during: early, at: Self.at(100))
+        let parts = (0..<3).map { _ in gain.beginReceiving(at: Self.at(100)) }
+        gain.noteReceived(4 * 250_000)
+        for part in parts { gain.endReceiving(since: part, startedAt: Self.at(100), at: Self.at(200)) }
+        let whole = gain.endReceiving(since: first, startedAt: Self.at(0), at: Self.at(200))
+        #expect(abs(whole.connections - 2.5) < 1e-9)
+        gain.record(rate: 6_250_000, during: whole, at: Self.at(200))
+        #expect(gain.together(at: Self.at(200)).map { abs($0 - 10_000_000) < 1 } == true, "\(String(describing: gain.together(at: Self.at(200))))")
+        #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(200)) == false)
+    }
+
     @Test func nothingIsKnownBeforeBothWereMeasuredOrAfterTheMeasurementOfSeveralGrewOld() {
         var gain = ParallelGain()
         #expect(gain.helps(minimumSpeedup: 1.4) == nil)
-        gain.record(rate: 4_000_000, connections: 1, at: Self.at(0))
+        gain.record(rate: 4_000_000, during: Self.alone(4_000_000), at: Self.at(0))
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(0)) == nil)
         let measured = Self.gain(alone: 10_000_000, twoAtOnce: 5_000_000)
         #expect(measured.helps(minimumSpeedup: 1.4, now: Self.at(300) + ParallelGain.memory) == nil)
@@ -50,10 +81,11 @@ import Testing
         var gain = ParallelGain()
         let long = gain.beginReceiving(at: Self.at(0))
         let short = gain.beginReceiving(at: Self.at(50))
+        gain.noteReceived(1_000_000)
         gain.endReceiving(since: short, startedAt: Self.at(50), at: Self.at(100))
-        let connections = gain.endReceiving(since: long, startedAt: Self.at(0), at: Self.at(200))
-        #expect(abs(connections - 1.25) < 1e-9)
-        gain.record(rate: 4_000_000, connections: connections)
+        let overlap = gain.endReceiving(since: long, startedAt: Self.at(0), at: Self.at(200))
+        #expect(abs(overlap.connections - 1.25) < 1e-9)
+        gain.record(rate: 4_000_000, during: overlap)
         #expect(gain.alone(at: Self.at(200)) == nil && gain.together(at: Self.at(200)) == nil)
     }
 
@@ -61,7 +93,7 @@ import Testing
     /// looks as fast as one connection, the read as a whole is no faster.
     @Test func aSplitReadIsMeasuredAsAWhole() {
         var gain = ParallelGain()
-        gain.record(rate: 10_000_000, connections: 1, at: Self.at(0))
+        gain.record(rate: 10_000_000, during: Self.alone(10_000_000), at: Self.at(0))
         gain.beginSplitRead(id: 7, parts: 2)
         let chunk: Int64 = 64 << 10
         // 64 KiB every 6.5 ms: first part's two chunks, then the second part's.
@@ -91,9 +123,9 @@ import Testing
     /// look like a gain: the best sample within the memory counts, and only it.
     @Test func aSlowSampleDoesNotHideTheBestRecentOne() {
         var gain = ParallelGain()
-        gain.record(rate: 10_000_000, connections: 1, at: Self.at(0))
-        gain.record(rate: 6_000_000, connections: 1, at: Self.at(1000))
-        gain.record(rate: 5_000_000, connections: 2, at: Self.at(2000))
+        gain.record(rate: 10_000_000, during: Self.alone(10_000_000), at: Self.at(0))
+        gain.record(rate: 6_000_000, during: Self.alone(6_000_000), at: Self.at(1000))
+        gain.record(rate: 5_000_000, during: ParallelGain.Overlap(connections: 2, allRequestsRate: 10_000_000), at: Self.at(2000))
         #expect(gain.alone(at: Self.at(2000)) == 10_000_000)
         #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(2000)) == false, "10 MB/s alone and together: a shared link")
         // Once the best sample is older than the memory, the later one stands.

@@ -4,9 +4,10 @@
 /// halves the speed of the part a reader waits for without adding a byte per second.
 ///
 /// Fed one sample per finished origin request: the speed of its body after the first chunk (so
-/// neither the round trip nor a shaper's initial burst counts) and how many of the resource's
-/// requests were receiving meanwhile, on average over its time. A cap on each connection keeps
-/// each one's speed as connections are added; a shared link divides it among them.
+/// neither the round trip nor a shaper's initial burst counts), how many of the resource's
+/// requests were receiving meanwhile, on average over its time, and what all of them received
+/// per second meanwhile. A cap on each connection keeps each one's speed as connections are
+/// added; a shared link divides it among them, and all of them together receive no more than one.
 ///
 /// A short read split across connections is one sample of its own: the speed of all its parts
 /// together, from the first byte of any to the last byte of all. Its parts are too short to tell
@@ -29,10 +30,15 @@ struct ParallelGain: Sendable {
             lastByteAt = now
         }
 
-        mutating func note(_ count: Int64, firstChunkWindow: Duration, at now: ContinuousClock.Instant) {
-            if now - firstByteAt < firstChunkWindow { firstChunkBytes += count }
+        /// Adds `count` bytes that arrived at `now`; returns whether they count toward its speed
+        /// (they came after its first chunk).
+        @discardableResult
+        mutating func note(_ count: Int64, firstChunkWindow: Duration, at now: ContinuousClock.Instant) -> Bool {
+            let isFirstChunk = now - firstByteAt < firstChunkWindow
+            if isFirstChunk { firstChunkBytes += count }
             bytes += count
             lastByteAt = now
+            return !isFirstChunk
         }
 
         /// Bytes per second after the first chunk, or `nil` when fewer than `smallest` bytes came
@@ -45,10 +51,27 @@ struct ParallelGain: Sendable {
         }
     }
 
+    /// Where a request's sample begins (``beginReceiving(at:)``): the time integral of the
+    /// requests receiving, and the bytes all of them had received, at its first bytes.
+    struct Mark: Sendable {
+        fileprivate let receivingSeconds: Double
+        fileprivate let bytes: Int64
+    }
+
+    /// What the resource's requests did while one of them received: how many received on
+    /// average, itself included, and the bytes per second all of them received after their first
+    /// chunks (``noteReceived(_:)``; `nil` when no time passed).
+    struct Overlap: Sendable {
+        let connections: Double
+        let allRequestsRate: Double?
+    }
+
     /// How many of the resource's requests are receiving (from their first bytes until they end).
     private(set) var receiving = 0
     /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
     private var receivingSeconds: Double = 0
+    /// The bytes the resource's receiving requests have received after their first chunks.
+    private var bytesReceived: Int64 = 0
     private var integratedUntil: ContinuousClock.Instant?
     /// Bytes per second of requests that received alone: the best within ``memory``, else the
     /// last one.
@@ -83,31 +106,40 @@ struct ParallelGain: Sendable {
     }
 
     /// A request starts receiving; returns the mark its ``endReceiving(since:startedAt:at:)`` takes.
-    mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Double {
+    mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Mark {
         integrate(until: now)
         receiving += 1
-        return receivingSeconds
+        return Mark(receivingSeconds: receivingSeconds, bytes: bytesReceived)
     }
 
-    /// A request stops receiving (finished, cut, or failed); returns how many requests received
-    /// on average since `mark` (its ``beginReceiving(at:)``), itself included.
+    /// `count` bytes of a receiving request arrived after its first chunk.
+    mutating func noteReceived(_ count: Int64) {
+        bytesReceived += count
+    }
+
+    /// A request stops receiving (finished, cut, or failed); returns what the requests did since
+    /// `mark` (its ``beginReceiving(at:)``, at its first bytes, `start`).
     @discardableResult
-    mutating func endReceiving(since mark: Double, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant = .now) -> Double {
+    mutating func endReceiving(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant = .now) -> Overlap {
         integrate(until: now)
         receiving = max(0, receiving - 1)
-        let elapsed = (now - start).timeInterval
-        return elapsed > 0 ? (receivingSeconds - mark) / elapsed : 1
+        return overlap(since: mark, startedAt: start, receivingSeconds: receivingSeconds, at: now, orIfNoTimePassed: 1)
     }
 
-    /// How many requests received on average from `start` (a request's first bytes, when
-    /// ``beginReceiving(at:)`` gave it `mark`) until `now`, that request included: what
-    /// ``endReceiving(since:startedAt:at:)`` would return, without ending it.
-    func averageReceiving(since mark: Double, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Double {
-        let elapsed = (now - start).timeInterval
-        guard elapsed > 0 else { return Double(max(1, receiving)) }
+    /// What the requests did from `start` (a request's first bytes, when ``beginReceiving(at:)``
+    /// gave it `mark`) until `now`: what ``endReceiving(since:startedAt:at:)`` would return,
+    /// without ending the request.
+    func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Overlap {
         var seconds = receivingSeconds
         if let last = integratedUntil, now > last { seconds += Double(receiving) * (now - last).timeInterval }
-        return (seconds - mark) / elapsed
+        return overlap(since: mark, startedAt: start, receivingSeconds: seconds, at: now, orIfNoTimePassed: Double(max(1, receiving)))
+    }
+
+    private func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, receivingSeconds seconds: Double,
+                         at now: ContinuousClock.Instant, orIfNoTimePassed connections: Double) -> Overlap {
+        let elapsed = (now - start).timeInterval
+        guard elapsed > 0 else { return Overlap(connections: connections, allRequestsRate: nil) }
+        return Overlap(connections: (seconds - mark.receivingSeconds) / elapsed, allRequestsRate: Double(bytesReceived - mark.bytes) / elapsed)
     }
 
     /// Adds the time since the last change, times the requests receiving meanwhile.
@@ -121,15 +153,20 @@ struct ParallelGain: Sendable {
         integratedUntil = now
     }
 
-    /// Records the request that received `rate` bytes per second while on average `connections`
-    /// requests of the resource received. A request that overlapped others only in part (between
-    /// 1.1 and 1.5 on average) says little either way and is left out.
-    mutating func record(rate: Double, connections: Double, at now: ContinuousClock.Instant = .now) {
-        guard rate > 0, connections >= 1 else { return }
-        if connections < 1.1 {
+    /// Records the request that received `rate` bytes per second during `overlap`. Alone (fewer
+    /// than 1.1 requests on average), its rate is what one connection does; beside others (1.5
+    /// or more), what all of them received is what several do. One that overlapped others only in
+    /// part says little either way and is left out.
+    ///
+    /// What all received, not its own rate times their number: a request that received alone
+    /// for half its time and beside three others on a shared link for the other half averages
+    /// 2.5 requests at 62.5 % of the link, which multiplied would look like 1.56 links.
+    mutating func record(rate: Double, during overlap: Overlap, at now: ContinuousClock.Instant = .now) {
+        guard rate > 0, overlap.connections >= 1 else { return }
+        if overlap.connections < 1.1 {
             aloneRates.record(rate, at: now)
-        } else if connections >= 1.5 {
-            togetherRates.record(rate * connections, at: now)
+        } else if overlap.connections >= 1.5, let together = overlap.allRequestsRate, together > 0 {
+            togetherRates.record(together, at: now)
         }
     }
 

@@ -62,7 +62,7 @@ extension Resource {
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
         /// on, with the mark ``ParallelGain/beginReceiving(at:)`` gave it then.
-        var requestSample: (transfer: ParallelGain.TransferSample, receivingMark: Double)?
+        var requestSample: (transfer: ParallelGain.TransferSample, receivingMark: ParallelGain.Mark)?
         /// The request in flight gave its early sample (``Resource/recordEarlySample(of:at:)``).
         var gaveEarlySample = false
         /// The request in flight was held back (``Resource/holdBehindTheReadBeforeIt(id:)``): its
@@ -473,9 +473,12 @@ extension Resource {
     }
 
     /// The next request of download `id` once its read-ahead has waited out a skim, if it waits
-    /// (``holdReadAheadWhileSkimmingMayFollow(id:)``); one actor call per request boundary.
+    /// (``holdReadAheadWhileSkimmingMayFollow(id:)``), and once a part has waited for the read
+    /// before it, if it waits (``waitsForTheReadBeforeIt(_:)``: between requests, it holds with
+    /// nothing on the wire); one actor call per request boundary.
     func nextSegmentAfterAnySkimmingHold(id: Int) async throws -> (any Origin, OriginRequest)? {
         await holdReadAheadWhileSkimmingMayFollow(id: id)
+        if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
         // A hold ends early when the cache shuts down: no request may follow then.
         try Task.checkCancellation()
         return try nextSegment(id: id)

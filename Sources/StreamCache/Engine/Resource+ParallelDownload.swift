@@ -45,9 +45,13 @@ extension Resource {
         var work = missingByteCount(in: wanted)
         var sharers = Int64(maximum)
         func share() -> Int64 { min(configuration.parallelPartSize, max(configuration.initialSegmentSize, work / max(1, sharers))) }
+        // While nothing tells whether connections side by side gain, one part finds out first
+        // (``measuringRequestLength``); the others follow once it has (its early sample plans
+        // the parts again), or never, on a link they would share.
+        let measuring = measuringRequestLength
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
-            guard active.count < maximum else { return }
+            guard active.count < maximum, measuring == nil || !active.contains(where: \.isParallelPart) else { return }
             // A read starts splitting only when it is long; once split, it goes on splitting its
             // tail in smaller parts, so the last bytes do not trail on one connection. Only parts
             // tell that it was split: another reader's download inside the range (a player's
@@ -65,7 +69,8 @@ extension Resource {
                     let nextWindow = downloads.values.map(\.window).filter { !$0.isEmpty && $0.lowerBound >= gap.upperBound }.map(\.lowerBound).min()
                     limit = nextWindow ?? wanted.upperBound
                 }
-                startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true, bulk: true, aheadOfItsReader: true)
+                startDownload(at: gap.lowerBound, limit: limit, kind: kind, continuesStream: true, firstRequestLength: measuring,
+                              bulk: true, aheadOfItsReader: true)
                 continue
             }
             // The donor keeps a part from where it is, or its request in flight when that is
@@ -84,11 +89,28 @@ extension Resource {
             downloads[donor.id]?.limit = split
             // The new download's first request is its share, so what lies past it can be split
             // again; before any request of the resource has finished, it starts small like a
-            // reader's (nothing tells yet how long a request takes, nor whether the reader stays).
-            let firstRequest = connectionThroughput == nil ? nil : min(share(), donor.limit - split)
+            // reader's (nothing tells yet how long a request takes, nor whether the reader stays),
+            // and smaller still while the parts are to tell whether they gain at all.
+            let firstRequest = measuring ?? (connectionThroughput == nil ? nil : min(share(), donor.limit - split))
             startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest, bulk: true,
                           aheadOfItsReader: true)
         }
+    }
+
+    /// The first request of the part that finds out whether connections side by side gain, while
+    /// nothing tells (``ParallelGain/helps(minimumSpeedup:now:)`` is `nil`): its early sample
+    /// (``earlySampleBytes`` after its first chunk) and a little more. `nil` once known.
+    ///
+    /// On a link the connections share, whatever a part receives before the reader reaches it is
+    /// taken from the reader, and a request in flight cannot be taken back: three parts of a cold
+    /// read, a mebibyte each, held the reader's bytes back by 0.3 s on a 10 MB/s link (its first
+    /// 5 MiB after 0.98 s, 0.67 s from the origin alone). One part with a short request takes
+    /// little, and then waits for the reader before its next request
+    /// (``waitsForTheReadBeforeIt(_:)``). Where connections gain, the other parts begin a sample
+    /// later, and the measuring part costs a request.
+    var measuringRequestLength: Int64? {
+        guard let speedup = configuration.minimumParallelSpeedup, parallelGain.helps(minimumSpeedup: speedup) == nil else { return nil }
+        return Self.earlySampleBytes * 3 / 2
     }
 
     /// The longest a long read's parts wait for its first request to tell the path's speed,

@@ -20,8 +20,8 @@ extension Resource {
                 shortestRoundTrip = shortestRoundTrip.map { min($0, roundTrip) } ?? roundTrip
             }
             download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
-        } else {
-            download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now)
+        } else if download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now) == true {
+            parallelGain.noteReceived(bytes)
             recordEarlySample(of: &download, at: now)
         }
     }
@@ -37,8 +37,7 @@ extension Resource {
         guard !download.gaveEarlySample, download.splitReadID == nil, let sample = download.requestSample,
               let rate = sample.transfer.rate(smallest: Self.earlySampleBytes) else { return }
         download.gaveEarlySample = true
-        let connections = parallelGain.averageReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now)
-        parallelGain.record(rate: rate, connections: connections, at: now)
+        parallelGain.record(rate: rate, during: parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now), at: now)
     }
 
     /// The bytes after its first chunk that make a request's early sample
@@ -110,15 +109,15 @@ extension Resource {
     }
 
     /// Ends the request sample of `download` without recording it: a new request begins, or the
-    /// download ended before its request did. Returns how many requests received on average
-    /// meanwhile, and the sample.
+    /// download ended before its request did. Returns what the requests did meanwhile, and the
+    /// sample.
     @discardableResult
-    func stopReceiving(_ download: inout Download) -> (connections: Double, transfer: ParallelGain.TransferSample)? {
+    func stopReceiving(_ download: inout Download) -> (overlap: ParallelGain.Overlap, transfer: ParallelGain.TransferSample)? {
         guard let sample = download.requestSample else { return nil }
         download.requestSample = nil
-        let connections = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt,
-                                                    at: sample.transfer.lastByteAt)
-        return (connections, sample.transfer)
+        let overlap = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt,
+                                                at: sample.transfer.lastByteAt)
+        return (overlap, sample.transfer)
     }
 
     /// Hands the request that `download` just completed to ``parallelGain``: its speed after the
@@ -133,7 +132,7 @@ extension Resource {
             return
         }
         guard let ended, let rate = ended.transfer.rate(smallest: Self.smallestGainSample) else { return }
-        parallelGain.record(rate: rate, connections: ended.connections)
+        parallelGain.record(rate: rate, during: ended.overlap)
     }
 
     /// How long after a request's first bytes others still count as its first chunk.

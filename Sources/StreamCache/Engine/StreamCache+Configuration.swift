@@ -88,11 +88,11 @@ extension StreamCache {
         /// Cloud services cap each connection, so there each one keeps its speed and two fetch
         /// twice as fast; on a link all connections share (a home line, one traffic shaper) they
         /// divide its speed, so extra connections only add requests and slow down the part a
-        /// reader waits for. Until a resource has measured both (its first split), it splits
-        /// as the other settings say; a measurement of several connections stands for 30 s.
-        /// Once the parts of a read split before that show no gain, those its reader has not
-        /// reached wait, request and connection kept, until the downloads before them are done:
-        /// the read goes on in order, at the link's speed. `nil` never checks.
+        /// reader waits for. Until a resource has measured both, a long range gets one part
+        /// first, whose short first request finds out, and the others once it shows a gain; a
+        /// measurement of several connections stands for 30 s. Where it shows none, a part its
+        /// reader has not reached waits until the downloads before it are done: the read goes on
+        /// in order, at the link's speed. `nil` never checks (and splits as the other settings say).
         public var minimumParallelSpeedup: Double? = 1.4
         /// A short read (a seek, a player's bounded request of less than ``initialSegmentSize``)
         /// on a slow connection is split across up to ``parallelDownloads`` connections while each
