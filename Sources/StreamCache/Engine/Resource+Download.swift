@@ -452,7 +452,7 @@ extension Resource {
                     }
                     guard try await report(&batch, id: id, generation: generation) else { break segments }
                 }
-                planned = try await nextSegmentAfterAnySkimmingHold(id: id)
+                planned = try await nextSegmentAfterAnyHold(id: id)
             }
             await downloadEnded(id: id, error: nil)
         } catch {
@@ -476,7 +476,7 @@ extension Resource {
     /// (``holdReadAheadWhileSkimmingMayFollow(id:)``), and once a part has waited for the read
     /// before it, if it waits (``waitsForTheReadBeforeIt(_:)``: between requests, it holds with
     /// nothing on the wire); one actor call per request boundary.
-    func nextSegmentAfterAnySkimmingHold(id: Int) async throws -> (any Origin, OriginRequest)? {
+    func nextSegmentAfterAnyHold(id: Int) async throws -> (any Origin, OriginRequest)? {
         await holdReadAheadWhileSkimmingMayFollow(id: id)
         if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
         // A hold ends early when the cache shuts down: no request may follow then.
