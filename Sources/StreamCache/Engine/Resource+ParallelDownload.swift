@@ -89,9 +89,10 @@ extension Resource {
             downloads[donor.id]?.limit = split
             // The new download's first request is its share, so what lies past it can be split
             // again; before any request of the resource has finished, it starts small like a
-            // reader's (nothing tells yet how long a request takes, nor whether the reader stays),
-            // and smaller still while the parts are to tell whether they gain at all.
-            let firstRequest = measuring ?? (connectionThroughput == nil ? nil : min(share(), donor.limit - split))
+            // reader's (nothing tells yet how long a request takes, nor whether the reader stays)
+            // unless parts were seen to gain (a part measured that; the reader streams), and
+            // smaller still while the parts are to tell whether they gain at all.
+            let firstRequest = measuring ?? (connectionThroughput == nil && !partsWereSeenToGain ? nil : min(share(), donor.limit - split))
             startDownload(at: split, limit: donor.limit, kind: kind, continuesStream: true, firstRequestLength: firstRequest, bulk: true,
                           aheadOfItsReader: true)
         }
@@ -111,6 +112,13 @@ extension Resource {
     var measuringRequestLength: Int64? {
         guard let speedup = configuration.minimumParallelSpeedup, parallelGain.helps(minimumSpeedup: speedup) == nil else { return nil }
         return Self.earlySampleBytes * 3 / 2
+    }
+
+    /// Whether connections side by side were measured to gain (``ParallelGain``): a part that
+    /// starts then asks for its share at once, as one does once a request's time is known.
+    var partsWereSeenToGain: Bool {
+        guard let speedup = configuration.minimumParallelSpeedup else { return false }
+        return parallelGain.helps(minimumSpeedup: speedup) == true
     }
 
     /// The longest a long read's parts wait for its first request to tell the path's speed,
