@@ -82,26 +82,42 @@ import Testing
     /// the bench's cold 30 MiB read on four cloud connections took twelve requests, this one
     /// twelve as well, where eight bring the same bytes as fast.
     @Test func aLongReadSplitAcrossConnectionsCostsEachOfThemTwoRequests() async throws {
+        let read = try await Self.readWholeOnFourThrottledConnections(seed: 87)
+        #expect(read.concurrency >= 2)
+        // Two each; near the end a share may cost one more where a loaded machine ran a
+        // connection late, and the part that measures whether connections gain may find none
+        // there (the link looks shared when the machine is the bottleneck) and go on in turns:
+        // eleven once in a full run. The doubling took twelve here every time.
+        #expect(read.requests.count <= 2 * 4 + 3, "\(Self.describe(read.requests))")
+    }
+
+    /// Reads a 24 MiB file whole on four connections of 4 MB/s each, after `prepare` has told the
+    /// resource what it would otherwise measure; checks the bytes, that each came from the origin
+    /// once and that no two requests overlap. Returns the origin's requests for the file in the
+    /// order they began, and the most it answered at once.
+    static func readWholeOnFourThrottledConnections(seed: UInt64, prepare: (Resource) async -> Void = { _ in })
+        async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int) {
         let size = 24 << 20
-        let (server, data) = try Self.origin(seed: 87, size: size)
+        let (server, data) = try Self.origin(seed: seed, size: size)
         defer { server.stop() }
         server.bytesPerSecond = TestTiming.rate(4_000_000)
-        try await withTemporaryCache(configure: { configuration in
+        return try await withTemporaryCache(configure: { configuration in
             configuration.parallelDownloads = 4
-        }) { (cache: StreamCache) async throws -> Void in
+        }) { (cache: StreamCache) async throws in
             let song = Self.resource(cache, server)
+            await prepare(song)
             #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
             try await Self.waitUntilIdle(song, origin: server)
-            let requests = server.dataRequests(for: Self.path)
-            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once")
-            #expect(Self.servedRangesAreDisjoint(server))
-            #expect(server.maximumConcurrency(for: Self.path) >= 2)
-            // Two each; near the end a share may cost one more where a loaded machine ran a
-            // connection late, and the part that measures whether connections gain may find none
-            // there (the link looks shared when the machine is the bottleneck) and go on in turns:
-            // eleven once in a full run. The doubling took twelve here every time.
-            #expect(requests.count <= 2 * 4 + 3, "\(requests.map { $0.range ?? "" })")
+            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
+            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(Self.describe(requests))")
+            #expect(Self.servedRangesAreDisjoint(server), "\(Self.describe(requests))")
+            return (requests, server.maximumConcurrency(for: Self.path))
         }
+    }
+
+    /// The origin's requests as `bytes=a-b` and the body bytes each was sent, for a failure's message.
+    static func describe(_ requests: [TestOrigin.RecordedRequest]) -> [String] {
+        requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
     }
 
     /// What the origin holds back until the engine has seen the reader leave, so that a loaded
@@ -199,7 +215,7 @@ import Testing
         // Held: under the whole suite the engine can see the reader leave after a part's first
         // request has ended, and the part then rightly sends a second.
         let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: leftAt, seed: 84, holding: .parts)
-        let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+        let described = Self.describe(requests)
         #expect(concurrency >= 2, "the read was split: \(described)")
         // The reader's own download keeps at least one part past the reader (4 MiB): requests
         // starting further on are the parts'. A part's requests follow each other on one
@@ -253,7 +269,7 @@ import Testing
             #expect(received == data.prefix(received.count))
             #expect(try await indexRead.value == data.suffix(2_000_000))
             try await Self.waitUntilIdle(song, origin: server)
-            let described = server.dataRequests(for: Self.path).map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            let described = Self.describe(server.dataRequests(for: Self.path))
             #expect(server.maximumConcurrency(for: Self.path) <= 2, "the index's read and the start's: \(described)")
             #expect(Self.servedRangesAreDisjoint(server))
         }
@@ -530,7 +546,7 @@ import Testing
             #expect(try await song.read(from: 0).collect() == data)
             try await Self.waitUntilIdle(song, origin: server)
             let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            let described = Self.describe(requests)
             #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(described)")
             #expect(Self.servedRangesAreDisjoint(server), "\(described)")
             let partsFirstRequests = Self.partsFirstRequests(in: requests)
@@ -549,26 +565,11 @@ import Testing
     /// once: a first mebibyte would cost each a request more for nothing (the cold 30 MiB read on
     /// the bench's cloud profile took 8 requests that way, 6 now, in the same 2.35 s).
     @Test func partsOfAReadOnConnectionsThatGainAskForTheirShareAtOnce() async throws {
-        let size = 24 << 20
-        let (server, data) = try Self.origin(seed: 88, size: size)
-        defer { server.stop() }
-        server.bytesPerSecond = TestTiming.rate(4_000_000)
-        try await withTemporaryCache(configure: { configuration in
-            configuration.parallelDownloads = 4
-        }) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
-            await song.learnThatConnectionsGain()
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
-            try await Self.waitUntilIdle(song, origin: server)
-            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
-            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(described)")
-            #expect(Self.servedRangesAreDisjoint(server))
-            let parts = Self.partsFirstRequests(in: requests)
-            #expect(!parts.isEmpty, "the read was split: \(described)")
-            for part in parts {
-                #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(described)")
-            }
+        let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { await $0.learnThatConnectionsGain() }
+        let parts = Self.partsFirstRequests(in: read.requests)
+        #expect(!parts.isEmpty, "the read was split: \(Self.describe(read.requests))")
+        for part in parts {
+            #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(Self.describe(read.requests))")
         }
     }
 
@@ -610,7 +611,7 @@ import Testing
             try await Self.waitUntilIdle(song, origin: server)
             let requests = server.dataRequests(for: Self.path)
             let shares = requests.map { $0.servedRanges.reduce(Int64(0)) { $0 + $1.count } }
-            let described = requests.map { "\($0.range ?? "") \($0.bodyBytesSent)" }
+            let described = Self.describe(requests)
             #expect(shares.reduce(0, +) == Int64(size) - 5 * seek, "each missing byte once: \(described)")
             #expect(Self.servedRangesAreDisjoint(server))
             #expect(requests.count == 4, "one request per connection: \(described)")
