@@ -59,7 +59,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         /// Every chunk costs a write into the cache file, a report to the engine and a wake-up of
         /// the readers. At SwiftNIO's default, 64 KiB, a cold 200 MB read from a loopback origin
         /// cost the proxy half as much CPU again as at this size, and ran 30 % slower (see
-        /// `docs/benchmarks.md`, *Larger reads from the origin's socket*). A chunk shares the
+        /// `docs/benchmark-log.md`, *Larger reads from the origin's socket*). A chunk shares the
         /// memory of its read, so each one the body's buffer (``bufferLimit``) holds keeps up to
         /// this much allocated: 1 MiB saved little more CPU and raised the proxy's peak memory by
         /// 9 MiB.

@@ -330,7 +330,7 @@ extension Resource {
     /// there the task takes each chunk on the thread that received it and writes it to the cache
     /// file at once. On Swift's global executor each chunk waits for a pool thread to wake, and is
     /// copied into the file from another CPU's cache (a cold loopback read through the proxy went
-    /// from 760 to 810 MB/s, with 7 % less CPU; see `docs/benchmarks.md`).
+    /// from 760 to 810 MB/s, with 7 % less CPU; see `docs/benchmark-log.md`).
     ///
     /// Either way the task begins once the actor's current turn has ended, as a task isolated to
     /// the resource does: a download that started its request beside the turn that planned it

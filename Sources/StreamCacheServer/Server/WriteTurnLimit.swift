@@ -10,7 +10,7 @@ import NIOCore
 /// their first bytes one whole file after another (median 14.3 ms against nginx's 7.2). With a
 /// bounded send buffer a `sendfile` call moves at most about that much, and with no write spin
 /// the loop takes the next connection's turn before this one's next call: the same 16 players'
-/// median became 5.9 ms (docs/benchmarks.md). A lone reader loses nothing: its socket is
+/// median became 5.9 ms (docs/benchmark-log.md). A lone reader loses nothing: its socket is
 /// writable again at the next turn.
 ///
 /// Added to each connection's pipeline; it sets the socket's options and removes itself.

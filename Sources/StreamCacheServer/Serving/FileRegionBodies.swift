@@ -131,7 +131,7 @@ final class FileRegionBodyHandler: ChannelOutboundHandler, RemovableChannelHandl
     /// NIO's sockets have `TCP_NODELAY` set, so without a cork the kernel pushes out whatever a
     /// `sendfile` pass has queued; corked, it only sends full segments. Measured on loopback: the
     /// warm read of a 200 MB file went from 1.5–1.7 to 2.2 GB/s, on a par with nginx
-    /// (docs/benchmarks.md). The last region's completion takes the cork out, which sends the
+    /// (docs/benchmark-log.md). The last region's completion takes the cork out, which sends the
     /// remainder at once.
     private func cork(_ context: ChannelHandlerContext) {
         regionsInFlight += 1

@@ -334,7 +334,7 @@ struct RangeResponder: Sendable {
     /// After each write the pacer waits for one trip through the connection's event loop, by
     /// which time the write has reached the channel and its writability is current, so at most one
     /// buffer per connection is ever waiting. Measured: 16 slow clients took the proxy from
-    /// 133 MiB to (see docs/benchmarks.md) peak RSS.
+    /// 133 MiB to (see docs/benchmark-log.md) peak RSS.
     ///
     /// It also carries what else a body writer needs of its connection.
     struct OutboundPacer: Sendable {
