@@ -333,8 +333,9 @@ struct RangeResponder: Sendable {
     /// another thread (reading the cache at gigabytes per second) can queue many megabytes first.
     /// After each write the pacer waits for one trip through the connection's event loop, by
     /// which time the write has reached the channel and its writability is current, so at most one
-    /// buffer per connection is ever waiting. Measured: 16 slow clients took the proxy from
-    /// 133 MiB to (see docs/benchmark-log.md) peak RSS.
+    /// buffer per connection is ever waiting. Measured with `Benchmarks/peak-rss-serve.sh` (16
+    /// clients of a 200 MB file): 208–290 MiB of peak RSS without it, 82 MiB with it on the day
+    /// (docs/benchmark-log.md), 30 MiB now (docs/benchmarks.md).
     ///
     /// It also carries what else a body writer needs of its connection.
     struct OutboundPacer: Sendable {
