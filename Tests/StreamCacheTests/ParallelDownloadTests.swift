@@ -83,35 +83,59 @@ import Testing
     /// twelve as well, where eight bring the same bytes as fast.
     @Test func aLongReadSplitAcrossConnectionsCostsEachOfThemTwoRequests() async throws {
         let read = try await Self.readWholeOnFourThrottledConnections(seed: 87)
-        #expect(read.concurrency >= 2)
+        // Split, unless what the resource measured showed no gain: under the full suite's load
+        // two connections once measured 5.8 MB/s together against 4.8 alone (the machine, not the
+        // connections, was the limit), and the read then rightly went on in order, as on a
+        // shared link (aLongReadOnASharedLinkSplitsOnceToMeasureIt).
+        #expect(read.concurrency >= 2 || read.connectionsGainedBy8MiB == false, "\(read.described)")
         // Two each; near the end a share may cost one more where a loaded machine ran a
         // connection late, and the part that measures whether connections gain may find none
         // there (the link looks shared when the machine is the bottleneck) and go on in turns:
         // eleven once in a full run. The doubling took twelve here every time.
-        #expect(read.requests.count <= 2 * 4 + 3, "\(Self.describe(read.requests))")
+        #expect(read.requests.count <= 2 * 4 + 3, "\(read.described)")
     }
 
     /// Reads a 24 MiB file whole on four connections of 4 MB/s each, after `prepare` has told the
     /// resource what it would otherwise measure; checks the bytes, that each came from the origin
     /// once and that no two requests overlap. Returns the origin's requests for the file in the
-    /// order they began, and the most it answered at once.
+    /// order they began, the most it answered at once, whether the resource had measured that
+    /// connections side by side gain once the reader had 8 MiB (by then the read was split or
+    /// not; a measurement grows old after 30 s, which a read in order takes under the
+    /// sanitizer), and all that with what it measured in the end, for a failure's message.
+    ///
+    /// No connection is too fast to split (``StreamCache/Configuration/parallelDownloadThroughputLimit``
+    /// is off): a connection throttled to 4 MB/s is far below the limit, but under the full
+    /// suite's load bytes the engine took late arrive as one burst and can measure far above it.
     static func readWholeOnFourThrottledConnections(seed: UInt64, prepare: (Resource) async -> Void = { _ in })
-        async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int) {
+        async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int, connectionsGainedBy8MiB: Bool?, described: String) {
         let size = 24 << 20
         let (server, data) = try Self.origin(seed: seed, size: size)
         defer { server.stop() }
         server.bytesPerSecond = TestTiming.rate(4_000_000)
         return try await withTemporaryCache(configure: { configuration in
             configuration.parallelDownloads = 4
+            configuration.parallelDownloadThroughputLimit = nil
         }) { (cache: StreamCache) async throws in
             let song = Self.resource(cache, server)
             await prepare(song)
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            let minimumSpeedup = await song.configuration.minimumParallelSpeedup ?? 1
+            var received = Data()
+            var gainedBy8MiB: Bool?
+            for try await chunk in song.read(from: 0) {
+                if received.count < 8 << 20, received.count + chunk.data.count >= 8 << 20 {
+                    gainedBy8MiB = await song.parallelGain.helps(minimumSpeedup: minimumSpeedup)
+                }
+                received.append(chunk.data)
+            }
+            #expect(TestData.sha256(received) == TestData.sha256(data))
             try await Self.waitUntilIdle(song, origin: server)
             let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(Self.describe(requests))")
-            #expect(Self.servedRangesAreDisjoint(server), "\(Self.describe(requests))")
-            return (requests, server.maximumConcurrency(for: Self.path))
+            let gain = await song.parallelGain
+            let described = "\(Self.describe(requests)); one connection alone \(gain.alone().map { "\(Int($0)) B/s" } ?? "-"), "
+                + "several together \(gain.together().map { "\(Int($0)) B/s" } ?? "-"), gain by 8 MiB \(gainedBy8MiB.map { "\($0)" } ?? "unknown")"
+            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "each byte came from the origin once: \(described)")
+            #expect(Self.servedRangesAreDisjoint(server), "\(described)")
+            return (requests, server.maximumConcurrency(for: Self.path), gainedBy8MiB, described)
         }
     }
 
@@ -564,12 +588,18 @@ import Testing
     /// each one), a long read's parts start together, each asking for its share of the read at
     /// once: a first mebibyte would cost each a request more for nothing (the cold 30 MiB read on
     /// the bench's cloud profile took 8 requests that way, 6 now, in the same 2.35 s).
+    ///
+    /// What the resource is told must stand through the read. The reader's own requests measure
+    /// one connection alone, and under the full suite's load, bytes the engine takes late arrive
+    /// as a burst that can measure it far above its cap: told only that two fetch twice what one
+    /// does, the read once went on one connection (a fresh clone's CI run). So it is told that
+    /// several fetch far more than one can be measured at.
     @Test func partsOfAReadOnConnectionsThatGainAskForTheirShareAtOnce() async throws {
-        let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { await $0.learnThatConnectionsGain() }
+        let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { await $0.learnThatConnectionsGain(together: 1e12) }
         let parts = Self.partsFirstRequests(in: read.requests)
-        #expect(!parts.isEmpty, "the read was split: \(Self.describe(read.requests))")
+        #expect(!parts.isEmpty, "the read was split: \(read.described)")
         for part in parts {
-            #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(Self.describe(read.requests))")
+            #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(read.described)")
         }
     }
 
@@ -715,11 +745,12 @@ import Testing
 }
 
 extension Resource {
-    /// What a resource learns when two connections side by side fetched twice what one does:
-    /// each has its own cap, as with cloud storage (see ``ParallelGain``).
-    func learnThatConnectionsGain() {
+    /// What a resource learns when one connection alone fetched 4 MB/s and two side by side
+    /// fetched `together` bytes per second: where that is well above 4 MB/s, each connection has
+    /// its own cap, as with cloud storage (see ``ParallelGain``).
+    func learnThatConnectionsGain(together: Double) {
         parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 4_000_000))
-        parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 2, allRequestsRate: 8_000_000))
+        parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 2, allRequestsRate: together))
     }
 
     /// What a resource learns when one connection alone measured far faster than a link of
