@@ -160,6 +160,7 @@ let package = Package(
             name: "StreamCacheTestSupport",
             dependencies: [
                 "StreamCache",
+                "StreamCacheServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -5,6 +5,7 @@ import HTTPTypes
 import Logging
 import NIOCore
 import StreamCache
+import StreamCacheServer
 
 /// Local stand-ins for the cloud services' documented APIs (`shared/reference/cloud-apis.md`), the
 /// only way to test the sources offline: Yandex.Disk, Dropbox, Google Drive, OneDrive (Graph) and
@@ -80,7 +81,8 @@ public final class CloudTestServer: @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    private var tasks: [Task<Void, any Error>] = []
+    /// The two listeners and the tasks that run them.
+    private var listeners: [(server: StoppableService, task: Task<Void, any Error>)] = []
     /// The API listener's port.
     public private(set) var apiPort = 0
     /// The content listener's port.
@@ -95,10 +97,11 @@ public final class CloudTestServer: @unchecked Sendable {
         contentPort = try await listen(host: .content)
     }
 
-    /// Stops both listeners.
+    /// Stops both listeners, gracefully (see `StoppableService`: a cancelled task traps on a
+    /// connection that arrives as it stops, which a fresh clone's full suite hit once).
     public func stop() async {
-        for task in tasks { task.cancel() }
-        for task in tasks { _ = await task.result }
+        for listener in listeners { await listener.server.stop() }
+        for listener in listeners { _ = await listener.task.result }
     }
 
     // MARK: Set-up and switches
@@ -203,7 +206,10 @@ public final class CloudTestServer: @unchecked Sendable {
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
             logger: Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
         )
-        tasks.append(Task { try await app.run() })
+        // A test ends its reads before it stops the server; a long grace lets a machine too
+        // busy to run the server's task for a while still take every connection it accepted.
+        let server = StoppableService(app, gracePeriod: .seconds(30), logger: app.logger)
+        listeners.append((server, Task { try await server.run() }))
         for await port in stream { return port }
         return 0
     }

@@ -1,4 +1,5 @@
 import Foundation
+import StreamCache
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -35,6 +36,20 @@ public enum RawHTTP {
                 continuation.resume(with: Result { try blockingExchange(port: port, request: request, timeout: timeout) })
             }
         }
+    }
+
+    /// Starts a thread that connects to 127.0.0.1:`port` and closes again at once, over and over
+    /// (5,000 times at most), until the returned call stops it: a crowd of clients arriving while
+    /// a server stops.
+    public static func keepConnecting(port: Int) -> @Sendable () -> Void {
+        let stopped = Locked(false)
+        Thread {
+            for _ in 0..<5_000 where !stopped.withLock({ $0 }) {
+                guard let fd = try? connectedSocket(port: port, timeout: 1) else { continue }
+                close(fd)
+            }
+        }.start()
+        return { stopped.withLock { $0 = true } }
     }
 
     /// A blocking TCP socket connected to 127.0.0.1:`port`, whose sends and receives give up after

@@ -37,7 +37,7 @@ public final class ProxyServer: Sendable {
 
     private enum RunState {
         case idle
-        case running(Task<Void, any Error>)
+        case running(Task<Void, any Error>, StoppableService)
         case stopped
     }
 
@@ -205,7 +205,7 @@ public final class ProxyServer: Sendable {
         var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
         let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
-        let server = try HTTPService.make(
+        let server = StoppableService(try HTTPService.make(
             address: .hostname(configuration.host, port: configuration.port),
             http1: http1Configuration,
             eventLoopGroup: eventLoop,
@@ -214,7 +214,7 @@ public final class ProxyServer: Sendable {
             onServerRunning: { channel in
                 listening.succeed(channel.localAddress?.port ?? configuration.port)
             }
-        )
+        ), gracePeriod: configuration.stopGracePeriod, logger: serverLogger)
         let serve: @Sendable () async throws -> Void = {
             do {
                 try await server.run()
@@ -227,9 +227,9 @@ public final class ProxyServer: Sendable {
         try run.withLock { state in
             guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
             if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
-                state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop), operation: serve))
+                state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop), operation: serve), server)
             } else {
-                state = .running(Task(operation: serve))
+                state = .running(Task(operation: serve), server)
             }
         }
         let port = try await listening.value()
@@ -292,30 +292,31 @@ public final class ProxyServer: Sendable {
     }
 
     /// Stops listening, closes every connection and cancels prefetches started through the
-    /// control API. Cached bytes are kept; call ``StreamCache/shutdown()`` afterwards to record the
-    /// last ones in the index.
+    /// control API. Idle connections close at once; a request in progress may finish within
+    /// ``Configuration/stopGracePeriod``, then it is cut. Cached bytes are kept; call
+    /// ``StreamCache/shutdown()`` afterwards to record the last ones in the index.
     public func stop() async {
-        let task = run.withLock { state -> Task<Void, any Error>? in
+        let running = run.withLock { state -> (task: Task<Void, any Error>, server: StoppableService)? in
             defer { state = .stopped }
-            if case .running(let task) = state { return task }
+            if case .running(let task, let server) = state { return (task, server) }
             return nil
         }
-        task?.cancel()
-        _ = await task?.result
+        await running?.server.stop()
+        _ = await running?.task.result
         await core.cancelAllPrefetches()
     }
 
     /// Runs until the task is cancelled, then stops.
     public func run() async throws {
         if baseURL == nil { try await start() }
-        let task = run.withLock { state -> Task<Void, any Error>? in
-            if case .running(let task) = state { return task }
+        let running = run.withLock { state -> (task: Task<Void, any Error>, server: StoppableService)? in
+            if case .running(let task, let server) = state { return (task, server) }
             return nil
         }
         await withTaskCancellationHandler {
-            _ = await task?.result
+            _ = await running?.task.result
         } onCancel: {
-            task?.cancel()
+            Task { await running?.server.stop() }
         }
         await stop()
     }

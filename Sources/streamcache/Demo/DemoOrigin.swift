@@ -27,7 +27,7 @@ final class DemoOrigin: Sendable {
     let token: String
     private let files: [String: (data: Data, etag: String)]
     private let counters = Locked(Counters())
-    private let listening = Locked<(port: Int?, task: Task<Void, any Error>?)>((nil, nil))
+    private let listening = Locked<(port: Int?, task: Task<Void, any Error>?, server: StoppableService?)>((nil, nil, nil))
 
     init(files: [ToneGenerator.Track]) {
         self.token = "demo-" + UUID().uuidString.lowercased()
@@ -44,26 +44,28 @@ final class DemoOrigin: Sendable {
     /// Starts listening on a free loopback port and returns the folder URL (`…/music/`).
     func start() async throws -> URL {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let server = try HTTPService.make(
+        let logger = Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
+        let server = StoppableService(try HTTPService.make(
             address: .hostname("127.0.0.1", port: 0),
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            logger: Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() }),
+            logger: logger,
             respond: { [self] request, _ in self.respond(to: request) },
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
-        )
+        ), logger: logger)
         let task = Task { try await server.run() }
         var port = 0
         for await value in stream {
             port = value
             break
         }
-        listening.withLock { $0 = (port, task) }
+        listening.withLock { $0 = (port, task, server) }
         return URL(string: "http://127.0.0.1:\(port)/music/")!
     }
 
+    /// Stops gracefully (see ``StoppableService``): the demo's proxy may still connect.
     func stop() async {
-        let task = listening.withLock { $0.task }
-        task?.cancel()
+        let (task, server) = listening.withLock { ($0.task, $0.server) }
+        await server?.stop()
         _ = await task?.result
     }
 
