@@ -60,9 +60,11 @@ import Testing
             let song = Self.resource(cache, server)
             var received = Data()
             var previousEnd: Int64 = 0
+            var gainedBy8MiB: Bool?
             for try await chunk in song.read(from: 0) {
                 #expect(chunk.offset == previousEnd, "chunks arrive in order")
                 previousEnd = chunk.range.upperBound
+                if received.count < 8 << 20, received.count + chunk.data.count >= 8 << 20 { gainedBy8MiB = await Self.connectionsGain(song) }
                 received.append(chunk.data)
             }
             #expect(TestData.sha256(received) == TestData.sha256(data))
@@ -70,8 +72,11 @@ import Testing
             #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
             let concurrency = server.maximumConcurrency(for: Self.path)
             // At least two parts at once (a machine busy with other suites once stretched this read
-            // to 17 s and its parts overlapped two at a time), never more than configured.
-            #expect(concurrency >= 2 && concurrency <= 4, "connections at once: \(concurrency)")
+            // to 17 s and its parts overlapped two at a time), unless the resource measured by then
+            // that they gain nothing (a fresh clone's full run: the loaded machine, not the
+            // connections, was the limit, and the read rightly went on in order); never more than
+            // configured.
+            #expect((concurrency >= 2 || gainedBy8MiB == false) && concurrency <= 4, "connections at once: \(concurrency)")
             print("parallel read: \(server.requests.count) origin requests, at most \(concurrency) at once")
         }
     }
@@ -118,13 +123,10 @@ import Testing
         }) { (cache: StreamCache) async throws in
             let song = Self.resource(cache, server)
             await prepare(song)
-            let minimumSpeedup = await song.configuration.minimumParallelSpeedup ?? 1
             var received = Data()
             var gainedBy8MiB: Bool?
             for try await chunk in song.read(from: 0) {
-                if received.count < 8 << 20, received.count + chunk.data.count >= 8 << 20 {
-                    gainedBy8MiB = await song.parallelGain.helps(minimumSpeedup: minimumSpeedup)
-                }
+                if received.count < 8 << 20, received.count + chunk.data.count >= 8 << 20 { gainedBy8MiB = await Self.connectionsGain(song) }
                 received.append(chunk.data)
             }
             #expect(TestData.sha256(received) == TestData.sha256(data))
@@ -137,6 +139,12 @@ import Testing
             #expect(Self.servedRangesAreDisjoint(server), "\(described)")
             return (requests, server.maximumConcurrency(for: Self.path), gainedBy8MiB, described)
         }
+    }
+
+    /// Whether `resource` measured that its connections side by side gain (`nil`: not known).
+    static func connectionsGain(_ resource: Resource) async -> Bool? {
+        let minimumSpeedup = await resource.configuration.minimumParallelSpeedup ?? 1
+        return await resource.parallelGain.helps(minimumSpeedup: minimumSpeedup)
     }
 
     /// The origin's requests as `bytes=a-b` and the body bytes each was sent, for a failure's message.
