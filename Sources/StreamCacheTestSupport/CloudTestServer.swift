@@ -82,7 +82,7 @@ public final class CloudTestServer: @unchecked Sendable {
 
     private let state = Locked(State())
     /// The two listeners and the tasks that run them.
-    private var listeners: [(server: StoppableService, task: Task<Void, any Error>)] = []
+    private var listeners: [StoppableServer] = []
     /// The API listener's port.
     public private(set) var apiPort = 0
     /// The content listener's port.
@@ -97,11 +97,10 @@ public final class CloudTestServer: @unchecked Sendable {
         contentPort = try await listen(host: .content)
     }
 
-    /// Stops both listeners, gracefully (see `StoppableService`: a cancelled task traps on a
+    /// Stops both listeners, gracefully (see `StoppableServer`: a cancelled task traps on a
     /// connection that arrives as it stops, which a fresh clone's full suite hit once).
     public func stop() async {
-        for listener in listeners { await listener.server.stop() }
-        for listener in listeners { _ = await listener.task.result }
+        for listener in listeners { await listener.stop() }
     }
 
     // MARK: Set-up and switches
@@ -195,21 +194,19 @@ public final class CloudTestServer: @unchecked Sendable {
 
     private func listen(host: Host) async throws -> Int {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let connections = OpenConnections()
         let app = Application(
             responder: CallbackResponder<BasicRequestContext> { [self] request, _ in
                 var body = Data()
                 for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
                 return self.respond(host: host, request: request, body: body)
             },
-            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionCounter(host: host, state: self.state)])),
+            server: .http1(configuration: .init(additionalChannelHandlers: [connections.handler(), ConnectionCounter(host: host, state: self.state)])),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
             logger: Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
         )
-        // A test ends its reads before it stops the server; a long grace lets a machine too
-        // busy to run the server's task for a while still take every connection it accepted.
-        let server = StoppableService(app, gracePeriod: .seconds(30), logger: app.logger)
-        listeners.append((server, Task { try await server.run() }))
+        listeners.append(StoppableServer(app, connections: connections, logger: app.logger) { _ in continuation.finish() })
         for await port in stream { return port }
         return 0
     }

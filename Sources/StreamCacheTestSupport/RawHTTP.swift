@@ -102,6 +102,7 @@ public enum RawHTTP {
     public final class Connection: Sendable {
         private let fd: Int32
         private let timeout: Double
+        private let closedByPeer = Locked(false)
 
         /// Connects (by default with a small receive window) and sends `request`.
         public init(port: Int, request: Data, receiveBufferSize: Int? = 16 * 1024, timeout: Double = 10) throws {
@@ -129,6 +130,10 @@ public enum RawHTTP {
         /// Reads until the server closes or the timeout passes.
         public func readToEnd() async -> Data { await read(upTo: Int.max) }
 
+        /// Whether a read ended because the server closed the connection (an end of stream or a
+        /// reset), not because of the timeout or the limit.
+        public var peerClosed: Bool { closedByPeer.withLock { $0 } }
+
         /// The bytes that arrived and were not read yet, without waiting or taking them (`FIONREAD`).
         public var unreadByteCount: Int {
             var count: Int32 = 0
@@ -141,6 +146,9 @@ public enum RawHTTP {
             let deadline = Date().addingTimeInterval(timeout)
             while received.count < limit, Date() < deadline {
                 let count = recv(fd, &buffer, min(buffer.count, limit - received.count), 0)
+                if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                    closedByPeer.withLock { $0 = true }
+                }
                 if count <= 0 { break }
                 received.append(contentsOf: buffer[0..<count])
             }

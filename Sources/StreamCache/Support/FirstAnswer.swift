@@ -6,9 +6,9 @@
 /// on Linux on a loaded machine took seconds) would hold up whoever waits. Here the operation is
 /// cancelled at the deadline and left to end on its own; both tasks end within the deadline or
 /// at the operation's next cancellation check.
-enum FirstAnswer {
+package enum FirstAnswer {
     /// The operation's result, or `timedOut` once `timeout` has passed.
-    static func of<Value: Sendable>(
+    package static func of<Value: Sendable>(
         _ operation: @escaping @Sendable () async throws -> Value,
         within timeout: Duration,
         timedOut: @escaping @Sendable () -> any Error

@@ -16,12 +16,15 @@ package enum HTTPService {
     /// Answers one request; `channel` is the connection it arrived on.
     package typealias Responder = @Sendable (Request, any Channel) async throws -> Response
 
-    /// A server that answers with `respond`; run it (`run()`) to bind and serve, cancel that task
-    /// to stop.
-    package static func make(address: BindAddress, http1: HTTP1Channel.Configuration = .init(), eventLoopGroup: any EventLoopGroup,
-                             logger: Logger, respond: @escaping Responder,
+    /// A server that answers with `respond`, its connections tracked in `connections`; run it
+    /// with ``StoppableServer``, which binds, serves, and stops it.
+    package static func make(address: BindAddress, http1: HTTP1Channel.Configuration = .init(), connections: OpenConnections,
+                             eventLoopGroup: any EventLoopGroup, logger: Logger, respond: @escaping Responder,
                              onServerRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let date = CurrentHTTPDate()
+        var http1 = http1
+        let handlers = http1.additionalChannelHandlers
+        http1.additionalChannelHandlers = { [connections.handler()] + handlers() }
         return try HTTPServerBuilder.http1(configuration: http1).buildServer(
             configuration: ServerConfiguration(address: address, serverName: nil),
             eventLoopGroup: eventLoopGroup,

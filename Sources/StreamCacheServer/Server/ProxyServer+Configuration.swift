@@ -23,8 +23,9 @@ extension ProxyServer {
         public var maximumHeaderSize = 16 * 1024
         /// How long an idle keep-alive connection stays open.
         public var idleConnectionTimeout: Duration = .seconds(120)
-        /// How long requests in progress may go on once ``ProxyServer/stop()`` began (a player
-        /// streaming a long file is cut then); idle connections close at once.
+        /// How long requests in progress may go on once ``ProxyServer/stop()`` began; then their
+        /// connections are closed (a player streaming a long file is cut). Idle connections
+        /// close at once. Zero cuts every request at once.
         public var stopGracePeriod: Duration = .seconds(1)
         /// Whether cached bytes go to the socket with `sendfile` (zero-copy) rather than through a
         /// buffer. On by default; off gives back the buffered path (for comparison, or a platform

@@ -37,7 +37,7 @@ public final class ProxyServer: Sendable {
 
     private enum RunState {
         case idle
-        case running(Task<Void, any Error>, StoppableService)
+        case running(StoppableServer)
         case stopped
     }
 
@@ -205,32 +205,24 @@ public final class ProxyServer: Sendable {
         var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
         let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
-        let server = StoppableService(try HTTPService.make(
+        let connections = OpenConnections()
+        let service = try HTTPService.make(
             address: .hostname(configuration.host, port: configuration.port),
             http1: http1Configuration,
+            connections: connections,
             eventLoopGroup: eventLoop,
             logger: serverLogger,
             respond: { request, channel in try await responder.respond(to: request, context: ProxyRequestContext(channel: channel)) },
             onServerRunning: { channel in
                 listening.succeed(channel.localAddress?.port ?? configuration.port)
             }
-        ), gracePeriod: configuration.stopGracePeriod, logger: serverLogger)
-        let serve: @Sendable () async throws -> Void = {
-            do {
-                try await server.run()
-                listening.fail(StreamCacheError(.invalidArgument, "The server stopped before it listened."))
-            } catch {
-                listening.fail(error)
-                throw error
-            }
-        }
+        )
         try run.withLock { state in
             guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-            if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
-                state = .running(Task(executorPreference: EventLoopTaskExecutor(eventLoop), operation: serve), server)
-            } else {
-                state = .running(Task(operation: serve), server)
-            }
+            state = .running(StoppableServer(service, connections: connections, gracePeriod: configuration.stopGracePeriod, logger: serverLogger,
+                                             eventLoop: eventLoop) { error in
+                listening.fail(error ?? StreamCacheError(.invalidArgument, "The server stopped before it listened."))
+            })
         }
         let port = try await listening.value()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
@@ -296,27 +288,26 @@ public final class ProxyServer: Sendable {
     /// ``Configuration/stopGracePeriod``, then it is cut. Cached bytes are kept; call
     /// ``StreamCache/shutdown()`` afterwards to record the last ones in the index.
     public func stop() async {
-        let running = run.withLock { state -> (task: Task<Void, any Error>, server: StoppableService)? in
+        let server = run.withLock { state -> StoppableServer? in
             defer { state = .stopped }
-            if case .running(let task, let server) = state { return (task, server) }
+            if case .running(let server) = state { return server }
             return nil
         }
-        await running?.server.stop()
-        _ = await running?.task.result
+        await server?.stop()
         await core.cancelAllPrefetches()
     }
 
     /// Runs until the task is cancelled, then stops.
     public func run() async throws {
         if baseURL == nil { try await start() }
-        let running = run.withLock { state -> (task: Task<Void, any Error>, server: StoppableService)? in
-            if case .running(let task, let server) = state { return (task, server) }
+        let server = run.withLock { state -> StoppableServer? in
+            if case .running(let server) = state { return server }
             return nil
         }
         await withTaskCancellationHandler {
-            _ = await running?.task.result
+            await server?.waitUntilEnded()
         } onCancel: {
-            Task { await running?.server.stop() }
+            Task { await server?.stop() }
         }
         await stop()
     }

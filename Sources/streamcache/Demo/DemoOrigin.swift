@@ -27,7 +27,7 @@ final class DemoOrigin: Sendable {
     let token: String
     private let files: [String: (data: Data, etag: String)]
     private let counters = Locked(Counters())
-    private let listening = Locked<(port: Int?, task: Task<Void, any Error>?, server: StoppableService?)>((nil, nil, nil))
+    private let listening = Locked<(port: Int?, server: StoppableServer?)>((nil, nil))
 
     init(files: [ToneGenerator.Track]) {
         self.token = "demo-" + UUID().uuidString.lowercased()
@@ -45,28 +45,28 @@ final class DemoOrigin: Sendable {
     func start() async throws -> URL {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let logger = Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
-        let server = StoppableService(try HTTPService.make(
+        let connections = OpenConnections()
+        let server = StoppableServer(try HTTPService.make(
             address: .hostname("127.0.0.1", port: 0),
+            connections: connections,
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             logger: logger,
             respond: { [self] request, _ in self.respond(to: request) },
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
-        ), logger: logger)
-        let task = Task { try await server.run() }
+        ), connections: connections, logger: logger) { _ in continuation.finish() }
         var port = 0
         for await value in stream {
             port = value
             break
         }
-        listening.withLock { $0 = (port, task, server) }
+        guard port != 0 else { throw StreamCacheError(.originUnavailable, "The demo's origin could not listen on 127.0.0.1.") }
+        listening.withLock { $0 = (port, server) }
         return URL(string: "http://127.0.0.1:\(port)/music/")!
     }
 
-    /// Stops gracefully (see ``StoppableService``): the demo's proxy may still connect.
+    /// Stops gracefully (see ``StoppableServer``): the demo's proxy may still connect.
     func stop() async {
-        let (task, server) = listening.withLock { ($0.task, $0.server) }
-        await server?.stop()
-        _ = await task?.result
+        await listening.withLock { $0.server }?.stop()
     }
 
     private func respond(to request: Request) -> Response {
