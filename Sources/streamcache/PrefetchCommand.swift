@@ -119,15 +119,19 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     /// Has the server that holds the cache directory do the prefetch, and waits for it: the
     /// bytes go into the cache the server plays from. This command's download options do not
-    /// apply (the server's do). Ctrl-C stops the wait; the server goes on.
+    /// apply (the server's do). Ctrl-C stops the server's prefetch too, as it stops one this
+    /// command runs itself; what came stays in the cache.
     private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
         server.tellHandOver(of: cache.directory, "it does this prefetch")
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
         let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)
+        // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
+        let registered = Locked<String?>(nil)
         let interruption = try await TerminationSignals.cancelling {
             var status = try await server.register(url, headers: headers)
             let id = status.id
+            registered.withLock { $0 = id }
             status = try await server.startPrefetch(of: id, request)
             // Polled at a steady pace, for as long as the prefetch runs (it ends, or fails, on
             // the server's side; a server that stops ends the polling with an error).
@@ -153,7 +157,14 @@ struct PrefetchCommand: AsyncParsableCommand {
             }
         }
         if let interruption {
-            Self.printToStandardError("streamcache: the server goes on with the prefetch.\n")
+            if let id = registered.withLock({ $0 }) {
+                do {
+                    _ = try await server.stopPrefetch(of: id)
+                    Self.printToStandardError("streamcache: the server stopped the prefetch; what came is in the cache.\n")
+                } catch {
+                    Self.printToStandardError("streamcache: the server could not be told to stop the prefetch (\(error)); it goes on.\n")
+                }
+            }
             throw TerminationSignals.exit(stoppedBy: interruption)
         }
     }

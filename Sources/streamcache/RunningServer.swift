@@ -119,6 +119,12 @@ struct RunningServer: Sendable {
         try decoded(try await call("POST", "/api/resources/\(id)/prefetch", body: try JSONEncoder().encode(request)))
     }
 
+    /// Stops the server's prefetch of the resource `id` (`DELETE /api/resources/{id}/prefetch`);
+    /// returns once it has stopped.
+    func stopPrefetch(of id: String) async throws -> ControlAPI.ResourceStatus {
+        try decoded(try await call("DELETE", "/api/resources/\(id)/prefetch"))
+    }
+
     /// The status of the resource `id`.
     func status(of id: String) async throws -> ControlAPI.ResourceStatus {
         try decoded(try await call("GET", "/api/resources/\(id)"))

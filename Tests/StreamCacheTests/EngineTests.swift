@@ -597,6 +597,37 @@ extension EngineTests {
         }
     }
 
+    /// Cancelling a prefetch stops its downloads, the request in flight included (an app's "stop
+    /// downloading this album"); what came stays cached, and the origin gets no request after it.
+    /// Before, the downloads went on to the end of the file.
+    @Test func cancellingAPrefetchStopsItsDownloads() async throws {
+        let size = 6_000_000
+        let (server, _) = try makeOrigin(size: size, seed: 31)
+        defer { server.stop() }
+        // Every answer stops after 700 kB until the end, so the prefetch cannot finish first.
+        let released = Locked(false)
+        defer { released.withLock { $0 = true } }
+        server.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
+        try await withTemporaryCache { cache in
+            let song = resource(cache, server)
+            let prefetch = Task { try await song.prefetch() }
+            for _ in 0..<(250 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < 700_000 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            prefetch.cancel()
+            await #expect(throws: CancellationError.self) { try await prefetch.value }
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10), checkingEvery: .milliseconds(20)))
+            let stoppedAt = ContinuousClock.now
+            released.withLock { $0 = true }
+            for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await Task.sleep(for: .milliseconds(300))
+            let late = server.requests.filter { $0.interval.lowerBound >= stoppedAt }
+            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+            #expect(server.bodyBytesSent(for: Self.path) < Int64(size))
+            #expect(try await song.cachedRanges.coveredByteCount >= 700_000, "what came stays cached")
+        }
+    }
+
     /// A prefetch of many segments completes (each wake-up is progress, not a failed re-plan).
     @Test func prefetchOfALargeResourceCompletes() async throws {
         let (server, data) = try makeOrigin(size: 40_000_000)

@@ -253,6 +253,54 @@ import Testing
         }
     }
 
+    /// `DELETE /api/resources/{id}/prefetch` stops a prefetch the API started (what Ctrl-C on
+    /// `streamcache prefetch` beside a server asks for): it answers once the prefetch has ended,
+    /// the origin gets no request after it, and the next prefetch fetches only the bytes that
+    /// had not come.
+    @Test func controlAPIStopsAPrefetch() async throws {
+        try await Self.withProxy { server, origin in
+            let size = 6_000_000
+            let data = TestData.random(count: size, seed: 313)
+            origin.setFile("/long.flac", data: data, contentType: "audio/flac")
+            // Every answer stops after 700 kB until the end, so the prefetch cannot finish first.
+            let released = Locked(false)
+            defer { released.withLock { $0 = true } }
+            origin.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
+            let registration = server.register(url: origin.url("/long.flac"), headers: ["Authorization": Self.secret])
+            let api = try #require(server.baseURL?.appendingPathComponent("api/resources/\(registration.id)/prefetch"))
+            let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
+            #expect(try await Self.curl(api, auth + ["-X", "POST"]).status == 202)
+            let resource = try #require(server.resource(for: registration))
+            for _ in 0..<(250 * TestTiming.slowdown) where try await resource.cachedRanges.coveredByteCount < 700_000 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let stop = try await Self.curl(api, auth + ["-X", "DELETE"])
+            #expect(stop.status == 200)
+            let stopped = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: stop.body)
+            #expect(!stopped.prefetching && stopped.prefetchError == nil && stopped.state == "partial", "\(stopped)")
+            let stoppedAt = ContinuousClock.now
+            #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(20)),
+                    "the prefetch's downloads were cut")
+            released.withLock { $0 = true }
+            for _ in 0..<50 where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await Task.sleep(for: .milliseconds(300))
+            let late = origin.requests.filter { $0.path == "/long.flac" && $0.interval.lowerBound >= stoppedAt }
+            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+            // Stopping again, or one that is not running, is no error.
+            #expect(try await Self.curl(api, auth + ["-X", "DELETE"]).status == 200)
+            #expect(try await Self.curl(server.baseURL!.appendingPathComponent("api/resources/nope/prefetch"), auth + ["-X", "DELETE"]).status == 404)
+
+            origin.faults = nil
+            let kept = try await resource.cachedRanges.coveredByteCount
+            let sentBefore = origin.bodyBytesSent(for: "/long.flac")
+            let finished = try await Self.curl(api, auth + ["-X", "POST", "-G", "-d", "wait=1"])
+            let after = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: finished.body)
+            #expect(after.state == "complete", "\(after)")
+            #expect(origin.bodyBytesSent(for: "/long.flac") - sentBefore == Int64(size) - kept, "only the bytes that had not come are fetched")
+            #expect(TestData.sha256(try await Self.curl(URL(string: after.streamURL)!).body) == TestData.sha256(data))
+        }
+    }
+
     @Test func controlAPIRegistersListsPrefetchesAndRemoves() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 3_000_000, seed: 303)

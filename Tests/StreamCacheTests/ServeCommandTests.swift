@@ -311,6 +311,54 @@ import Glibc
         }
     }
 
+    /// Ctrl-C on a `prefetch` that a running server does for it stops the server's prefetch too,
+    /// as it stops one the command runs itself: exit 130, a line that says so, no request to the
+    /// origin after it, and what came is in the server's cache.
+    @Test func anInterruptedPrefetchBesideAServerStopsTheServersPrefetch() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let size = 6_000_000
+        origin.setFile("/long.flac", data: TestData.random(count: size, seed: 523), contentType: "audio/flac")
+        // Every answer stops after 700 kB until the end, so the prefetch cannot finish first.
+        let released = Locked(false)
+        defer { released.withLock { $0 = true } }
+        origin.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
+        try await withTemporaryDirectory { work in
+            let cacheDir = work.appendingPathComponent("cache")
+            let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
+            defer { server.signal(SIGKILL) }
+            let record = cacheDir.appendingPathComponent("server.json")
+            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+            let errors = work.appendingPathComponent("stderr")
+            _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+            let prefetch = try CommandLineTool.start(["prefetch", origin.url("/long.flac").absoluteString, "--cache-dir", cacheDir.path],
+                                                     stderr: try FileHandle(forWritingTo: errors))
+            defer { prefetch.signal(SIGKILL) }
+            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: "/long.flac") + Int64(origin.requestsBeingAnswered) * 700_000 < 700_000 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(origin.requestsBeingAnswered > 0, "the server's prefetch is under way")
+            #expect(prefetch.isRunning)
+            prefetch.signal(SIGINT)
+            for _ in 0..<(500 * TestTiming.slowdown) where prefetch.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(prefetch.terminationReason == .exit && prefetch.terminationStatus == 130)
+            let said = try String(contentsOf: errors, encoding: .utf8)
+            #expect(said.contains("the server stopped the prefetch; what came is in the cache."), "\(said)")
+            // The command ended after the server's prefetch had: the origin's answers may go on
+            // now, and no request comes after them.
+            let stopped = ContinuousClock.now
+            released.withLock { $0 = true }
+            for _ in 0..<50 where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await Task.sleep(for: .milliseconds(300))
+            let late = origin.requests.filter { $0.path == "/long.flac" && $0.interval.lowerBound >= stopped }
+            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+            #expect(origin.bodyBytesSent(for: "/long.flac") < Int64(size))
+            #expect(try await Self.terminate(server) == 0)
+            let listed = try await CommandLineTool.run(["cache", "info", CacheKey(url: origin.url("/long.flac")).rawValue, "--json", "--cache-dir", cacheDir.path])
+            #expect(listed.status == 0 && !listed.output.contains("\"complete\" : true"), "\(listed.output)")
+        }
+    }
+
     /// The samples of a Prometheus text exposition, by name with labels as printed.
     static func prometheusSamples(_ text: String) -> [String: Double] {
         var samples: [String: Double] = [:]

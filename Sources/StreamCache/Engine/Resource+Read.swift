@@ -85,7 +85,8 @@ extension Resource {
     /// and returns when they are all cached.
     ///
     /// Cached bytes are skipped without being read; downloads started here are not stopped for
-    /// lack of readers.
+    /// lack of readers while it runs. Cancelling the task stops them too (those a player reads
+    /// from go on for the player); what they fetched stays cached.
     ///
     /// - Throws: ``StreamCacheError`` when the origin fails, `CancellationError` when cancelled.
     public func prefetch(_ range: ByteRange? = nil) async throws {
@@ -235,6 +236,7 @@ extension Resource {
         guard let reader = readers.removeValue(forKey: readerID) else { return }
         logger.debug("read ended", metadata: ["key": "\(key)", "reader": "\(readerID)", "at": "\(reader.position)"])
         usage.end(key)
+        if reader.isPrefetch { endDownloadsOfEndedPrefetch() }
         releaseHeldPartsWhoseTurnCame()
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground {
@@ -242,6 +244,26 @@ extension Resource {
             replanParallelDownloads()
         }
         startFillingSmallGap()
+    }
+
+    /// A prefetch ended (done, failed, or cancelled by its caller): the downloads it kept going
+    /// that no other prefetch needs stop being a prefetch's. One a player reads from goes on as
+    /// that player's (and stops as a player's does); the others are cut at once, request in flight
+    /// and all. A prefetch that is done has nothing left for them to fetch, and one its caller
+    /// cancelled (an app's "stop downloading", `DELETE /api/resources/{id}/prefetch`) must stop
+    /// fetching: before, its downloads went on to the end of the file.
+    func endDownloadsOfEndedPrefetch() {
+        func wanted(_ reader: ReaderState) -> ByteRange { ByteRange(reader.position, max(reader.position, reader.end)) }
+        for (id, download) in downloads where download.kind == .prefetch {
+            let needers = readers.values.filter { wanted($0).overlaps(download.window) }
+            if needers.contains(where: \.isPrefetch) { continue }
+            if !needers.isEmpty {
+                downloads[id]?.kind = .read
+                continue
+            }
+            download.task?.cancel()
+            releaseHold(of: id)
+        }
     }
 
     /// Waits until the byte at `position` is cached and returns the cached run that starts there

@@ -10,7 +10,7 @@ import NIOCore
 import StreamCache
 import StreamCacheHLS
 
-/// Serves `/api/…`: registers, lists, removes and prefetches resources; pins, unpins and deletes
+/// Serves `/api/…`: registers, lists, removes, prefetches resources and stops their prefetches; pins, unpins and deletes
 /// the cache's entries by key (`/api/cache/{key}`, what `streamcache cache pin`, `unpin` and `clear`
 /// do beside a running server); and tells the cache's totals (`/api/stats`) and metrics
 /// (`/api/metrics`).
@@ -45,6 +45,10 @@ struct ControlAPIResponder: Sendable {
             return await remove(id: path[1], purge: request.uri.queryParameters["purge"].map { $0 == "1" || $0 == "true" } ?? false)
         case (.post, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
             return await prefetch(id: path[1], request: &request)
+        case (.delete, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
+            guard let stream = server.registry.stream(id: path[1]) else { return Self.notFound() }
+            await server.stopPrefetch(id: stream.registration.id)
+            return Self.json(.ok, await server.status(of: stream))
         case (.put, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
             return await setPinned(true, key: path[1])
         case (.delete, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":

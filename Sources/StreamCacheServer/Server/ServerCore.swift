@@ -171,6 +171,14 @@ final class ServerCore: Sendable {
 
     func playlistPrefetchProgress(id: String) -> HLSPrefetchProgress? { prefetches.withLock { $0[id]?.hls } }
 
+    /// Stops the prefetch the API started for `id`, if one runs, and returns once it has ended:
+    /// its downloads are over, and what they fetched is in the cache.
+    func stopPrefetch(id: String) async {
+        let task = prefetches.withLock { $0.removeValue(forKey: id) }?.task
+        task?.cancel()
+        await task?.value
+    }
+
     func cancelPrefetch(id: String) {
         prefetches.withLock { $0.removeValue(forKey: id) }?.task.cancel()
     }
