@@ -81,7 +81,7 @@ public final class CloudTestServer: @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    /// The two listeners and the tasks that run them.
+    /// The two listeners.
     private var listeners: [StoppableServer] = []
     /// The API listener's port.
     public private(set) var apiPort = 0
