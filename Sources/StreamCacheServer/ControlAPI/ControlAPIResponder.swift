@@ -10,10 +10,10 @@ import NIOCore
 import StreamCache
 import StreamCacheHLS
 
-/// Serves `/api/…`: registers, lists, removes, prefetches resources and stops their prefetches; pins, unpins and deletes
-/// the cache's entries by key (`/api/cache/{key}`, what `streamcache cache pin`, `unpin` and `clear`
-/// do beside a running server); and tells the cache's totals (`/api/stats`) and metrics
-/// (`/api/metrics`).
+/// Serves `/api/…`: registers, lists, removes and prefetches resources, and stops their
+/// prefetches; pins, unpins and deletes the cache's entries by key (`/api/cache/{key}`, what
+/// `streamcache cache pin`, `unpin` and `clear` do beside a running server); and tells the cache's
+/// totals (`/api/stats`) and metrics (`/api/metrics`).
 ///
 /// Every request needs `Authorization: Bearer <control token>` (401 otherwise) and, unless the
 /// server allows remote control, a loopback peer (403 otherwise). Request bodies are JSON of at
