@@ -23,11 +23,6 @@ package final class OpenConnections: Sendable {
         Tracker(connections: self)
     }
 
-    /// How many connections are open.
-    package var count: Int {
-        state.withLock { $0.channels.count }
-    }
-
     /// Closes every open connection, and from now on each new one as soon as it is set up;
     /// returns how many were open.
     @discardableResult
