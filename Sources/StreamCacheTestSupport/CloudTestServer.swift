@@ -194,19 +194,20 @@ public final class CloudTestServer: @unchecked Sendable {
 
     private func listen(host: Host) async throws -> Int {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let connections = OpenConnections()
-        let app = Application(
-            responder: CallbackResponder<BasicRequestContext> { [self] request, _ in
-                var body = Data()
-                for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
-                return self.respond(host: host, request: request, body: body)
-            },
-            server: .http1(configuration: .init(additionalChannelHandlers: [connections.handler(), ConnectionCounter(host: host, state: self.state)])),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
-            logger: Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        listeners.append(StoppableServer(app, connections: connections, logger: app.logger) { _ in continuation.finish() })
+        let logger = Logger(label: "cloud-test-server", factory: { _ in SwiftLogNoOpLogHandler() })
+        listeners.append(StoppableServer(logger: logger, onExit: { _ in continuation.finish() }) { connections in
+            Application(
+                responder: CallbackResponder<BasicRequestContext> { [self] request, _ in
+                    var body = Data()
+                    for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
+                    return self.respond(host: host, request: request, body: body)
+                },
+                server: .http1(configuration: .init(additionalChannelHandlers: [connections.handler(), ConnectionCounter(host: host, state: self.state)])),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+                logger: logger
+            )
+        })
         for await port in stream { return port }
         return 0
     }

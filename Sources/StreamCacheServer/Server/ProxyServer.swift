@@ -205,23 +205,22 @@ public final class ProxyServer: Sendable {
         var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
         let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
-        let connections = OpenConnections()
-        let service = try HTTPService.make(
-            address: .hostname(configuration.host, port: configuration.port),
-            http1: http1Configuration,
-            connections: connections,
-            eventLoopGroup: eventLoop,
-            logger: serverLogger,
-            respond: { request, channel in try await responder.respond(to: request, context: ProxyRequestContext(channel: channel)) },
-            onServerRunning: { channel in
-                listening.succeed(channel.localAddress?.port ?? configuration.port)
-            }
-        )
         try run.withLock { state in
             guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-            state = .running(StoppableServer(service, connections: connections, gracePeriod: configuration.stopGracePeriod, logger: serverLogger,
-                                             eventLoop: eventLoop) { error in
+            state = .running(try StoppableServer(gracePeriod: configuration.stopGracePeriod, logger: serverLogger, eventLoop: eventLoop, onExit: { error in
                 listening.fail(error ?? StreamCacheError(.invalidArgument, "The server stopped before it listened."))
+            }) { connections in
+                try HTTPService.make(
+                    address: .hostname(configuration.host, port: configuration.port),
+                    http1: http1Configuration,
+                    connections: connections,
+                    eventLoopGroup: eventLoop,
+                    logger: serverLogger,
+                    respond: { request, channel in try await responder.respond(to: request, context: ProxyRequestContext(channel: channel)) },
+                    onServerRunning: { channel in
+                        listening.succeed(channel.localAddress?.port ?? configuration.port)
+                    }
+                )
             })
         }
         let port = try await listening.value()

@@ -23,17 +23,21 @@ package final class StoppableServer: Sendable {
     private let logger: Logger
     private let task: Task<Void, any Error>
 
-    /// Starts running `service` in a new task.
+    /// Makes the server with `makeService` and starts running it in a new task.
     ///
     /// - Parameters:
-    ///   - service: The server; each connection's pipeline must have `connections.handler()`.
-    ///   - connections: The connections `service` accepted and has not closed.
     ///   - gracePeriod: How long requests in progress may go on once a stop began.
+    ///   - logger: Where the stop's trouble is told.
     ///   - eventLoop: Where the task runs, when it should run on the loop that serves the
     ///     connections (see ``ProxyServer/start()``); else on Swift's global executor.
     ///   - onExit: Called once the server ended, with the error it ended with, if any.
-    package init(_ service: any Service, connections: OpenConnections, gracePeriod: Duration = .seconds(1), logger: Logger,
-                 eventLoop: (any EventLoop)? = nil, onExit: @escaping @Sendable ((any Error)?) -> Void = { _ in }) {
+    ///   - makeService: Makes the server; each connection's pipeline must have the handler of the
+    ///     ``OpenConnections`` it is given, which the stop closes once the grace period is over.
+    package init(gracePeriod: Duration = .seconds(1), logger: Logger, eventLoop: (any EventLoop)? = nil,
+                 onExit: @escaping @Sendable ((any Error)?) -> Void = { _ in },
+                 makeService: (OpenConnections) throws -> any Service) rethrows {
+        let connections = OpenConnections()
+        let service = try makeService(connections)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [.init(service: service)], logger: logger))
         self.group = group
         self.connections = connections

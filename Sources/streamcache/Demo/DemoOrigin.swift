@@ -45,15 +45,16 @@ final class DemoOrigin: Sendable {
     func start() async throws -> URL {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let logger = Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
-        let connections = OpenConnections()
-        let server = StoppableServer(try HTTPService.make(
-            address: .hostname("127.0.0.1", port: 0),
-            connections: connections,
-            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            logger: logger,
-            respond: { [self] request, _ in self.respond(to: request) },
-            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
-        ), connections: connections, logger: logger) { _ in continuation.finish() }
+        let server = try StoppableServer(logger: logger, onExit: { _ in continuation.finish() }) { connections in
+            try HTTPService.make(
+                address: .hostname("127.0.0.1", port: 0),
+                connections: connections,
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+                logger: logger,
+                respond: { [self] request, _ in self.respond(to: request) },
+                onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
+            )
+        }
         var port = 0
         for await value in stream {
             port = value
