@@ -246,9 +246,11 @@ import Testing
         let leftAt = 1 << 20
         // Held: under the whole suite the engine can see the reader leave after a part's first
         // request has ended, and the part then rightly sends a second.
-        let (requests, concurrency) = try await Self.readToTheEnd(leavingAfter: leftAt, seed: 84, holding: .parts)
+        // The read was split if parts fetched (below), whether or not their requests overlapped the
+        // reader's in time: a CI run loaded for 26 s started the part at 5 MiB only once the
+        // reader's read-ahead had ended.
+        let (requests, _) = try await Self.readToTheEnd(leavingAfter: leftAt, seed: 84, holding: .parts)
         let described = Self.describe(requests)
-        #expect(concurrency >= 2, "the read was split: \(described)")
         // The reader's own download keeps at least one part past the reader (4 MiB): requests
         // starting further on are the parts'. A part's requests follow each other on one
         // connection; parts side by side run at the same time, and may be adjacent.
@@ -264,7 +266,7 @@ import Testing
                 parts.append((start, start + request.bodyBytesSent, 1, request.interval.upperBound))
             }
         }
-        #expect(!parts.isEmpty, "\(described)")
+        #expect(!parts.isEmpty, "the read was split: \(described)")
         // Each part's first request was under way when the reader left (1 MiB, as the reader's
         // first, or its whole 4 MiB share when the parts started after a request of the resource
         // had finished): it ends there.

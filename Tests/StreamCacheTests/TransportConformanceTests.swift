@@ -381,7 +381,9 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let first = try #require(arrivals.first), last = try #require(arrivals.last)
         // The origin takes half a second for the body, which the hold outlasts by 0.7 s.
         #expect(last < released, "the last chunk was stamped \(last - released) after the pool was let go")
-        #expect(last - first > .milliseconds(250), "the chunks were stamped within \(last - first), the origin took half a second")
+        // Stamped when taken in, they would all carry the moment the pool was let go; a loaded
+        // full run saw the origin's pacing squeezed to 211 ms, so the floor is well below it.
+        #expect(last - first > .milliseconds(100), "the chunks were stamped within \(last - first), the origin took half a second")
     }
 
     /// A body from an origin faster than its consumer comes in chunks larger than SwiftNIO's
