@@ -405,6 +405,10 @@ extension Resource {
         do {
             var planned: (any Origin, OriginRequest)? = try first.get()
             segments: while let (origin, request) = planned {
+                // No request leaves a cancelled download (its prefetch stopped, the cache shut
+                // down), its first included: the connection gate may let a part through just as
+                // it is cancelled.
+                try Task.checkCancellation()
                 // Stamped here, off the actor, right before the request goes out: the request's round
                 // trip runs from here to its first bytes' arrival (see ``bytesOnTheWire(_:)``).
                 let sentAt = ContinuousClock.now
@@ -997,9 +1001,11 @@ extension Resource {
         scheduleReaperIfIdle()
     }
 
-    /// With background completion on, fills the resource's gaps once readers are gone.
+    /// With background completion on, fills the resource's gaps once readers are gone (unless a
+    /// prefetch ended since the last read began: ``fillsWaitForARead``).
     func startBackgroundCompletion() {
-        guard !isShuttingDown, downloads.isEmpty, let total = info?.totalLength, let gap = available.gaps(in: ByteRange(0, total)).first else { return }
+        guard !isShuttingDown, !fillsWaitForARead, downloads.isEmpty, let total = info?.totalLength,
+              let gap = available.gaps(in: ByteRange(0, total)).first else { return }
         startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: .background)
     }
 
@@ -1016,7 +1022,7 @@ extension Resource {
     /// the bytes around the seek and the cached `moov` box in one CI run). Gaps farther from cached
     /// bytes, or larger, are left to readers: a probe of a large file costs no more than before.
     func startFillingSmallGap() {
-        guard configuration.fillsSmallGaps, !isShuttingDown, readers.isEmpty, downloads.isEmpty, let total = info?.totalLength,
+        guard configuration.fillsSmallGaps, !isShuttingDown, !fillsWaitForARead, readers.isEmpty, downloads.isEmpty, let total = info?.totalLength,
               info?.acceptsByteRanges != false else { return }
         // Gaps are maximal: one that does not start at 0 follows cached bytes.
         let gap = available.gaps(in: ByteRange(0, total)).first { gap in

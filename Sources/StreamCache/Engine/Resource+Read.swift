@@ -192,6 +192,7 @@ extension Resource {
         // unless the origin's downloads do not tell the version (a cloud API's revision).
         if available.contains(range.lowerBound) || !downloadsConfirmVersion { await revalidateIfDue() }
         let id = makeID()
+        fillsWaitForARead = false
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,
                                   pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))
         usage.begin(key)
@@ -236,7 +237,10 @@ extension Resource {
         guard let reader = readers.removeValue(forKey: readerID) else { return }
         logger.debug("read ended", metadata: ["key": "\(key)", "reader": "\(readerID)", "at": "\(reader.position)"])
         usage.end(key)
-        if reader.isPrefetch { endDownloadsOfEndedPrefetch() }
+        if reader.isPrefetch {
+            let wanted = ByteRange(reader.start, max(reader.start, min(reader.end, info?.totalLength ?? reader.end)))
+            endDownloadsOfEndedPrefetch(finished: available.contains(wanted))
+        }
         releaseHeldPartsWhoseTurnCame()
         scheduleReaperIfIdle()
         if readers.isEmpty, configuration.completesResourcesInBackground {
@@ -251,8 +255,11 @@ extension Resource {
     /// that player's (and stops as a player's does); the others are cut at once, request in flight
     /// and all. A prefetch that is done has nothing left for them to fetch, and one its caller
     /// cancelled (an app's "stop downloading", `DELETE /api/resources/{id}/prefetch`) must stop
-    /// fetching: before, its downloads went on to the end of the file.
-    func endDownloadsOfEndedPrefetch() {
+    /// fetching: before, its downloads went on to the end of the file. When it ended `finished`
+    /// (every byte it wanted cached) nothing else changes; otherwise, until a read begins, no fill
+    /// closes the holes it left (``fillsWaitForARead``).
+    func endDownloadsOfEndedPrefetch(finished: Bool) {
+        if !finished, !readers.values.contains(where: \.isPrefetch) { fillsWaitForARead = true }
         func wanted(_ reader: ReaderState) -> ByteRange { ByteRange(reader.position, max(reader.position, reader.end)) }
         for (id, download) in downloads where download.kind == .prefetch {
             let needers = readers.values.filter { wanted($0).overlaps(download.window) }

@@ -97,6 +97,12 @@ public actor Resource {
     var failureCount = 0
     /// Where ``startFillingSmallGap()`` began downloads, so a gap the origin does not fill is tried once.
     var smallGapsTried: Set<Int64> = []
+    /// Set when the last prefetch of the resource ends with bytes it wanted still missing (its
+    /// caller stopped it, or it failed), until a read begins: no fill starts meanwhile
+    /// (``startFillingSmallGap()``, ``startBackgroundCompletion()``). An app's "stop downloading"
+    /// must stop the traffic: a prefetch split across connections leaves holes between its parts
+    /// when it is stopped, and the fills went on to close them.
+    var fillsWaitForARead = false
     /// Set by ``cancelDownloads()`` when the cache shuts down, or from the start for a resource
     /// made after that: no new download starts, since the directory may be another cache's by now.
     var isShuttingDown: Bool
