@@ -59,7 +59,8 @@ import Testing
     /// `ParallelGainTests`' and the shared-link tests' concern), and every answer is held after
     /// 640 KiB until the origin answers two at once. Under the full suite's load a part's task can
     /// run so late that its request goes out after the one before it ended; an engine that never
-    /// sends two at once leaves the first answer held for the origin's 60 s, and fails.
+    /// sends two at once leaves the first answer held until the engine gives up on it, and asks
+    /// again for bytes it had.
     @Test func aLongReadFillsItsPartsOverSeveralConnectionsAndFetchesEachByteOnce() async throws {
         let (server, data) = try Self.origin(seed: 71)
         defer { server.stop() }
