@@ -1,5 +1,5 @@
 # Sourced (not run) by the scripts that measure one fresh `streamcache serve --folder` against the
-# origin of ../shared/bench: seek-pattern-requests.sh, playback-window.sh.
+# origin of ../shared/bench: seek-pattern-requests.sh, playback-window.sh, album-prefetch.sh and others.
 #
 #   serve_on_bench_origin BIN PROFILE PORT NAME
 #     BIN:     a release `streamcache` binary, or "": this checkout's release build, built first.

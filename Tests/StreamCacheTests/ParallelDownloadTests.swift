@@ -32,7 +32,7 @@ import Testing
         }
     }
 
-    static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
+    static func resource(_ cache: StreamCache, _ server: TestOrigin, path: String = path) -> Resource {
         let url = server.url(path)
         // AsyncHTTPClient, as the proxy uses: heavy parallel transfers on the shared URLSession
         // starve other suites' URLSession transfers on Linux.
@@ -119,7 +119,7 @@ import Testing
     /// No connection is too fast to split (``StreamCache/Configuration/parallelDownloadThroughputLimit``
     /// is off): a connection throttled to 4 MB/s is far below the limit, but under the full
     /// suite's load bytes the engine took late arrive as one burst and can measure far above it.
-    static func readWholeOnFourThrottledConnections(seed: UInt64, prepare: (Resource) async -> Void = { _ in })
+    static func readWholeOnFourThrottledConnections(seed: UInt64, prepare: (StreamCache, TestOrigin, Resource) async -> Void = { _, _, _ in })
         async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int, connectionsGainedBy8MiB: Bool?, described: String) {
         let size = 24 << 20
         let (server, data) = try Self.origin(seed: seed, size: size)
@@ -130,7 +130,7 @@ import Testing
             configuration.parallelDownloadThroughputLimit = nil
         }) { (cache: StreamCache) async throws in
             let song = Self.resource(cache, server)
-            await prepare(song)
+            await prepare(cache, server, song)
             var received = Data()
             var gainedBy8MiB: Bool?
             for try await chunk in song.read(from: 0) {
@@ -666,11 +666,52 @@ import Testing
     /// does, the read once went on one connection (a fresh clone's CI run). So it is told that
     /// several fetch far more than one can be measured at.
     @Test func partsOfAReadOnConnectionsThatGainAskForTheirShareAtOnce() async throws {
-        let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { await $0.learnThatConnectionsGain(together: 1e12) }
+        let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { _, _, song in await song.learnThatConnectionsGain(together: 1e12) }
         let parts = Self.partsFirstRequests(in: read.requests)
         #expect(!parts.isEmpty, "the read was split: \(read.described)")
         for part in parts {
             #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(read.described)")
+        }
+    }
+
+    /// What one file of a host measured holds for the next one (``HostPathMemory``): the songs
+    /// of an album come from one host over one path. Where another file found that connections
+    /// gain, this read's parts start together with their shares, as if it had measured that
+    /// itself; before, it measured again with a short first request of one part.
+    @Test func aReadOfAnotherFileOfAHostWhoseConnectionsGainSplitsAtOnce() async throws {
+        let read = try await Self.readWholeOnFourThrottledConnections(seed: 90) { cache, server, _ in
+            let album = Self.resource(cache, server, path: "/media/other-song.mp3")
+            await album.learnThatConnectionsGain(together: 1e12)
+        }
+        let parts = Self.partsFirstRequests(in: read.requests)
+        #expect(!parts.isEmpty, "the read was split: \(read.described)")
+        for part in parts {
+            #expect(part.bodyBytesSent > 1 << 20, "a part's first request is its share: \(read.described)")
+        }
+    }
+
+    /// Where another file of the host found that the connections share one link, a song's
+    /// prefetch goes on one connection from the start: splitting it would gain nothing and cost
+    /// requests. Before, each song split once more to measure that again (on the bench's `wan`
+    /// profile, two or three requests more per song).
+    @Test func aPrefetchOnAHostWhoseLinkIsSharedStaysOnOneConnection() async throws {
+        let size = 6_000_000
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: size, seed: 91)
+        server.setFile(Self.path, data: data)
+        server.linkBytesPerSecond = TestTiming.rate(8_000_000)
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            // So low that no sample of one connection alone, however late the machine, measures
+            // below what several would have to beat.
+            await Self.resource(cache, server, path: "/media/other-song.mp3").learnThatConnectionsShareOneLink(of: 100_000)
+            let song = Self.resource(cache, server)
+            try await song.prefetch()
+            #expect(try await song.read(from: 0).collect() == data)
+            try await Self.waitUntilIdle(song, origin: server)
+            let requests = server.dataRequests(for: Self.path)
+            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(size), "\(Self.describe(requests))")
+            #expect(server.maximumConcurrency(for: Self.path) == 1, "\(server.timeline(for: Self.path))")
         }
     }
 
@@ -819,9 +860,11 @@ extension Resource {
     /// What a resource learns when one connection alone fetched 4 MB/s and two side by side
     /// fetched `together` bytes per second: where that is well above 4 MB/s, each connection has
     /// its own cap, as with cloud storage (see ``ParallelGain``).
+    /// The resource hands what it learns to the other files of its host, as it would what it
+    /// measured (``HostPathMemory``).
     func learnThatConnectionsGain(together: Double) {
-        parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 4_000_000))
-        parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 2, allRequestsRate: together))
+        shareWithTheHost(parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 4_000_000)))
+        shareWithTheHost(parallelGain.record(rate: 4_000_000, during: ParallelGain.Overlap(connections: 2, allRequestsRate: together)))
     }
 
     /// What a resource learns when one connection alone measured far faster than a link of
@@ -829,5 +872,13 @@ extension Resource {
     /// ``ParallelGain``).
     func learnThatConnectionsShareOneLink() {
         parallelGain.record(rate: 100_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 100_000_000))
+    }
+
+    /// What a resource learns, and hands to the other files of its host, when several
+    /// connections side by side fetched no more than `together` bytes per second (a link all of
+    /// them share), and one alone fetched as much.
+    func learnThatConnectionsShareOneLink(of together: Double) {
+        shareWithTheHost(parallelGain.record(rate: together, during: ParallelGain.Overlap(connections: 1, allRequestsRate: together)))
+        shareWithTheHost(parallelGain.record(rate: together / 2, during: ParallelGain.Overlap(connections: 2, allRequestsRate: together)))
     }
 }

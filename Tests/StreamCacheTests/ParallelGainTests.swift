@@ -76,6 +76,44 @@ import Testing
         #expect(measured.helps(minimumSpeedup: 1.4, now: Self.at(300) + ParallelGain.memory) == nil)
     }
 
+    /// What the other files of the host measured (``HostPathMemory``) stands in for what a
+    /// resource has not measured itself within ``ParallelGain/memory``, and only for that: its own
+    /// samples come first. What the host's files recorded counts for the same time as the
+    /// resource's own.
+    @Test func whatTheHostsOtherFilesMeasuredFillsInWhatAResourceHasNot() throws {
+        let host = "http://cloud.example:"
+        let memory = HostPathMemory()
+        // What another file's requests recorded (one alone at 4 MB/s, two together at 8 MB/s),
+        // handed to the host as the engine does.
+        var other = ParallelGain()
+        let alone = other.record(rate: 4_000_000, during: Self.alone(4_000_000), at: Self.at(100))
+        #expect(alone == .alone(4_000_000))
+        memory.record(try #require(alone), host: host, at: Self.at(100))
+        let together = other.record(rate: 4_000_000, during: Self.sideBySide(2, eachRate: 4_000_000, from: 200, in: &other), at: Self.at(300))
+        memory.record(try #require(together), host: host, at: Self.at(300))
+        let shared = memory.rates(of: host, at: Self.at(300))
+        #expect(shared.alone == 4_000_000)
+        #expect(shared.together.map { abs($0 - 8_000_000) < 1 } == true, "\(String(describing: shared.together))")
+        let elsewhere = memory.rates(of: "http://other.example:", at: Self.at(300))
+        #expect(elsewhere.alone == nil && elsewhere.together == nil)
+
+        // A new file of the host knows at once that its connections gain.
+        let fresh = ParallelGain()
+        #expect(fresh.helps(minimumSpeedup: 1.4, now: Self.at(300)) == nil)
+        #expect(fresh.helps(minimumSpeedup: 1.4, now: Self.at(300), shared: shared) == true)
+        // Its own sample of one alone comes first: measured at 8 MB/s, 8 MB/s together is no gain.
+        var measuredAlone = ParallelGain()
+        measuredAlone.record(rate: 8_000_000, during: Self.alone(8_000_000), at: Self.at(300))
+        #expect(measuredAlone.helps(minimumSpeedup: 1.4, now: Self.at(300), shared: shared) == false)
+        // Its own measurement of both stands whatever the host's files measured.
+        let sharedLink = Self.gain(alone: 10_000_000, twoAtOnce: 5_000_000)
+        #expect(sharedLink.helps(minimumSpeedup: 1.4, now: Self.at(300), shared: shared) == false)
+        // The host's samples grow old like the resource's own.
+        let later = Self.at(300) + ParallelGain.memory
+        #expect(memory.rates(of: host, at: later).together == nil)
+        #expect(fresh.helps(minimumSpeedup: 1.4, now: later, shared: memory.rates(of: host, at: later)) == nil)
+    }
+
     /// A request that overlapped another for a part of its time only is no sample of either kind.
     @Test func aRequestThatOverlappedOthersInPartIsLeftOut() {
         var gain = ParallelGain()

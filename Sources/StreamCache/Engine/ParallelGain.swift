@@ -161,13 +161,27 @@ struct ParallelGain: Sendable {
     /// What all received, not its own rate times their number: a request that received alone
     /// for half its time and beside three others on a shared link for the other half averages
     /// 2.5 requests at 62.5 % of the link, which multiplied would look like 1.56 links.
-    mutating func record(rate: Double, during overlap: Overlap, at now: ContinuousClock.Instant = .now) {
-        guard rate > 0, overlap.connections >= 1 else { return }
+    ///
+    /// Returns what it recorded, if anything, for the other resources of the host
+    /// (``HostPathMemory``).
+    @discardableResult
+    mutating func record(rate: Double, during overlap: Overlap, at now: ContinuousClock.Instant = .now) -> Sample? {
+        guard rate > 0, overlap.connections >= 1 else { return nil }
         if overlap.connections < 1.1 {
             aloneRates.record(rate, at: now)
+            return .alone(rate)
         } else if overlap.connections >= 1.5, let together = overlap.allRequestsRate, together > 0 {
             togetherRates.record(together, at: now)
+            return .together(together)
         }
+        return nil
+    }
+
+    /// A speed recorded: of one request alone, or of several side by side together, in bytes per
+    /// second.
+    enum Sample: Sendable, Equatable {
+        case alone(Double)
+        case together(Double)
     }
 
     /// A short read split in `parts` requests starts; `id` names it in the calls that follow.
@@ -188,17 +202,20 @@ struct ParallelGain: Sendable {
     }
 
     /// One part of split read `id` has all its bytes; after the last, the read is a sample of
-    /// several connections if at least `smallestSample` bytes came after its first chunk.
-    mutating func finishSplitReadPart(id: Int, smallestSample: Int64, at now: ContinuousClock.Instant = .now) {
-        guard var read = splitReads[id] else { return }
+    /// several connections if at least `smallestSample` bytes came after its first chunk. Returns
+    /// that sample, if recorded.
+    @discardableResult
+    mutating func finishSplitReadPart(id: Int, smallestSample: Int64, at now: ContinuousClock.Instant = .now) -> Sample? {
+        guard var read = splitReads[id] else { return nil }
         read.partsLeft -= 1
         guard read.partsLeft <= 0 else {
             splitReads[id] = read
-            return
+            return nil
         }
         splitReads[id] = nil
-        guard let rate = read.transfer?.rate(smallest: smallestSample) else { return }
+        guard let rate = read.transfer?.rate(smallest: smallestSample) else { return nil }
         togetherRates.record(rate, at: now)
+        return .together(rate)
     }
 
     /// Split read `id` will not finish (a part failed or was cancelled): no sample.
@@ -209,8 +226,14 @@ struct ParallelGain: Sendable {
     /// Whether several connections were measured to fetch at least `minimumSpeedup` times what one
     /// does alone; `nil` until both were measured (or the measurement of several is older than
     /// ``memory``).
-    func helps(minimumSpeedup: Double, now: ContinuousClock.Instant = .now) -> Bool? {
-        guard let alone = alone(at: now), let together = together(at: now) else { return nil }
+    ///
+    /// `shared` is what the other resources of the host measured within ``memory``
+    /// (``HostPathMemory``): it stands in for a kind this resource has not measured within
+    /// ``memory``, so a new file of a host that was just measured does not pay for measuring again.
+    func helps(minimumSpeedup: Double, now: ContinuousClock.Instant = .now,
+               shared: (alone: Double?, together: Double?) = (nil, nil)) -> Bool? {
+        guard let alone = aloneRates.maximum(at: now) ?? shared.alone ?? aloneRates.newest,
+              let together = together(at: now) ?? shared.together else { return nil }
         return together >= alone * minimumSpeedup
     }
 }

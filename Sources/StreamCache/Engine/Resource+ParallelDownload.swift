@@ -99,7 +99,8 @@ extension Resource {
     }
 
     /// The first request of the part that finds out whether connections side by side gain, while
-    /// nothing tells (``ParallelGain/helps(minimumSpeedup:now:)`` is `nil`): its early sample
+    /// nothing tells (``connectionsGain(minimumSpeedup:now:)`` is `nil`: neither this resource
+    /// nor another file of its host measured it lately): its early sample
     /// (``earlySampleBytes`` after its first chunk) and a little more. `nil` once known.
     ///
     /// On a link the connections share, whatever a part receives before the reader reaches it is
@@ -110,7 +111,7 @@ extension Resource {
     /// (``waitsForTheReadBeforeIt(_:)``). Where connections gain, the other parts begin a sample
     /// later, and the measuring part costs a request.
     var measuringRequestLength: Int64? {
-        guard let speedup = configuration.minimumParallelSpeedup, parallelGain.helps(minimumSpeedup: speedup) == nil else { return nil }
+        guard let speedup = configuration.minimumParallelSpeedup, connectionsGain(minimumSpeedup: speedup) == nil else { return nil }
         return Self.earlySampleBytes * 3 / 2
     }
 
@@ -118,7 +119,7 @@ extension Resource {
     /// starts then asks for its share at once, as one does once a request's time is known.
     var partsWereSeenToGain: Bool {
         guard let speedup = configuration.minimumParallelSpeedup else { return false }
-        return parallelGain.helps(minimumSpeedup: speedup) == true
+        return connectionsGain(minimumSpeedup: speedup) == true
     }
 
     /// The longest a long read's parts wait for its first request to tell the path's speed,

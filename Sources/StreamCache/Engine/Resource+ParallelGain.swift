@@ -37,7 +37,7 @@ extension Resource {
         guard !download.gaveEarlySample, download.splitReadID == nil, let sample = download.requestSample,
               let rate = sample.transfer.rate(smallest: Self.earlySampleBytes) else { return }
         download.gaveEarlySample = true
-        parallelGain.record(rate: rate, during: parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now), at: now)
+        shareWithTheHost(parallelGain.record(rate: rate, during: parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now), at: now), at: now)
     }
 
     /// The bytes after its first chunk that make a request's early sample
@@ -59,7 +59,7 @@ extension Resource {
     /// (``releaseHeldPartsWhoseTurnCame()``).
     func waitsForTheReadBeforeIt(_ download: Download) -> Bool {
         guard download.kind == .read, download.isParallelPart, !download.readerReached, download.position < download.limit,
-              let speedup = configuration.minimumParallelSpeedup, parallelGain.helps(minimumSpeedup: speedup) == false else { return false }
+              let speedup = configuration.minimumParallelSpeedup, connectionsGain(minimumSpeedup: speedup) == false else { return false }
         if let since = download.heldBehindItsReadSince, ContinuousClock.now - since >= Self.longestWaitForTheReadBefore { return false }
         guard readers.values.contains(where: { !$0.isPrefetch && $0.position < download.position }) else { return false }
         // One that has no more than a round trip's worth left to fetch is as good as done: the
@@ -128,11 +128,11 @@ extension Resource {
         if let splitReadID = download.splitReadID {
             // A part of a split short read: the read as a whole is the sample.
             download.splitReadID = nil
-            parallelGain.finishSplitReadPart(id: splitReadID, smallestSample: Self.smallestGainSample)
+            shareWithTheHost(parallelGain.finishSplitReadPart(id: splitReadID, smallestSample: Self.smallestGainSample))
             return
         }
         guard let ended, let rate = ended.transfer.rate(smallest: Self.smallestGainSample) else { return }
-        parallelGain.record(rate: rate, during: ended.overlap)
+        shareWithTheHost(parallelGain.record(rate: rate, during: ended.overlap))
     }
 
     /// How long after a request's first bytes others still count as its first chunk.
@@ -142,10 +142,31 @@ extension Resource {
     /// one part of a split 256 KiB seek gives about this much.
     static let smallestGainSample: Int64 = 48 << 10
 
-    /// Whether splitting across connections is worth it as far as this resource measured: not when
-    /// several connections were seen to fetch no faster together than one alone.
+    /// Whether splitting across connections is worth it as far as this resource and the other
+    /// files of its host measured: not when several connections were seen to fetch no faster
+    /// together than one alone.
     var parallelConnectionsMayHelp: Bool {
         guard let speedup = configuration.minimumParallelSpeedup else { return true }
-        return parallelGain.helps(minimumSpeedup: speedup) != false
+        return connectionsGain(minimumSpeedup: speedup) != false
     }
+
+    /// Whether several connections fetch at least `minimumSpeedup` times what one does alone, as
+    /// far as this resource measured, and where it has not measured within
+    /// ``ParallelGain/memory``, as the other resources of its host did (``HostPathMemory``);
+    /// `nil` while neither tells.
+    func connectionsGain(minimumSpeedup: Double, now: ContinuousClock.Instant = .now) -> Bool? {
+        let shared = pathHost.map { hostPaths.rates(of: $0, at: now) } ?? (nil, nil)
+        return parallelGain.helps(minimumSpeedup: minimumSpeedup, now: now, shared: shared)
+    }
+
+    /// Hands a sample that ``parallelGain`` just recorded at `now` to the other resources of the
+    /// host (``HostPathMemory``).
+    func shareWithTheHost(_ sample: ParallelGain.Sample?, at now: ContinuousClock.Instant = .now) {
+        guard let sample, let host = pathHost else { return }
+        hostPaths.record(sample, host: host, at: now)
+    }
+
+    /// The host this resource's samples are shared under: the one its origin answered from last
+    /// (``Origin/connectionLimit``); `nil` while not known, or when the transport does not say.
+    var pathHost: String? { origin.connectionLimit?.host }
 }

@@ -30,6 +30,8 @@ public actor Resource {
     let usage: UsageTracker
     let openFiles: OpenDataFiles
     let connectionGate: BulkConnectionGate
+    /// What the other resources of the origin's host measured of its path (``ParallelGain``).
+    let hostPaths: HostPathMemory
     /// The cache-wide counts, which ``statistics`` and ``emit(_:)`` feed; `nil` for a resource the
     /// cache does not count (a server's own start-up warm-up, see ``StreamCache/withoutStatistics(for:_:)``).
     nonisolated let metrics: CacheMetrics?
@@ -149,7 +151,7 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, metrics: CacheMetrics?, shutDown: Bool = false,
+         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, hostPaths: HostPathMemory, metrics: CacheMetrics?, shutDown: Bool = false,
          onCommit: @escaping @Sendable () -> Void) {
         self.key = key
         self.isShuttingDown = shutDown
@@ -160,6 +162,7 @@ public actor Resource {
         self.usage = usage
         self.openFiles = openFiles
         self.connectionGate = connectionGate
+        self.hostPaths = hostPaths
         self.metrics = metrics
         self.onCommit = onCommit
     }

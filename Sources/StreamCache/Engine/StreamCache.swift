@@ -32,6 +32,8 @@ public final class StreamCache: Sendable {
     private let usage = UsageTracker()
     /// Shared by every resource: downloads no reader waits for leave connections free per host.
     private let connectionGate = BulkConnectionGate()
+    /// Shared by every resource: what each origin host's connections were measured to do.
+    private let hostPaths = HostPathMemory()
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
     private let metrics: CacheMetrics
@@ -86,7 +88,7 @@ public final class StreamCache: Sendable {
 
     private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                 openFiles: openFiles, connectionGate: connectionGate,
+                 openFiles: openFiles, connectionGate: connectionGate, hostPaths: hostPaths,
                  metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, shutDown: isShutDown.withLock { $0 },
                  onCommit: { [weak self] in self?.enforceSizeLimit() })
     }

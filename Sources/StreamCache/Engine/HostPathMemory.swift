@@ -1,0 +1,49 @@
+/// What the transfers of each origin host's resources showed about the path to it, shared by
+/// every resource of a cache: the best speed of one request alone and of several side by side
+/// within ``ParallelGain/memory``, as each resource's ``ParallelGain`` records them.
+///
+/// A resource otherwise finds out on its own whether its connections gain, and that costs
+/// requests: on a link the connections share, a song's prefetch spent two or three requests
+/// more than the four it needs (a part first measures, then waits for the bytes before it); on
+/// cloud storage that caps each connection, its parts waited for that measurement before they
+/// asked for their shares. The songs of an album come from one host, over one path, a few
+/// seconds apart; what the first one measured holds for the next. A resource's own samples still
+/// come first (``Resource/connectionsGain(minimumSpeedup:now:)``): only what it has not measured
+/// yet is taken from here.
+final class HostPathMemory: Sendable {
+    /// The best recent samples of one host's requests.
+    private struct Path {
+        var alone = WindowedMaximum(window: ParallelGain.memory)
+        var together = WindowedMaximum(window: ParallelGain.memory)
+    }
+
+    /// The most hosts remembered: each is two short arrays, and a cache talks to a handful. One
+    /// more than that makes room by forgetting the one measured longest ago.
+    private static let mostHosts = 64
+
+    private let paths = Locked([String: (path: Path, updated: ContinuousClock.Instant)]())
+
+    /// Records `sample`, which a request (or a split read's parts together) to `host` gave at `now`.
+    func record(_ sample: ParallelGain.Sample, host: String, at now: ContinuousClock.Instant = .now) {
+        paths.withLock { paths in
+            var path = paths[host]?.path ?? Path()
+            switch sample {
+            case .alone(let rate): path.alone.record(rate, at: now)
+            case .together(let rate): path.together.record(rate, at: now)
+            }
+            paths[host] = (path, now)
+            if paths.count > Self.mostHosts, let oldest = paths.min(by: { $0.value.updated < $1.value.updated })?.key {
+                paths[oldest] = nil
+            }
+        }
+    }
+
+    /// The best speed of one request alone and of several together that `host`'s requests reached
+    /// within ``ParallelGain/memory`` before `now`; `nil` where none was measured.
+    func rates(of host: String, at now: ContinuousClock.Instant = .now) -> (alone: Double?, together: Double?) {
+        paths.withLock { paths in
+            guard let path = paths[host]?.path else { return (nil, nil) }
+            return (path.alone.maximum(at: now), path.together.maximum(at: now))
+        }
+    }
+}
