@@ -114,6 +114,23 @@ import Testing
         #expect(fresh.helps(minimumSpeedup: 1.4, now: later, shared: memory.rates(of: host, at: later)) == nil)
     }
 
+    /// A cache that talks to ever more hosts (a proxy for many services) keeps the 64 measured
+    /// last: the one measured longest ago makes room.
+    @Test func theHostMeasuredLongestAgoMakesRoomForANewOne() {
+        let memory = HostPathMemory()
+        for host in 0..<64 {
+            memory.record(.alone(Double(host + 1)), host: "http://host\(host):", at: Self.at(host))
+        }
+        // Measured again: now the newest of all.
+        memory.record(.alone(1), host: "http://host0:", at: Self.at(100))
+        memory.record(.alone(99), host: "http://host64:", at: Self.at(101))
+        let now = Self.at(101)
+        #expect(memory.rates(of: "http://host0:", at: now).alone == 1)
+        #expect(memory.rates(of: "http://host1:", at: now).alone == nil, "measured longest ago")
+        #expect(memory.rates(of: "http://host2:", at: now).alone == 3)
+        #expect(memory.rates(of: "http://host64:", at: now).alone == 99)
+    }
+
     /// A request that overlapped another for a part of its time only is no sample of either kind.
     @Test func aRequestThatOverlappedOthersInPartIsLeftOut() {
         var gain = ParallelGain()

@@ -66,6 +66,13 @@ struct ParallelGain: Sendable {
         let allRequestsRate: Double?
     }
 
+    /// A speed recorded: of one request alone, or of several side by side together, in bytes per
+    /// second.
+    enum Sample: Sendable, Equatable {
+        case alone(Double)
+        case together(Double)
+    }
+
     /// How many of the resource's requests are receiving (from their first bytes until they end).
     private(set) var receiving = 0
     /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
@@ -175,13 +182,6 @@ struct ParallelGain: Sendable {
             return .together(together)
         }
         return nil
-    }
-
-    /// A speed recorded: of one request alone, or of several side by side together, in bytes per
-    /// second.
-    enum Sample: Sendable, Equatable {
-        case alone(Double)
-        case together(Double)
     }
 
     /// A short read split in `parts` requests starts; `id` names it in the calls that follow.

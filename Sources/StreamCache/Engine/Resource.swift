@@ -30,7 +30,8 @@ public actor Resource {
     let usage: UsageTracker
     let openFiles: OpenDataFiles
     let connectionGate: BulkConnectionGate
-    /// What the other resources of the origin's host measured of its path (``ParallelGain``).
+    /// What the resources of each origin host measured of the path to it, this one's included
+    /// (``HostPathMemory``).
     let hostPaths: HostPathMemory
     /// The cache-wide counts, which ``statistics`` and ``emit(_:)`` feed; `nil` for a resource the
     /// cache does not count (a server's own start-up warm-up, see ``StreamCache/withoutStatistics(for:_:)``).
