@@ -696,10 +696,9 @@ import Testing
     /// profile, two or three requests more per song).
     @Test func aPrefetchOnAHostWhoseLinkIsSharedStaysOnOneConnection() async throws {
         let size = 6_000_000
-        let server = try TestOrigin()
+        let (server, data) = try Self.origin(seed: 91, size: size)
         defer { server.stop() }
-        let data = TestData.random(count: size, seed: 91)
-        server.setFile(Self.path, data: data)
+        server.bytesPerSecond = nil
         server.linkBytesPerSecond = TestTiming.rate(8_000_000)
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
             // So low that no sample of one connection alone, however late the machine, measures
