@@ -859,6 +859,7 @@ extension Resource {
     /// What a resource learns when one connection alone fetched 4 MB/s and two side by side
     /// fetched `together` bytes per second: where that is well above 4 MB/s, each connection has
     /// its own cap, as with cloud storage (see ``ParallelGain``).
+    ///
     /// The resource hands what it learns to the other files of its host, as it would what it
     /// measured (``HostPathMemory``).
     func learnThatConnectionsGain(together: Double) {
