@@ -112,6 +112,12 @@ struct ParallelGain: Sendable {
         togetherRates.maximum(at: now)
     }
 
+    /// Whether both kinds were measured within ``memory`` before `now`: then what the host's
+    /// other files measured changes nothing (see ``helps(minimumSpeedup:now:shared:)``).
+    func measuredBoth(at now: ContinuousClock.Instant) -> Bool {
+        aloneRates.maximum(at: now) != nil && togetherRates.maximum(at: now) != nil
+    }
+
     /// A request starts receiving; returns the mark its ``endReceiving(since:startedAt:at:)`` takes.
     mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Mark {
         integrate(until: now)

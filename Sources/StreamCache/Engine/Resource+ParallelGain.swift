@@ -155,7 +155,9 @@ extension Resource {
     /// ``ParallelGain/memory``, as the other resources of its host did (``HostPathMemory``);
     /// `nil` while neither tells.
     func connectionsGain(minimumSpeedup: Double, now: ContinuousClock.Instant = .now) -> Bool? {
-        let shared = pathHost.map { hostPaths.rates(of: $0, at: now) } ?? (nil, nil)
+        // Asked for each part at each written run (``waitsForTheReadBeforeIt(_:)``): the host's
+        // figures, two locks and a string away, only when the resource's own leave a gap.
+        let shared = parallelGain.measuredBoth(at: now) ? (nil, nil) : pathHost.map { hostPaths.rates(of: $0, at: now) } ?? (nil, nil)
         return parallelGain.helps(minimumSpeedup: minimumSpeedup, now: now, shared: shared)
     }
 
