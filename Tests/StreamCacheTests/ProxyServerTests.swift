@@ -72,7 +72,8 @@ import Testing
     }
 
     /// Cached bytes go out with `sendfile`: exact bytes, whole and in ranges, all through the
-    /// zero-copy path; clients that leave mid-body leave no file descriptor behind.
+    /// zero-copy path, none in a piece longer than ``RangeResponder/sendfileSize``; clients that
+    /// leave mid-body leave no file descriptor behind.
     @Test func bytesGoOutWithSendfileAndClientsThatLeaveLeakNothing() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 16_000_000, seed: 302)
@@ -97,6 +98,8 @@ import Testing
             #expect(middle.body == data[1000..<3_000_000])
             try await settle { statistics.bytesSent - before < 16_000_000 + 2_999_000 || statistics.corkedConnections != 0 }
             #expect(statistics.bytesSent - before == 16_000_000 + 2_999_000, "every warm byte should go out with sendfile")
+            #expect(statistics.largestRegion == Int64(RangeResponder.sendfileSize),
+                    "a cached run longer than one sendfile goes out in pieces, the event loop polling between them")
             #expect(statistics.corkedConnections == 0, "a finished region must uncork its connection")
 
             // Players that read a little and hang up, while the rest of the file is queued.

@@ -15,13 +15,14 @@ import StreamCacheHLS
 /// checks, and what body writers need of the connection.
 struct ProxyRequestContext {
     let peerIsLoopback: Bool
-    /// The connection's event loop, sendfile slots and departure (see ``RangeResponder/OutboundPacer``).
+    /// The connection's event loop, sendfile slots, departure and the polls of its loop (see
+    /// ``RangeResponder/OutboundPacer``).
     let outbound: RangeResponder.OutboundPacer
 
-    init(channel: any Channel) {
+    init(channel: any Channel, turns: EventLoopTurns? = nil) {
         peerIsLoopback = Self.isLoopback(channel.remoteAddress)
         outbound = RangeResponder.OutboundPacer(eventLoop: channel.eventLoop, fileRegions: FileRegionSlots.slots(for: channel),
-                                                departure: ClientDeparture.byChannel.value(for: channel))
+                                                departure: ClientDeparture.byChannel.value(for: channel), turns: turns)
     }
 
     static func isLoopback(_ address: SocketAddress?) -> Bool {

@@ -36,10 +36,11 @@ extension ProxyServer {
         /// keeps the system's self-tuning buffer.
         ///
         /// One event loop serves every connection, and on loopback an unbounded buffer lets one
-        /// connection's `sendfile` move megabytes while the others wait for their first bytes.
-        /// A bounded one takes turns between connections, as nginx's `sendfile_max_chunk` does.
-        /// It also bounds how fast one connection can go across a network: at most this many
-        /// bytes per round trip (256 KiB at 1 ms is 256 MB/s).
+        /// connection's `sendfile` move megabytes while the others wait for their first bytes;
+        /// a bounded one makes a client slower than the loop give the others their turn. (A
+        /// client that keeps up is bounded by the server's 4 MiB `sendfile` pieces instead, as
+        /// nginx's `sendfile_max_chunk` does.) It also bounds how fast one connection can go
+        /// across a network: at most this many bytes per round trip (256 KiB at 1 ms is 256 MB/s).
         public var connectionSendBufferSize: Int? = 256 * 1024
         /// The smallest ``connectionSendBufferSize`` accepted: 4 KiB, about what Linux allows.
         public static let smallestConnectionSendBufferSize = 4 * 1024

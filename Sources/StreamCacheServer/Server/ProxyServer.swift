@@ -37,7 +37,7 @@ public final class ProxyServer: Sendable {
 
     private enum RunState {
         case idle
-        case running(StoppableServer)
+        case running(StoppableServer, EventLoopTurns)
         case stopped
     }
 
@@ -205,23 +205,33 @@ public final class ProxyServer: Sendable {
         var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
         let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
-        try run.withLock { state in
-            guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-            state = .running(try StoppableServer(gracePeriod: configuration.stopGracePeriod, logger: serverLogger, eventLoop: eventLoop, onExit: { error in
-                listening.fail(error ?? StreamCacheError(.invalidArgument, "The server stopped before it listened."))
-            }) { connections in
-                try HTTPService.make(
-                    address: .hostname(configuration.host, port: configuration.port),
-                    http1: http1Configuration,
-                    connections: connections,
-                    eventLoopGroup: eventLoop,
-                    logger: serverLogger,
-                    respond: { request, channel in try await responder.respond(to: request, context: ProxyRequestContext(channel: channel)) },
-                    onServerRunning: { channel in
-                        listening.succeed(channel.localAddress?.port ?? configuration.port)
-                    }
-                )
-            })
+        // Created before the server, whose connections all wait on its turns; closed by `stop()`.
+        let turns = try await EventLoopTurns.start(on: eventLoop)
+        do {
+            try run.withLock { state in
+                guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
+                let server = try StoppableServer(gracePeriod: configuration.stopGracePeriod, logger: serverLogger, eventLoop: eventLoop, onExit: { error in
+                    listening.fail(error ?? StreamCacheError(.invalidArgument, "The server stopped before it listened."))
+                }) { connections in
+                    try HTTPService.make(
+                        address: .hostname(configuration.host, port: configuration.port),
+                        http1: http1Configuration,
+                        connections: connections,
+                        eventLoopGroup: eventLoop,
+                        logger: serverLogger,
+                        respond: { request, channel in
+                            try await responder.respond(to: request, context: ProxyRequestContext(channel: channel, turns: turns))
+                        },
+                        onServerRunning: { channel in
+                            listening.succeed(channel.localAddress?.port ?? configuration.port)
+                        }
+                    )
+                }
+                state = .running(server, turns)
+            }
+        } catch {
+            await turns.close()
+            throw error
         }
         let port = try await listening.value()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
@@ -287,12 +297,13 @@ public final class ProxyServer: Sendable {
     /// ``Configuration/stopGracePeriod``, then it is cut. Cached bytes are kept; call
     /// ``StreamCache/shutdown()`` afterwards to record the last ones in the index.
     public func stop() async {
-        let server = run.withLock { state -> StoppableServer? in
+        let running = run.withLock { state -> (server: StoppableServer, turns: EventLoopTurns)? in
             defer { state = .stopped }
-            if case .running(let server) = state { return server }
+            if case .running(let server, let turns) = state { return (server, turns) }
             return nil
         }
-        await server?.stop()
+        await running?.server.stop()
+        await running?.turns.close()
         await core.cancelAllPrefetches()
     }
 
@@ -300,7 +311,7 @@ public final class ProxyServer: Sendable {
     public func run() async throws {
         if baseURL == nil { try await start() }
         let server = run.withLock { state -> StoppableServer? in
-            if case .running(let server) = state { return server }
+            if case .running(let server, _) = state { return server }
             return nil
         }
         await withTaskCancellationHandler {

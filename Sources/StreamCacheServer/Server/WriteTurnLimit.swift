@@ -1,17 +1,18 @@
 import NIOCore
 
-/// Bounds what one connection writes per turn of the server's event loop, so a connection that
-/// streams a large cached file cannot hold up every other one, as nginx's `sendfile_max_chunk`
-/// does.
+/// Bounds what one connection has in its socket, so a connection that streams a large cached file
+/// holds up the others less.
 ///
 /// One event loop serves every connection (see ``ProxyServer/start()``). On loopback the
 /// receiver's window grows to megabytes, and NIO repeats a write while the socket takes bytes, so
 /// a single `sendfile` turn moved a whole 7 MB file: 16 players opening a cached file at once got
 /// their first bytes one whole file after another (median 14.3 ms against nginx's 7.2). With a
-/// bounded send buffer a `sendfile` call moves at most about that much, and with no write spin
-/// the loop takes the next connection's turn before this one's next call: the same 16 players'
-/// median became 5.9 ms (docs/benchmark-log.md). A lone reader loses nothing: its socket is
-/// writable again at the next turn.
+/// bounded send buffer and no write spin, a client slower than the loop fills its buffer and the
+/// loop takes the next connection's turn: the same 16 players' median became 5.9 ms
+/// (docs/benchmark-log.md). A client that keeps up empties the buffer as fast as `sendfile`
+/// fills it, so one call could still move a whole file (156 MB in 72 ms); the pieces of
+/// ``RangeResponder/sendfileSize`` and ``EventLoopTurns`` bound that. A lone reader loses
+/// nothing: its socket is writable again at the next turn.
 ///
 /// Added to each connection's pipeline; it sets the socket's options and removes itself.
 final class WriteTurnLimit: ChannelInboundHandler, RemovableChannelHandler {

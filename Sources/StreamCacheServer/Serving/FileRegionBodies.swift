@@ -25,9 +25,11 @@ import StreamCache
 final class FileRegionSlots: Sendable {
     /// What one server's zero-copy path did, for its tests and diagnostics.
     final class Statistics: Sendable {
-        private let counts = Locked((bytesSent: Int64(0), openDescriptors: 0, corkedConnections: 0))
+        private let counts = Locked((bytesSent: Int64(0), openDescriptors: 0, corkedConnections: 0, largestRegion: Int64(0)))
         /// Bytes whose `sendfile` write completed.
         var bytesSent: Int64 { counts.withLock { $0.bytesSent } }
+        /// The most bytes one region handed to `sendfile` (see ``RangeResponder/sendfileSize``).
+        var largestRegion: Int64 { counts.withLock { $0.largestRegion } }
         /// Descriptors held by regions not written or closed yet.
         var openDescriptors: Int { counts.withLock { $0.openDescriptors } }
         /// Connections corked for regions still going out (see ``FileRegionBodyHandler``).
@@ -35,7 +37,12 @@ final class FileRegionSlots: Sendable {
 
         func corked(_ isCorked: Bool) { counts.withLock { $0.corkedConnections += isCorked ? 1 : -1 } }
 
-        func opened() { counts.withLock { $0.openDescriptors += 1 } }
+        func opened(_ range: ByteRange) {
+            counts.withLock {
+                $0.openDescriptors += 1
+                $0.largestRegion = max($0.largestRegion, range.count)
+            }
+        }
         func closed(sent: Int64) {
             counts.withLock {
                 $0.openDescriptors -= 1
@@ -70,7 +77,7 @@ final class FileRegionSlots: Sendable {
             return state.nextID
         }
         guard let id else { return nil }
-        statistics.opened()
+        statistics.opened(range)
         var buffer = ByteBufferAllocator().buffer(capacity: Self.markerLength)
         buffer.writeBytes(magic)
         buffer.writeInteger(id)

@@ -271,6 +271,13 @@ struct RangeResponder: Sendable {
     /// small enough that a slow client holds little memory.
     static let cacheWriteSize = 1024 * 1024
 
+    /// The most cached bytes one `sendfile` moves (as nginx's `sendfile_max_chunk`); the event
+    /// loop polls its sockets between two (see ``write(_:to:pacer:)``). With 4 MiB, a warm read
+    /// on loopback went at 4.6 GB/s against 2.8 with 1 MiB (nginx 2.5–2.6 in both runs); requests
+    /// beside two such reads were answered as fast with either (docs/benchmarks.md, *Requests beside
+    /// streams*).
+    static let sendfileSize = 4 << 20
+
     /// Answers up to this size that are wholly cached are read before the head is sent and go
     /// out with it in one write.
     static let inlineLimit: Int64 = 256 * 1024
@@ -292,16 +299,27 @@ struct RangeResponder: Sendable {
     /// Sends cached bytes with `sendfile` where the connection can (see ``FileRegionSlots``): the
     /// kernel moves them from the page cache to the socket. Otherwise reads them straight into
     /// socket buffers: one copy fewer than a ``ReadStream``, which matters at gigabytes per second.
+    ///
+    /// No `sendfile` moves more than ``sendfileSize``, no buffer holds more than
+    /// ``cacheWriteSize``, and the pacer lets the event loop poll its sockets after each write
+    /// (see ``EventLoopTurns``). One `sendfile` of a whole cached file
+    /// to a client that keeps up ran for as long as the file took (156 MB in one call of 72 ms),
+    /// and no other connection of the loop was served meanwhile; nginx bounds it the same way,
+    /// with `sendfile_max_chunk`.
     static func write(_ region: CachedRegion, to writer: inout any ResponseBodyWriter, pacer: OutboundPacer) async throws {
-        if let slots = pacer.fileRegions, let descriptor = region.duplicateFileDescriptor() {
-            let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
-            if let marker = slots.marker(for: handle, range: region.range) {
-                try await pacer.write(marker, to: &writer)
-                return
-            }
-            try? handle.close()
-        }
         var offset = region.range.lowerBound
+        if let slots = pacer.fileRegions {
+            while offset < region.range.upperBound, let descriptor = region.duplicateFileDescriptor() {
+                let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+                let piece = ByteRange(offset, min(region.range.upperBound, offset + Int64(sendfileSize)))
+                guard let marker = slots.marker(for: handle, range: piece) else {
+                    try? handle.close()
+                    break
+                }
+                try await pacer.write(marker, to: &writer)
+                offset = piece.upperBound
+            }
+        }
         while offset < region.range.upperBound {
             let count = Int(min(Int64(cacheWriteSize), region.range.upperBound - offset))
             let buffer = try buffer(from: region, at: offset, count: count)
@@ -326,16 +344,19 @@ struct RangeResponder: Sendable {
         }
     }
 
-    /// Keeps a body writer from running ahead of its socket.
+    /// Keeps a body writer from running ahead of its socket, and from keeping its event loop
+    /// from the other connections.
     ///
     /// Hummingbird's writer suspends only once the channel reports itself unwritable, and it
     /// learns that on the event loop, after the writes queued there have run; a producer on
     /// another thread (reading the cache at gigabytes per second) can queue many megabytes first.
-    /// After each write the pacer waits for one trip through the connection's event loop, by
+    /// After each write the pacer waits until the connection's event loop has polled its sockets
+    /// again (``EventLoopTurns``; one trip through the loop where the server gave no turns), by
     /// which time the write has reached the channel and its writability is current, so at most one
     /// buffer per connection is ever waiting. Measured with `Benchmarks/peak-rss-serve.sh` (16
     /// clients of a 200 MB file): 208–290 MiB of peak RSS without it, 82 MiB with it on the day
-    /// (docs/benchmark-log.md), 30 MiB now (docs/benchmarks.md).
+    /// (docs/benchmark-log.md), 30 MiB now (docs/benchmarks.md). Waiting for the poll, not only
+    /// for a trip, is what lets the loop accept and read other connections between the writes.
     ///
     /// It also carries what else a body writer needs of its connection.
     struct OutboundPacer: Sendable {
@@ -344,10 +365,16 @@ struct RangeResponder: Sendable {
         var fileRegions: FileRegionSlots? = nil
         /// Ends a read waiting for the origin when the client leaves, if the connection is watched.
         var departure: ClientDeparture? = nil
+        /// The polls of the server's event loop, when the connection is served on it.
+        var turns: EventLoopTurns? = nil
 
         func write(_ buffer: ByteBuffer, to writer: inout any ResponseBodyWriter) async throws {
             try await writer.write(buffer)
-            try await eventLoop.submit {}.get()
+            if let turns, turns.eventLoop === eventLoop {
+                try await turns.next().get()
+            } else {
+                try await eventLoop.submit {}.get()
+            }
         }
     }
 
