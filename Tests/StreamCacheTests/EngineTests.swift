@@ -296,11 +296,16 @@ import Testing
     /// A download that stops its read-ahead a little short of cached bytes closes the hole: a
     /// player replaying the stretch (and reading a little further, since cached bytes come faster)
     /// would otherwise need the origin for it. Nothing is fetched twice.
+    ///
+    /// The resource's own filling of small holes is off: it closes the same hole once the
+    /// download has ended, and with it on the test passed with the read-ahead stopping where it
+    /// was told to.
     @Test func aReadAheadThatStopsShortOfCachedBytesClosesTheHole() async throws {
         let (server, data) = try makeOrigin(size: 4_000_000)
         try await withTemporaryCache(configure: { configuration in
             configuration.initialSegmentSize = 256 << 10
             configuration.idleReadAhead = 512 << 10
+            configuration.fillsSmallGaps = false
             // The read-aheads, not the clock, must end the downloads (see the probe test below).
             configuration.idleDownloadGracePeriod = .seconds(300)
         }) { cache in
