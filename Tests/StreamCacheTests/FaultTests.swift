@@ -227,6 +227,33 @@ import Testing
         }
     }
 
+    /// An origin that sends no validator at all (no `ETag`, no `Last-Modified`: a plain file server
+    /// or a signed link of some services) tells a new version only by its length: a length that
+    /// changed drops the old bytes as a new `ETag` does, and the two are never mixed.
+    @Test func aChangedLengthWithoutValidatorsDropsTheOldVersionAndNeverMixes() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 3_000_000, seed: 25)
+        let new = TestData.random(count: 3_200_000, seed: 26)
+        server.setFile(Self.path, data: old, entityTag: nil)
+        try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .zero }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            #expect(try await song.read(ByteRange(0, 500_000)).collect() == old[0..<500_000])
+            #expect(try #require(await song.info).validator.entityTag == nil)
+            server.setFile(Self.path, data: new, entityTag: nil)
+            do {
+                let part = try await song.read(ByteRange(2_000_000, 2_100_000)).collect()
+                #expect(part == new[2_000_000..<2_100_000])
+            } catch let error as StreamCacheError {
+                #expect(error.code == .resourceChanged)
+            }
+            let whole = try await song.read(from: 0).collect()
+            #expect(TestData.sha256(whole) == TestData.sha256(new))
+            #expect(try #require(await song.info).totalLength == Int64(new.count))
+            try await expectCacheHolds(new, in: cache, key: key)
+        }
+    }
+
     /// Two answers that cross a change at the origin: the old version's answer, on its way when the
     /// file changed, reaches the cache after the new version's. It must not make the cache go back
     /// to the old version (dropping the new bytes, cutting their readers, serving stale ones).
