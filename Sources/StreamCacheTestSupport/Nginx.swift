@@ -74,8 +74,9 @@ public final class Nginx: Sendable {
     ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
     ///   - port: The port; a free one when `nil`.
     ///   - tls: Serve HTTPS only, with this authority's server certificate for `127.0.0.1`.
+    ///   - redirects: Paths answered with `302 Found` to the URL given for each, instead of a file.
     public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil,
-                             tls: TestCertificateAuthority? = nil) async throws -> Nginx {
+                             tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:]) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
@@ -86,7 +87,8 @@ public final class Nginx: Sendable {
         while true {
             attempt += 1
             let candidate = try port ?? FreePort.find()
-            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth, tls: tls)
+            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth,
+                                          tls: tls, redirects: redirects)
             switch await Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
             case .serving:
                 return Nginx(port: candidate, scheme: tls == nil ? "http" : "https", root: root, prefix: prefix, process: process)
@@ -101,11 +103,11 @@ public final class Nginx: Sendable {
         }
     }
 
-    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:tls:)``),
+    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:tls:redirects:)``),
     /// and stops it afterwards, whether `body` returned or threw.
     public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, tls: TestCertificateAuthority? = nil,
-                                  _ body: (Nginx) async throws -> T) async throws -> T {
-        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls)
+                                  redirects: [String: URL] = [:], _ body: (Nginx) async throws -> T) async throws -> T {
+        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls, redirects: redirects)
         return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
@@ -133,10 +135,12 @@ public final class Nginx: Sendable {
 
     /// Writes the configuration for `port` and starts nginx in the foreground.
     private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
-                               tls: TestCertificateAuthority?) throws -> ChildProcess {
+                               tls: TestCertificateAuthority?, redirects: [String: URL]) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
         let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
             ?? "listen 127.0.0.1:\(port);"
+        let redirectLocations = redirects.sorted { $0.key < $1.key }
+            .map { "location = \($0.key) { return 302 \"\($0.value.absoluteString)\"; }" }.joined(separator: "\n")
         let config = """
         \(user)
         \(loadModule)
@@ -161,6 +165,7 @@ public final class Nginx: Sendable {
                 \(listen)
                 root \(root.path);
                 location / { \(auth) }
+                \(redirectLocations)
             }
         }
         """

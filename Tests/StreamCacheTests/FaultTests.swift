@@ -522,6 +522,56 @@ import Testing
         }
     }
 
+    /// A host the configuration names (``HTTPOrigin/Configuration/forwardsHeadersToHosts``) gets
+    /// the headers after a redirect, as the origin's own host does.
+    @Test func aRedirectToAHostTheHeadersAreForwardedToCarriesThem() async throws {
+        let target = try TestOrigin()
+        let data = TestData.random(count: 100_000, seed: 27)
+        target.setFile(Self.path, data: data)
+        let front = try TestOrigin()
+        front.faults = { _, _, _, _ in .redirect(target.url(Self.path).absoluteString) }
+        var configuration = HTTPOrigin.Configuration()
+        configuration.forwardsHeadersToHosts = ["127.0.0.1"]
+        let source = HTTPOrigin(url: front.url(Self.path), headers: ["Authorization": "Bearer secret-token"], configuration: configuration)
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: front.url(Self.path)), origin: source)
+            let read = try await song.read(from: 0).collect()
+            #expect(read == data)
+            #expect(!target.requests.isEmpty)
+            #expect(target.requests.allSatisfy { $0.headers["Authorization"] == "Bearer secret-token" })
+        }
+    }
+
+    /// An `https` origin that redirects to plain `http` never gets the headers sent there, not
+    /// even to a host they may be forwarded to: they would cross the network in clear text. The
+    /// file is still read, without them.
+    @Test func aRedirectFromHTTPSToPlainHTTPCarriesNoHeaders() async throws {
+        let target = try TestOrigin()
+        let data = TestData.random(count: 100_000, seed: 28)
+        target.setFile(Self.path, data: data)
+        try await withTemporaryDirectory { root in
+            let authority = try await TestCertificateAuthority.make(in: root)
+            try await Nginx.serving(root: root, tls: authority, redirects: [Self.path: target.url(Self.path)]) { nginx in
+                let transport = try AsyncHTTPClientTransportTests.transport(trusting: authority.certificate)
+                var configuration = HTTPOrigin.Configuration()
+                configuration.forwardsHeadersToHosts = ["127.0.0.1"]
+                let url = nginx.url(Self.path)
+                #expect(url.scheme == "https")
+                let source = HTTPOrigin(url: url, headers: ["Authorization": "Bearer secret-token"], transport: transport, configuration: configuration)
+                try await withAsyncCleanup {
+                    try await withTemporaryCache { cache in
+                        let song = cache.resource(for: CacheKey(url: url), origin: source)
+                        let read = try await song.read(from: 0).collect()
+                        #expect(read == data)
+                    }
+                } cleanup: { try? await transport.shutdown() }
+                #expect(await nginx.settledAccessLog().contains { $0.status == 302 })
+                #expect(!target.requests.isEmpty)
+                #expect(target.requests.allSatisfy { $0.headers["Authorization"] == nil })
+            }
+        }
+    }
+
     @Test func redirectLoopIsAnError() async throws {
         let server = try TestOrigin()
         server.faults = { _, path, _, _ in .redirect(path == "/a" ? "/b" : "/a") }
