@@ -117,4 +117,30 @@ import Testing
             while try await reader.next() != nil {}
         }
     }
+
+    /// Eviction passes over the least recently used resource while it is being read and evicts
+    /// the next one instead, so the cache still gets under its limit.
+    @Test func evictionPassesOverAResourceBeingReadToTheNext() async throws {
+        let server = try TestOrigin()
+        for (index, name) in ["/old", "/middle", "/new"].enumerated() {
+            server.setFile(name, data: TestData.random(count: 1_000_000, seed: 73 + UInt64(index)))
+        }
+        try await withTemporaryCache(configure: { $0.maximumSize = 2_500_000; $0.readBufferLimit = 65_536; $0.chunkSize = 65_536 }) { cache in
+            let old = try await fill(cache, server, "/old")
+            var reader = old.read(from: 0).makeAsyncIterator()
+            let first = try await reader.next()
+            #expect(first != nil)
+            try await Task.sleep(for: .milliseconds(20))
+            _ = try await fill(cache, server, "/middle")
+            try await Task.sleep(for: .milliseconds(20))
+            _ = try await fill(cache, server, "/new")
+            let total = try await waitForEviction(cache, atMost: 2_500_000)
+            #expect(total <= 2_500_000)
+            let keys = Set(try await cache.store.entries().map(\.key.rawValue))
+            #expect(keys.contains(server.url("/old").absoluteString), "a resource being read must not be evicted")
+            #expect(!keys.contains(server.url("/middle").absoluteString), "the next least recently used resource goes instead")
+            #expect(keys.contains(server.url("/new").absoluteString))
+            while try await reader.next() != nil {}
+        }
+    }
 }

@@ -239,7 +239,15 @@ public final class StreamCache: Sendable {
             let candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
             var total = try await store.totalCachedBytes()
             for candidate in candidates where total > target {
-                let removed = try await remove(candidate.key)
+                // A read may begin between the look at what is busy and the removal, which then
+                // refuses: the next candidate is tried, rather than the cache left over its limit.
+                let removed: Bool
+                do {
+                    removed = try await remove(candidate.key)
+                } catch {
+                    configuration.logger.debug("not evicted", metadata: ["key": "\(candidate.key)", "reason": "\(error)"])
+                    continue
+                }
                 if removed {
                     total -= candidate.spans.coveredByteCount
                     metrics.recordEviction(bytes: candidate.spans.coveredByteCount)
