@@ -42,6 +42,9 @@ public final class TestOrigin: @unchecked Sendable {
         case hold(until: @Sendable () -> Bool)
         /// Answer 206 with a `Content-Range` that starts elsewhere than asked.
         case wrongContentRange
+        /// Answer 206 from this many bytes before the asked start, `Content-Range` and body alike:
+        /// an answer true to itself, for other bytes than those asked for.
+        case earlierStart(by: Int)
         /// Answer 206 but send this many fewer bytes than `Content-Length` says, then close.
         case shortBody(missing: Int)
         /// Redirect (302) to this location (the request's own path makes a loop).
@@ -490,6 +493,9 @@ public final class TestOrigin: @unchecked Sendable {
                 status = 206
                 range = parsed
             }
+        }
+        if case .earlierStart(let bytes) = fault, status == 206 {
+            range = ByteRange(max(0, range.lowerBound - Int64(bytes)), range.upperBound)
         }
         var contentRangeStart = range.lowerBound
         if case .wrongContentRange = fault, status == 206 { contentRangeStart = range.lowerBound == 0 ? 1 : range.lowerBound - 1 }

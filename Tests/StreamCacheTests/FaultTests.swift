@@ -189,6 +189,44 @@ import Testing
         }
     }
 
+    /// A body broken mid-way is asked for again from where it broke; an answer to that request
+    /// that starts elsewhere (here a byte early, its `Content-Range` saying so) is a clear error,
+    /// never written where the missing bytes go. The reader got only exact bytes, the cache holds
+    /// only those and keeps them: the next read asks the origin for the rest alone.
+    @Test func aResumeAnsweredFromAnotherOffsetIsNeverWritten() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 1_000_000, seed: 29)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, index in
+            switch index {
+            case 0: .dropAfter(bytes: 300_000)
+            case 1: .earlierStart(by: 1)
+            default: nil
+            }
+        }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            var received = Data()
+            do {
+                for try await chunk in song.read(ByteRange(0, 1_000_000)) { received.append(chunk.data) }
+                Issue.record("an answer for other bytes than asked must fail the read")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .badResponse, "\(error)")
+                #expect(error.message.contains("299999"), "\(error.message)")
+            }
+            #expect(received == data.prefix(received.count), "the reader got a wrong byte")
+            let asked = server.dataRequests(for: Self.path).compactMap(\.range)
+            #expect(asked == ["bytes=0-999999", "bytes=300000-999999"], "the broken body was asked for from where it broke")
+            try await expectCacheHolds(data, in: cache, key: key)
+
+            let whole = try await song.read(ByteRange(0, 1_000_000)).collect()
+            #expect(TestData.sha256(whole) == TestData.sha256(data))
+            #expect(server.dataRequests(for: Self.path).compactMap(\.range).dropFirst(2).first?.hasPrefix("bytes=300000-") == true,
+                    "the bytes before the break were kept: \(server.dataRequests(for: Self.path).compactMap(\.range))")
+        }
+    }
+
     @Test func wrongContentRangeIsAClearError() async throws {
         let server = try TestOrigin()
         server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 15))
