@@ -8,10 +8,12 @@ import Testing
 @Suite struct RevalidationTests {
     static let path = "/song.bin"
 
-    static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
+    /// The resource of ``path``; `timeout` is the origin's wait for an answer (30 s by default).
+    static func resource(_ cache: StreamCache, _ server: TestOrigin, timeout: Duration? = nil) -> Resource {
         let url = server.url(path)
         var configuration = HTTPOrigin.Configuration()
         configuration.retry = RetryPolicy(maxAttempts: 2, initialBackoff: .milliseconds(20))
+        if let timeout { configuration.timeout = timeout }
         return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, configuration: configuration))
     }
 
@@ -162,7 +164,10 @@ import Testing
             var configuration = Self.configuration(directory, interval: .zero)
             configuration.revalidationTimeout = .milliseconds(300)
             let cache = try StreamCache(configuration: configuration)
-            let song = Self.resource(cache, server)
+            // The origin's own wait outlasts the stall, so only the revalidation's timeout can end
+            // the read's wait within the bound below: with the origin's default 30 s, the test
+            // passed with no revalidation timeout at all.
+            let song = Self.resource(cache, server, timeout: .seconds(300))
             _ = try await Self.readWhole(song)
 
             // A stalled origin: the read waits out the timeout, then gets the cached bytes.
