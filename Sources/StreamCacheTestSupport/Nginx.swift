@@ -29,8 +29,10 @@ public final class Nginx: Sendable {
     public let root: URL
     private let prefix: URL
     private let process: ChildProcess
-    /// A socket that keeps ``port`` bound once nginx has stopped (see ``stop()``).
-    private let portHolder = Locked<Int32?>(nil)
+    /// A socket bound to ``port`` with `SO_REUSEPORT`, never listening, for the server's whole
+    /// life: nginx listens beside it, and once nginx has stopped it keeps the port from every
+    /// other server (see ``start(root:authorization:webDAV:tls:redirects:)``).
+    private let portHolder: Int32
 
     /// The nginx binary, or `nil` when not installed.
     public static var executable: String? {
@@ -59,10 +61,13 @@ public final class Nginx: Sendable {
 
     /// Starts nginx serving `root`.
     ///
-    /// A free port is found by binding port 0 and closing it, so another test may take it before
-    /// nginx binds it; nginx then exits, and the start is tried again on a new port (up to five
-    /// times). The server counts as started only once nginx has written its pid file, which it
-    /// does after binding, so a test never talks to another test's server on a port it lost.
+    /// The port is this process's from the start to the server's release: a socket bound with
+    /// `SO_REUSEPORT` and never listening holds it, and nginx listens beside it with `reuseport`.
+    /// No other test can take the port between its choice and nginx's bind, nor between nginx's
+    /// exit and the end of the test. (Until 2026-12-03 the port was let go for nginx to bind and
+    /// held again only after its exit; one full run in about twenty then found a stopped nginx's
+    /// port accepting connections.) The server counts as started once nginx has written its pid
+    /// file, which it does after binding, and accepts connections.
     ///
     /// The waits sleep the task, not the thread: a full test run has only the cooperative pool's
     /// threads (two here) for all its tests, and a thread held by a poll delays every timer of
@@ -72,10 +77,9 @@ public final class Nginx: Sendable {
     ///   - root: The directory to serve at `/`.
     ///   - authorization: The exact `Authorization` value required, or `nil` for none.
     ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
-    ///   - port: The port; a free one when `nil`.
     ///   - tls: Serve HTTPS only, with this authority's server certificate for `127.0.0.1`.
     ///   - redirects: Paths answered with `302 Found` to the URL given for each, instead of a file.
-    public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, port: Int? = nil,
+    public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
                              tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:]) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
@@ -83,27 +87,24 @@ public final class Nginx: Sendable {
         let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("streamcache-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
         let server = try Self.locationBlock(authorization: authorization, webDAV: webDAV, prefix: prefix)
-        var attempt = 0
-        while true {
-            attempt += 1
-            let candidate = try port ?? FreePort.find()
-            let process = try Self.launch(executable, prefix: prefix, port: candidate, root: root, loadModule: server.loadModule, auth: server.auth,
+        let (port, portHolder) = try FreePort.held()
+        do {
+            let process = try Self.launch(executable, prefix: prefix, port: port, root: root, loadModule: server.loadModule, auth: server.auth,
                                           tls: tls, redirects: redirects)
-            switch await Self.waitUntilServing(process, port: candidate, pidFile: prefix.appendingPathComponent("nginx.pid")) {
-            case .serving:
-                return Nginx(port: candidate, scheme: tls == nil ? "http" : "https", root: root, prefix: prefix, process: process)
-            case .exited where port == nil && attempt < 5:
-                continue  // lost the port to another test: try a new one
-            case .exited, .timedOut:
+            guard await Self.waitUntilServing(process, port: port, pidFile: prefix.appendingPathComponent("nginx.pid")) else {
                 let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
                 process.signal(SIGKILL)
                 try? await process.exit(within: 5)
                 throw NSError(domain: "Nginx", code: 2, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(log.suffix(500))"])
             }
+            return Nginx(port: port, portHolder: portHolder, scheme: tls == nil ? "http" : "https", root: root, prefix: prefix, process: process)
+        } catch {
+            close(portHolder)
+            throw error
         }
     }
 
-    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:port:tls:redirects:)``),
+    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:tls:redirects:)``),
     /// and stops it afterwards, whether `body` returned or threw.
     public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, tls: TestCertificateAuthority? = nil,
                                   redirects: [String: URL] = [:], _ body: (Nginx) async throws -> T) async throws -> T {
@@ -111,8 +112,9 @@ public final class Nginx: Sendable {
         return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
-    private init(port: Int, scheme: String, root: URL, prefix: URL, process: ChildProcess) {
+    private init(port: Int, portHolder: Int32, scheme: String, root: URL, prefix: URL, process: ChildProcess) {
         self.port = port
+        self.portHolder = portHolder
         self.scheme = scheme
         self.root = root
         self.prefix = prefix
@@ -137,8 +139,8 @@ public final class Nginx: Sendable {
     private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
                                tls: TestCertificateAuthority?, redirects: [String: URL]) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
-        let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
-            ?? "listen 127.0.0.1:\(port);"
+        let listen = tls.map { "listen 127.0.0.1:\(port) ssl reuseport; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
+            ?? "listen 127.0.0.1:\(port) reuseport;"
         let redirectLocations = redirects.sorted { $0.key < $1.key }
             .map { "location = \($0.key) { return 302 \"\($0.value.absoluteString)\"; }" }.joined(separator: "\n")
         let config = """
@@ -175,30 +177,28 @@ public final class Nginx: Sendable {
                                       ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"])
     }
 
-    private enum StartOutcome { case serving, exited, timedOut }
-
     /// Waits (at most 10 s, times the test slowdown) until `process` has bound `port` (its pid
-    /// file exists) and accepts connections there, or has exited.
+    /// file exists) and accepts connections there: `false` when it exited or the time ran out.
     ///
     /// It looks once more after every sleep, also one that overran the deadline: in a full run a
     /// task may not be resumed for 20 s while other suites hold the cooperative pool's threads,
     /// and a wait that gave up on waking without a look failed a WebDAV test with "nginx did not
     /// start" and an empty error log, twice (a fresh-clone CI run and a ThreadSanitizer run, 2026-12-01).
-    private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> StartOutcome {
+    private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> Bool {
         let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
         while true {
-            guard process.isRunning else { return .exited }
+            guard process.isRunning else { return false }
             if FileManager.default.fileExists(atPath: pidFile.path), FreePort.isListening(port) {
-                return process.isRunning ? .serving : .exited
+                return process.isRunning
             }
-            guard ContinuousClock.now < deadline else { return .timedOut }
-            do { try await Task.sleep(for: .milliseconds(20)) } catch { return .timedOut }
+            guard ContinuousClock.now < deadline else { return false }
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { return false }
         }
     }
 
     deinit {
         // A server never stopped is killed by its process handle's release.
-        if let portHolder = portHolder.withLock({ $0 }) { close(portHolder) }
+        close(portHolder)
         // Its configuration, logs and temporary directories; every test run made a few.
         try? FileManager.default.removeItem(at: prefix)
     }
@@ -206,9 +206,9 @@ public final class Nginx: Sendable {
     /// The URL of `path` (relative to the root, starting with `/`).
     public func url(_ path: String) -> URL { URL(string: "\(scheme)://127.0.0.1:\(port)\(path)")! }
 
-    /// Stops nginx (idempotent). Its port then stays bound and refusing connections until the
-    /// server is released, so that a test of offline play meets a server that is down, not
-    /// another test's server that took the port.
+    /// Stops nginx (idempotent). Its port stays bound and refusing connections until the server
+    /// is released (see ``start(root:authorization:webDAV:tls:redirects:)``), so that a test of
+    /// offline play meets a server that is down, not another test's server that took the port.
     public func stop() async {
         guard process.isRunning else { return }
         process.terminate()
@@ -216,16 +216,6 @@ public final class Nginx: Sendable {
         // kills it after 5 s, times the test slowdown). Cancellation kills it at once, which
         // stops it all the same.
         try? await process.exit(within: 5 * Double(TestTiming.slowdown))
-        // Bound but not listening: it refuses connections, and no bind for port 0 (how every
-        // server of this suite, SwiftNIO's included, takes one) gets it. `SO_REUSEADDR` lets the
-        // bind pass nginx's closed connections, which linger on the port in `TIME_WAIT`.
-        guard let holder = FreePort.boundSocket(port: port, reusingAddress: true) else { return }
-        let kept = portHolder.withLock { current in
-            guard current == nil else { return false }
-            current = holder
-            return true
-        }
-        if !kept { close(holder) }  // a concurrent stop holds the port already
     }
 
     /// The access log so far.
@@ -260,6 +250,13 @@ public enum FreePort {
         return port
     }
 
+    /// A port on 127.0.0.1 and a socket that holds it: bound with `SO_REUSEPORT`, not listening.
+    /// A server of this user that listens with `SO_REUSEPORT` (nginx: `listen … reuseport`) can
+    /// bind the port beside it; no bind for port 0 gets it while the socket is open.
+    public static func held() throws -> (port: Int, socket: Int32) {
+        try bound(reusingPort: true)
+    }
+
     /// Runs `body` with a port that refuses connections for its whole duration: it is bound but
     /// not listening, so no other test can take it meanwhile.
     public static func withRefusingPort<T>(_ body: (Int) async throws -> T) async throws -> T {
@@ -268,8 +265,8 @@ public enum FreePort {
         return try await body(port)
     }
 
-    private static func bound() throws -> (Int, Int32) {
-        guard let fd = boundSocket(port: 0, reusingAddress: false) else { throw POSIXError(.EADDRNOTAVAIL) }
+    private static func bound(reusingPort: Bool = false) throws -> (Int, Int32) {
+        guard let fd = boundSocket(port: 0, reusingAddress: false, reusingPort: reusingPort) else { throw POSIXError(.EADDRNOTAVAIL) }
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
@@ -283,14 +280,13 @@ public enum FreePort {
     }
 
     /// A TCP socket bound to 127.0.0.1:`port` (0: a port the kernel picks), not listening, or
-    /// `nil` when the bind fails.
-    public static func boundSocket(port: Int, reusingAddress: Bool) -> Int32? {
+    /// `nil` when the bind fails. `reusingAddress` sets `SO_REUSEADDR`, `reusingPort` `SO_REUSEPORT`.
+    public static func boundSocket(port: Int, reusingAddress: Bool, reusingPort: Bool = false) -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
-        if reusingAddress {
-            var yes: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        }
+        var yes: Int32 = 1
+        if reusingAddress { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size)) }
+        if reusingPort { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &yes, socklen_t(MemoryLayout<Int32>.size)) }
         var address = loopback(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
