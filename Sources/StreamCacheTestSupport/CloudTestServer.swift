@@ -68,6 +68,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var nextID = 1
         var accessTokens: [String: Int64?] = [:]
         var refreshToken = "refresh-secret-5d1c"
+        var rotatesRefreshTokens = false
         var tokenGrants = 0
         var linkBudget: Int64?
         var links: [String: Link] = [:]
@@ -138,6 +139,10 @@ public final class CloudTestServer: @unchecked Sendable {
             for token in state.accessTokens.keys { state.accessTokens[token] = .some(bytes) }
         }
     }
+
+    /// From now on every grant of the token endpoint comes with a new refresh token, and the one
+    /// used is refused from then on (`invalid_grant`), as Box's endpoint does.
+    public func rotateRefreshTokens() { state.withLock { $0.rotatesRefreshTokens = true } }
 
     /// Answers the next `count` API calls (not downloads, not the token endpoint) with `status`
     /// and, when given, `Retry-After` and a JSON `body`: a service that rate-limits (429; Google
@@ -291,15 +296,19 @@ public final class CloudTestServer: @unchecked Sendable {
                 let kv = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
                 return (kv.first ?? "", kv.count > 1 ? kv[1] : "")
             }, uniquingKeysWith: { first, _ in first })
-            let granted = state.withLock { state -> String? in
+            let granted = state.withLock { state -> (String, String?)? in
                 guard form["grant_type"] == "refresh_token", form["refresh_token"] == state.refreshToken, form["client_id"] == clientID else { return nil }
                 state.tokenGrants += 1
                 let token = "access-\(state.tokenGrants)-\(UUID().uuidString.prefix(8))"
                 state.accessTokens[token] = .some(nil)
-                return token
+                guard state.rotatesRefreshTokens else { return (token, nil) }
+                state.refreshToken = "refresh-\(state.tokenGrants)-\(UUID().uuidString.prefix(8))"
+                return (token, state.refreshToken)
             }
             guard let granted else { return json(["error": "invalid_grant"], status: .badRequest) }
-            return json(["access_token": granted, "token_type": "bearer", "expires_in": 3600])
+            var answer: [String: Any] = ["access_token": granted.0, "token_type": "bearer", "expires_in": 3600]
+            if let rotated = granted.1 { answer["refresh_token"] = rotated }
+            return json(answer)
         }
 
         let scheme = path.hasPrefix("/yandex/") ? "OAuth" : "Bearer"

@@ -64,6 +64,7 @@ public struct CredentialsFile: Sendable {
         }
     }
 
+    private let url: URL
     private let services: [String: Entry]
     private let webdav: [String: Entry]
 
@@ -99,9 +100,7 @@ public struct CredentialsFile: Sendable {
         } catch {
             throw StreamCacheError(.invalidArgument, "\(url.path) is not a JSON object.")
         }
-        let services = document.services
-        let webdav = document.webdav
-        return CredentialsFile(services: services, webdav: webdav)
+        return CredentialsFile(url: url, services: document.services, webdav: document.webdav)
     }
 
     /// The token provider for `service` (`yandex`, `dropbox`, `gdrive`, `onedrive`, `box`), if the file has one.
@@ -109,10 +108,14 @@ public struct CredentialsFile: Sendable {
         guard let entry = services[service] else { return nil }
         if let refresh = entry.refresh_token, let clientID = entry.client_id, let url = configuration.endpoints.tokens[service] {
             return OAuthRefreshingToken(endpoint: .init(url: url), clientID: clientID, clientSecret: entry.client_secret, refreshToken: refresh,
-                                        accessToken: entry.token, transport: configuration.transport)
+                                        accessToken: entry.token, transport: configuration.transport,
+                                        store: CredentialsFileTokenStore(url: self.url, service: service), logger: configuration.logger)
         }
         return entry.token.map { StaticToken($0) }
     }
+
+    /// The refresh token of `service`'s entry, if it has one.
+    func refreshToken(for service: String) -> String? { services[service]?.refresh_token }
 
     /// The WebDAV password for `user` at `host`, if the file has one.
     public func webDAVPassword(user: String, host: String) -> String? {

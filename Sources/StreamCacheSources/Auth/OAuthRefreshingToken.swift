@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Logging
 import StreamCache
 
 /// An OAuth 2.0 access token renewed with the refresh-token grant (RFC 6749 §6) when the service
@@ -13,7 +14,12 @@ import StreamCache
 /// ``minimumTokenAge`` ago is not refreshed again when it is rejected: a service that refuses a
 /// token minutes younger than any lifetime it grants refuses it for another reason (a revoked
 /// grant, a file the account may not read), and every read would otherwise cost a call to the
-/// token endpoint, which services rate-limit too. Tokens are kept in memory only.
+/// token endpoint, which services rate-limit too.
+///
+/// Tokens are kept in memory, except a refresh token the service rotates (Box, Microsoft): that
+/// one goes to the ``RefreshTokenStore`` given, if any. When the endpoint refuses the refresh
+/// token held, and the store holds another (kept by another process since this one read it), the
+/// refresh is tried once more with that one.
 public actor OAuthRefreshingToken: TokenProvider {
     /// A service's token endpoint.
     public struct Endpoint: Sendable, Hashable {
@@ -44,6 +50,8 @@ public actor OAuthRefreshingToken: TokenProvider {
     /// When ``current`` came from the token endpoint (`nil`: given at creation, of unknown age).
     private var obtainedAt: ContinuousClock.Instant?
     private let transport: any HTTPTransport
+    private let store: (any RefreshTokenStore)?
+    private let logger: Logger
     /// How old a token this provider obtained must be before a rejection refreshes it again
     /// (60 s by default; the services' tokens live an hour or more).
     public let minimumTokenAge: Duration
@@ -58,8 +66,13 @@ public actor OAuthRefreshingToken: TokenProvider {
     ///   - accessToken: An access token already held, if any; otherwise the first use refreshes.
     ///   - transport: The HTTP client.
     ///   - minimumTokenAge: How old a token obtained here must be before its rejection refreshes it again.
+    ///   - store: Where a rotated refresh token is kept, and where another process's is found.
+    ///   - logger: Where a refresh token that could not be kept is reported (never the token).
     public init(endpoint: Endpoint, clientID: String, clientSecret: String? = nil, refreshToken: String, accessToken: String? = nil,
-                transport: any HTTPTransport, minimumTokenAge: Duration = .seconds(60)) {
+                transport: any HTTPTransport, minimumTokenAge: Duration = .seconds(60), store: (any RefreshTokenStore)? = nil,
+                logger: Logger = Logger(label: "streamcache.sources", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.store = store
+        self.logger = logger
         self.minimumTokenAge = minimumTokenAge
         self.endpoint = endpoint
         self.clientID = clientID
@@ -103,7 +116,19 @@ public actor OAuthRefreshingToken: TokenProvider {
     }
 
     private func requestToken() async throws -> String {
-        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
+        do {
+            return try await grant(using: refreshToken)
+        } catch let refusal as StreamCacheError where refusal.code == .authenticationFailed {
+            // Another process may have used the token this one holds, and kept the one it got.
+            guard let store, let stored = try? await store.storedRefreshToken(), stored != refreshToken else { throw refusal }
+            refreshToken = stored
+            return try await grant(using: stored)
+        }
+    }
+
+    /// One refresh-token grant with `token`; keeps the refresh token that comes back in its place.
+    private func grant(using token: String) async throws -> String {
+        var form = [("grant_type", "refresh_token"), ("refresh_token", token), ("client_id", clientID)]
         if let clientSecret { form.append(("client_secret", clientSecret)) }
         let body = Data(form.map { "\($0.0)=\(FormEncoding.encode($0.1))" }.joined(separator: "&").utf8)
         let response = try await transport.send(HTTPRequest(method: "POST", url: endpoint.url,
@@ -115,7 +140,16 @@ public actor OAuthRefreshingToken: TokenProvider {
             throw StreamCacheError(.authenticationFailed, "The token endpoint \(endpoint.url.redactedDescription) refused to refresh the access token "
                                    + "(HTTP \(response.status)); sign in again.", httpStatus: response.status)
         }
-        if let rotated = decoded.refresh_token { refreshToken = rotated }
+        if let rotated = decoded.refresh_token, rotated != token {
+            refreshToken = rotated
+            do {
+                try await store?.keep(refreshToken: rotated, accessToken: decoded.access_token)
+            } catch {
+                // The access token works; only the next process's first refresh will fail.
+                logger.warning("could not keep the refresh token the service rotated; the next run may have to sign in again",
+                               metadata: ["endpoint": "\(endpoint.url.redactedDescription)", "error": "\(error)"])
+            }
+        }
         return decoded.access_token
     }
 }
