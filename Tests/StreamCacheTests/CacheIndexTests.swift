@@ -89,6 +89,22 @@ import Testing
         }
     }
 
+    /// An index that claims bytes past its resource's length (a hand-edited index, or one whose
+    /// length was learnt after the spans) claims up to the length only, even when the data file
+    /// holds more: no byte past the end is counted against the cache's limit or served.
+    @Test func spansPastTheResourcesLengthAreCutWhenTheCacheOpens() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = CacheKey("test:song")
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+            try TestData.random(count: 8192).write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data",
+                                   spans: [(0, 8192)])
+            let store = try CacheStore(directory: directory)
+            #expect(try await store.entry(for: key)?.spans == RangeSet([ByteRange(0, 4096)]))
+            #expect(try await store.totalCachedBytes() == 4096)
+        }
+    }
+
     @Test func anIndexFromANewerVersionIsRefusedAndLeftAlone() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("index.sqlite").path
