@@ -4,10 +4,24 @@ import StreamCacheSources
 import StreamCacheTestSupport
 import Testing
 
-/// Box answers every refresh with a new refresh token and refuses the one used from then on
-/// (Microsoft rotates too). The test server does the same after `rotateRefreshTokens()`: a
-/// refresh token used twice gets `invalid_grant`.
-@Suite struct RefreshTokenRotationTests {
+/// `OAuthRefreshingToken` against the test server's token endpoint. Box answers every refresh
+/// with a new refresh token and refuses the one used from then on (Microsoft rotates too); the
+/// test server does the same after `rotateRefreshTokens()`: a refresh token used twice gets
+/// `invalid_grant`.
+@Suite struct OAuthRefreshingTokenTests {
+    /// A request sent with the old token whose refusal comes after the refresh has finished gets
+    /// the new token, without another refresh (which, a token seconds old, would be refused as
+    /// too young and fail the request).
+    @Test func aLateRefusalOfTheOldTokenGetsTheNewOne() async throws {
+        try await CloudTestEnvironment.with { environment in
+            let token = environment.refreshingToken()
+            let fresh = try #require(try await token.refresh(rejected: CloudTestEnvironment.accessToken))
+            let late = try await token.refresh(rejected: CloudTestEnvironment.accessToken)
+            #expect(late == fresh)
+            #expect(environment.server.tokenGrants == 1)
+        }
+    }
+
     /// Two expiries in one process: the second refresh uses the refresh token the first one got.
     @Test func theNextRefreshUsesTheRotatedToken() async throws {
         try await CloudTestEnvironment.with { environment in
