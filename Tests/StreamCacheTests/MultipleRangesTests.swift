@@ -168,6 +168,27 @@ import Testing
         }
     }
 
+    /// A body that goes on after its last part: a short epilogue (RFC 2046 allows one) is
+    /// skipped, but one that does not end is a bad response, not a connection held for as long as
+    /// the origin streams.
+    @Test func aBodyThatGoesOnPastItsLastPartIsABadResponse() throws {
+        let data = TestData.random(count: 100, seed: 77)
+        var body = Data("\r\n--b\r\nContent-Range: bytes 0-9/100\r\n\r\n".utf8)
+        body.append(data[0..<10])
+        body.append(Data("\r\n--b--\r\n".utf8))
+        var parser = MultipartByteRangesParser(boundary: "b", expected: [ByteRange(0, 10)])
+        let pieces = try parser.parse(body + Data("an epilogue\r\n".utf8))
+        #expect(pieces.reduce(into: Data()) { $0.append($1) } == data[0..<10])
+        try parser.finish()
+        var endless = MultipartByteRangesParser(boundary: "b", expected: [ByteRange(0, 10)])
+        _ = try endless.parse(body)
+        #expect {
+            for _ in 0..<64 { _ = try endless.parse(Data(count: 1024)) }
+        } throws: { error in
+            (error as? StreamCacheError)?.code == .badResponse
+        }
+    }
+
     /// nginx's layout of a `multipart/byteranges` body, cut into chunks of every size from one
     /// byte up: the same payload, and each piece from one part.
     @Test func aMultipartBodyParsesTheSameInAnySplit() throws {
