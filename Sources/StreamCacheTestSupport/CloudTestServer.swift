@@ -69,6 +69,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var accessTokens: [String: Int64?] = [:]
         var refreshToken = "refresh-secret-5d1c"
         var rotatesRefreshTokens = false
+        var requiredScope: String?
         var tokenGrants = 0
         var linkBudget: Int64?
         var links: [String: Link] = [:]
@@ -143,6 +144,10 @@ public final class CloudTestServer: @unchecked Sendable {
     /// From now on every grant of the token endpoint comes with a new refresh token, and the one
     /// used is refused from then on (`invalid_grant`), as Box's endpoint does.
     public func rotateRefreshTokens() { state.withLock { $0.rotatesRefreshTokens = true } }
+
+    /// From now on the token endpoint grants only a refresh that asks for exactly `scope`, as
+    /// Microsoft's endpoint can require.
+    public func requireScope(_ scope: String) { state.withLock { $0.requiredScope = scope } }
 
     /// Answers the next `count` API calls (not downloads, not the token endpoint) with `status`
     /// and, when given, `Retry-After` and a JSON `body`: a service that rate-limits (429; Google
@@ -297,7 +302,8 @@ public final class CloudTestServer: @unchecked Sendable {
                 return (kv.first ?? "", kv.count > 1 ? kv[1] : "")
             }, uniquingKeysWith: { first, _ in first })
             let granted = state.withLock { state -> (String, String?)? in
-                guard form["grant_type"] == "refresh_token", form["refresh_token"] == state.refreshToken, form["client_id"] == clientID else { return nil }
+                guard form["grant_type"] == "refresh_token", form["refresh_token"] == state.refreshToken, form["client_id"] == clientID,
+                      state.requiredScope.map({ form["scope"] == $0 }) ?? true else { return nil }
                 state.tokenGrants += 1
                 let token = "access-\(state.tokenGrants)-\(UUID().uuidString.prefix(8))"
                 state.accessTokens[token] = .some(nil)

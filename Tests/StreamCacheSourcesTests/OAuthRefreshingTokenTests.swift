@@ -51,7 +51,7 @@ import Testing
                 server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
                 server.rotateRefreshTokens()
                 let credentials = root.appendingPathComponent("credentials.json")
-                let original = try Self.credentialsFile(at: credentials, box: ["token": "expired-token", "refresh_token": server.refreshToken,
+                let original = try Self.credentialsFile(at: credentials, entry: ["token": "expired-token", "refresh_token": server.refreshToken,
                                                                                "client_id": server.clientID])
                 let endpoints = ["STREAMCACHE_ENDPOINT_BOX": environment.configuration.endpoints.box.absoluteString,
                                  "STREAMCACHE_ENDPOINT_TOKEN_BOX": server.url(.api, "/oauth/token").absoluteString]
@@ -90,7 +90,7 @@ import Testing
                 let server = environment.server
                 server.rotateRefreshTokens()
                 let credentials = root.appendingPathComponent("credentials.json")
-                try Self.credentialsFile(at: credentials, box: ["token": CloudTestEnvironment.accessToken, "refresh_token": server.refreshToken,
+                try Self.credentialsFile(at: credentials, entry: ["token": CloudTestEnvironment.accessToken, "refresh_token": server.refreshToken,
                                                                 "client_id": server.clientID])
                 let file = try #require(try CredentialsFile.load(from: credentials))
                 let first = try #require(file.tokenProvider(for: "box", configuration: environment.configuration))
@@ -108,10 +108,34 @@ import Testing
         }
     }
 
-    /// Writes a credentials file (mode 0600) with `box` and two other entries; returns what it holds.
+    /// An endpoint that wants a `scope` with each refresh (Microsoft's can) gets the one the
+    /// credentials file's entry names; an entry without one is refused there.
+    @Test func theEntrysScopeGoesWithTheRefresh() async throws {
+        try await withTemporaryDirectory { root in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                server.requireScope("Files.Read offline_access")
+                let credentials = root.appendingPathComponent("credentials.json")
+                func provider(scope: String?) throws -> any TokenProvider {
+                    var entry = ["token": CloudTestEnvironment.accessToken, "refresh_token": server.refreshToken, "client_id": server.clientID]
+                    entry["scope"] = scope
+                    try Self.credentialsFile(at: credentials, service: "onedrive", entry: entry)
+                    return try #require(try CredentialsFile.load(from: credentials)?.tokenProvider(for: "onedrive", configuration: environment.configuration))
+                }
+                let unscoped = try provider(scope: nil)
+                await #expect(throws: StreamCacheError.self) { _ = try await unscoped.refresh(rejected: CloudTestEnvironment.accessToken) }
+                let scoped = try provider(scope: "Files.Read offline_access")
+                #expect(try await scoped.refresh(rejected: CloudTestEnvironment.accessToken) != nil)
+                #expect(server.tokenGrants == 1)
+            }
+        }
+    }
+
+    /// Writes a credentials file (mode 0600) with `entry` for `service` and two other entries;
+    /// returns what it holds.
     @discardableResult
-    static func credentialsFile(at url: URL, box: [String: String]) throws -> [String: Any] {
-        let document: [String: Any] = ["box": box, "yandex": ["token": "y0_other-service"],
+    static func credentialsFile(at url: URL, service: String = "box", entry: [String: String]) throws -> [String: Any] {
+        let document: [String: Any] = [service: entry, "yandex": ["token": "y0_other-service"],
                                        "webdav": ["me@dav.example": ["password": "dav-secret"]]]
         try JSONSerialization.data(withJSONObject: document).write(to: url)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)

@@ -22,7 +22,8 @@ import Darwin
 /// ```
 ///
 /// A service entry holds either a `token`, or a `refresh_token` with the app's `client_id` (and
-/// `client_secret` for confidential clients) for ``OAuthRefreshingToken``. WebDAV entries are
+/// `client_secret` for confidential clients, and the `scope` to ask for where the service wants one)
+/// for ``OAuthRefreshingToken``. WebDAV entries are
 /// keyed by `user@host`. The default location is `$XDG_CONFIG_HOME/streamcache/credentials.json`
 /// (`~/.config/streamcache/credentials.json`).
 public struct CredentialsFile: Sendable {
@@ -31,6 +32,7 @@ public struct CredentialsFile: Sendable {
         var refresh_token: String?
         var client_id: String?
         var client_secret: String?
+        var scope: String?
         var password: String?
     }
 
@@ -108,7 +110,7 @@ public struct CredentialsFile: Sendable {
         guard let entry = services[service] else { return nil }
         if let refresh = entry.refresh_token, let clientID = entry.client_id, let url = configuration.endpoints.tokens[service] {
             return OAuthRefreshingToken(endpoint: .init(url: url), clientID: clientID, clientSecret: entry.client_secret, refreshToken: refresh,
-                                        accessToken: entry.token, transport: configuration.transport,
+                                        accessToken: entry.token, transport: configuration.transport, scope: entry.scope,
                                         store: CredentialsFileTokenStore(url: self.url, service: service), logger: configuration.logger)
         }
         return entry.token.map { StaticToken($0) }

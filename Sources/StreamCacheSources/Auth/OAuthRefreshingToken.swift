@@ -44,6 +44,7 @@ public actor OAuthRefreshingToken: TokenProvider {
     private let endpoint: Endpoint
     private let clientID: String
     private let clientSecret: String?
+    private let scope: String?
     private var refreshToken: String
     private var current: String?
     private var refreshing: Task<String, any Error>?
@@ -66,11 +67,15 @@ public actor OAuthRefreshingToken: TokenProvider {
     ///   - accessToken: An access token already held, if any; otherwise the first use refreshes.
     ///   - transport: The HTTP client.
     ///   - minimumTokenAge: How old a token obtained here must be before its rejection refreshes it again.
+    ///   - scope: The `scope` sent with each refresh, for an endpoint that wants one (Microsoft's
+    ///     can refuse a refresh without it: `Files.Read offline_access`); `nil` sends none, and
+    ///     the service grants the scopes of the original sign-in.
     ///   - store: Where a rotated refresh token is kept, and where another process's is found.
     ///   - logger: Where a refresh token that could not be kept is reported (never the token).
     public init(endpoint: Endpoint, clientID: String, clientSecret: String? = nil, refreshToken: String, accessToken: String? = nil,
-                transport: any HTTPTransport, minimumTokenAge: Duration = .seconds(60), store: (any RefreshTokenStore)? = nil,
+                transport: any HTTPTransport, minimumTokenAge: Duration = .seconds(60), scope: String? = nil, store: (any RefreshTokenStore)? = nil,
                 logger: Logger = Logger(label: "streamcache.sources", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.scope = scope
         self.store = store
         self.logger = logger
         self.minimumTokenAge = minimumTokenAge
@@ -130,6 +135,7 @@ public actor OAuthRefreshingToken: TokenProvider {
     private func grant(using token: String) async throws -> String {
         var form = [("grant_type", "refresh_token"), ("refresh_token", token), ("client_id", clientID)]
         if let clientSecret { form.append(("client_secret", clientSecret)) }
+        if let scope { form.append(("scope", scope)) }
         let body = Data(form.map { "\($0.0)=\(FormEncoding.encode($0.1))" }.joined(separator: "&").utf8)
         let response = try await transport.send(HTTPRequest(method: "POST", url: endpoint.url,
                                                             headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
