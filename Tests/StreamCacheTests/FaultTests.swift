@@ -227,6 +227,36 @@ import Testing
         }
     }
 
+    /// A file replaced while its body was broken off: the resume's answer belongs to the new
+    /// version (an origin without validators tells it by its length alone), so the read ends with
+    /// `resourceChanged` instead of going on with the new file's bytes. The reader got only old
+    /// bytes, and a read afterwards gives the new file whole.
+    @Test(.timeLimit(.minutes(1))) func aFileReplacedBeforeTheResumeIsNeverJoinedToIt() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 1_000_000, seed: 30)
+        let new = TestData.random(count: 1_100_000, seed: 31)
+        server.setFile(Self.path, data: old, entityTag: nil)
+        server.faults = { [weak server] _, _, _, index in
+            if index == 0 { return .dropAfter(bytes: 300_000) }
+            if index == 1 { server?.setFile(Self.path, data: new, entityTag: nil) }
+            return nil
+        }
+        try await withTemporaryCache { cache in
+            let song = cache.resource(for: CacheKey(url: server.url(Self.path)), origin: origin(server))
+            var received = Data()
+            do {
+                for try await chunk in song.read(ByteRange(0, 1_000_000)) { received.append(chunk.data) }
+                Issue.record("a resume answered by a new version must fail the read")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .resourceChanged, "\(error)")
+            }
+            #expect(received == old.prefix(received.count), "the reader got a byte of the new version")
+            #expect(server.dataRequests(for: Self.path).compactMap(\.range).prefix(2) == ["bytes=0-999999", "bytes=300000-999999"])
+            let whole = try await song.read(from: 0).collect()
+            #expect(TestData.sha256(whole) == TestData.sha256(new))
+        }
+    }
+
     @Test func wrongContentRangeIsAClearError() async throws {
         let server = try TestOrigin()
         server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 15))
