@@ -391,6 +391,14 @@ public final class CloudTestServer: @unchecked Sendable {
                 }
                 return download(fileID: file.id, revision: number, range: range, link: nil, authorization: authorization, record: record)
             }
+            if file.mimeType?.hasPrefix("application/vnd.google-apps.") == true {
+                // A Docs Editors file has no bytes of its own: no size, no checksum, and no media.
+                if query["alt"] == "media" {
+                    return json(["error": ["code": 403, "message": "Only files with binary content can be downloaded. Use Export with Docs Editors files.",
+                                           "errors": [["domain": "global", "reason": "fileNotDownloadable"]]]], status: .forbidden)
+                }
+                return json(["id": file.id, "name": file.name, "mimeType": file.mimeType!, "capabilities": ["canReadRevisions": revisionsReadable]])
+            }
             if query["alt"] == "media" { return download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record) }
             return json(["id": file.id, "name": file.name, "size": String(file.data.count), "mimeType": file.mimeType ?? "application/octet-stream",
                          "md5Checksum": file.hash, "headRevisionId": "rev\(file.revision)",

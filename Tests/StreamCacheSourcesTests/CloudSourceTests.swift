@@ -313,6 +313,22 @@ import Testing
         }
     }
 
+    /// A Google Docs Editors file (a document, a sheet) has no bytes to stream: resolving it is a
+    /// clear error that says so, not the download's 403 `fileNotDownloadable`.
+    @Test func aGoogleDocumentIsRefusedWithAClearError() async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Docs/notes", data: Data("text".utf8), mimeType: "application/vnd.google-apps.document")
+            do {
+                _ = try await environment.source("gdrive", path: "/Docs/notes").resolve()
+                Issue.record("a Google document has no bytes to stream")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .invalidArgument, "\(error)")
+                #expect(error.message.contains("Google application/vnd.google-apps.document document"), "\(error.message)")
+            }
+            #expect(environment.server.records.filter(\.isDownload).isEmpty)
+        }
+    }
+
     /// A Drive user who may not read a file's revisions (a viewer of someone else's file) gets
     /// its current bytes from `files/{id}?alt=media`.
     @Test func aDriveViewerWhoMayNotReadRevisionsGetsTheCurrentBytes() async throws {
