@@ -257,6 +257,23 @@ import Testing
         }
     }
 
+    /// A body that breaks, then breaks again before a byte on every resume, ends after the retry
+    /// policy's attempts (four here) with the transport's error: a resume that brings bytes
+    /// starts the count anew, one that brings none does not.
+    @Test(.timeLimit(.minutes(1))) func aBodyThatKeepsBreakingWithoutAByteEndsAfterTheRetries() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 1_000_000, seed: 32)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, index in .dropAfter(bytes: index == 0 ? 300_000 : 0) }
+        let response = try await origin(server).open(OriginRequest(range: ByteRange(0, 1_000_000)))
+        var received = Data()
+        await #expect(throws: (any Error).self) {
+            for try await chunk in response.body { received.append(chunk) }
+        }
+        #expect(received == data.prefix(300_000))
+        #expect(server.dataRequests(for: Self.path).compactMap(\.range) == ["bytes=0-999999"] + Array(repeating: "bytes=300000-999999", count: 3))
+    }
+
     @Test func wrongContentRangeIsAClearError() async throws {
         let server = try TestOrigin()
         server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 15))
