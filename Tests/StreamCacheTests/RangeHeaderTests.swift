@@ -19,9 +19,17 @@ import Testing
     }
 
     @Test(arguments: ["", "bytes", "bytes=", "bytes=-", "bytes=5-4", "bytes=a-b", "items=0-1", "bytes=0-1-2", "bytes=--1", "bytes=1--2",
-                      "bytes=+1-2", "bytes=0x10-20", "bytes= - ", "bytes=,", "bytes=0-1;", "bytes=٣-٤", String(repeating: "bytes=0-1,", count: 100)])
+                      "bytes=+1-2", "bytes=0x10-20", "bytes= - ", "bytes=,", "bytes=0-1;", "bytes=٣-٤", "bytes=0-1,bytes=2-3"])
     func rejectsMalformedHeaders(value: String) {
         #expect(RangeHeader(parsing: value) == nil)
+    }
+
+    /// At most 64 ranges in one header: a longer list counts as malformed (a 200 with the whole
+    /// representation), so that no client makes one request cost the origin hundreds of parts.
+    @Test func aHeaderWithMoreRangesThanTheLimitIsRefused() {
+        func header(_ count: Int) -> String { "bytes=" + (0..<count).map { "\($0 * 10)-\($0 * 10 + 4)" }.joined(separator: ",") }
+        #expect(RangeHeader(parsing: header(RangeHeader.maximumSpecifierCount))?.specifiers.count == 64)
+        #expect(RangeHeader(parsing: header(RangeHeader.maximumSpecifierCount + 1)) == nil)
     }
 
     @Test func resolvesAgainstTheLength() throws {
