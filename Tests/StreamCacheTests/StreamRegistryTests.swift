@@ -59,6 +59,26 @@ import Testing
         #expect(registry.registerDerived(segment, isPlaylist: false) == registered)
     }
 
+    /// A live playlist names new segments for as long as it plays: the registry keeps the most
+    /// recent 100,000 files playlists named and forgets the oldest, so a server that ran for weeks
+    /// does not hold every segment it ever listed. A forgotten file named again gets a new URL.
+    @Test func theOldestDerivedFilesAreForgottenPastTheLimit() throws {
+        let registry = Self.registry()
+        let limit = StreamRegistry.maximumDerivedStreams
+        var first: [StreamRegistration] = []
+        for index in 0..<(limit + 2) {
+            let registration = registry.registerDerived(try #require(Self.playlist.resolve("seg-\(index).ts")), isPlaylist: false)
+            if index < 2 { first.append(registration) }
+        }
+        #expect(first.allSatisfy { registry.stream(id: $0.id) == nil }, "the two oldest are forgotten")
+        let third = try #require(Self.playlist.resolve("seg-2.ts"))
+        #expect(registry.stream(id: registry.registerDerived(third, isPlaylist: false).id)?.location == third, "the third oldest is kept")
+        let newest = try #require(Self.playlist.resolve("seg-\(limit + 1).ts"))
+        #expect(registry.stream(id: registry.registerDerived(newest, isPlaylist: false).id)?.location == newest)
+        let again = registry.registerDerived(try #require(Self.playlist.resolve("seg-0.ts")), isPlaylist: false)
+        #expect(again.id != first[0].id)
+    }
+
     @Test func unregisteringADerivedFileForgetsIt() throws {
         let registry = Self.registry()
         let segment = try #require(Self.playlist.resolve("seg-001.ts"))
