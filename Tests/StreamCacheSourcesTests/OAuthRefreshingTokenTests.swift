@@ -42,7 +42,8 @@ import Testing
     /// `streamcache get` with a credentials file, run twice, each run with an access token the
     /// service no longer takes: the second refresh works only with the refresh token the first
     /// run got, which the file must hold afterwards. Everything else in the file is kept, and the
-    /// file stays readable by its owner only.
+    /// file stays readable by its owner only. The path given is a symbolic link to the file (as
+    /// dotfile managers keep it), and stays one.
     @Test func aRotatedRefreshTokenOutlivesTheProcess() async throws {
         let data = TestData.random(count: 300_000, seed: 93)
         try await withTemporaryDirectory { root in
@@ -51,8 +52,11 @@ import Testing
                 server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
                 server.rotateRefreshTokens()
                 let credentials = root.appendingPathComponent("credentials.json")
-                let original = try Self.credentialsFile(at: credentials, entry: ["token": "expired-token", "refresh_token": server.refreshToken,
-                                                                               "client_id": server.clientID])
+                let target = root.appendingPathComponent("dotfiles/credentials.json")
+                try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+                let original = try Self.credentialsFile(at: target, entry: ["token": "expired-token", "refresh_token": server.refreshToken,
+                                                                          "client_id": server.clientID])
+                try FileManager.default.createSymbolicLink(at: credentials, withDestinationURL: target)
                 let endpoints = ["STREAMCACHE_ENDPOINT_BOX": environment.configuration.endpoints.box.absoluteString,
                                  "STREAMCACHE_ENDPOINT_TOKEN_BOX": server.url(.api, "/oauth/token").absoluteString]
                 for run in 1...2 {
@@ -71,8 +75,9 @@ import Testing
                     #expect(box["token"] != "expired-token")
                     #expect(kept["yandex"] as? [String: String] == original["yandex"] as? [String: String])
                     #expect(kept["webdav"] as? [String: [String: String]] == original["webdav"] as? [String: [String: String]])
-                    let mode = try #require(try FileManager.default.attributesOfItem(atPath: credentials.path)[.posixPermissions] as? Int)
+                    let mode = try #require(try FileManager.default.attributesOfItem(atPath: target.path)[.posixPermissions] as? Int)
                     #expect(mode == 0o600)
+                    #expect(try FileManager.default.destinationOfSymbolicLink(atPath: credentials.path) == target.path)
                     // The next run begins with an access token the service no longer takes.
                     server.expireTokens(afterBytes: 0)
                 }

@@ -16,7 +16,8 @@ import Darwin
 ///
 /// The file is replaced whole (``PrivateFile``: mode 0600, on disk before the rename), so no
 /// reader ever sees half of it, under an exclusive `flock` on its directory, so that two processes
-/// keeping tokens of two services at once do not lose one of them.
+/// keeping tokens of two services at once do not lose one of them. A credentials file that is a
+/// symbolic link (kept with other dotfiles) has the file it names replaced, and stays a link.
 struct CredentialsFileTokenStore: RefreshTokenStore {
     /// The credentials file.
     let url: URL
@@ -28,9 +29,10 @@ struct CredentialsFileTokenStore: RefreshTokenStore {
     }
 
     func keep(refreshToken: String, accessToken: String) async throws {
-        try await withDirectoryLock {
+        let file = url.resolvingSymlinksInPath()
+        try await withLock(of: file.deletingLastPathComponent().path) {
             // Read again under the lock: another process may have changed another entry.
-            var document = try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: url))
+            var document = try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: file))
             guard case .object(var entry)? = document[service] else {
                 throw StreamCacheError(.invalidArgument, "\(url.path) no longer has a \"\(service)\" entry to keep the new refresh token in.")
             }
@@ -39,14 +41,13 @@ struct CredentialsFileTokenStore: RefreshTokenStore {
             document[service] = .object(entry)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            try PrivateFile.store(String(decoding: try encoder.encode(document), as: UTF8.self) + "\n", at: url.path, name: "the credentials file")
+            try PrivateFile.store(String(decoding: try encoder.encode(document), as: UTF8.self) + "\n", at: file.path, name: "the credentials file")
         }
     }
 
-    /// Runs `body` holding an exclusive `flock` on the file's directory; waits for another
-    /// holder at most 5 s (holders keep it for one small write).
-    private func withDirectoryLock<T>(_ body: () throws -> T) async throws -> T {
-        let directory = url.deletingLastPathComponent().path
+    /// Runs `body` holding an exclusive `flock` on `directory`; waits for another holder at most
+    /// 5 s (holders keep it for one small write).
+    private func withLock<T>(of directory: String, _ body: () throws -> T) async throws -> T {
         let fd = open(directory, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw StreamCacheError(.invalidArgument, "Cannot open \(directory) (errno \(errno)).") }
         defer { close(fd) }
@@ -63,7 +64,7 @@ struct CredentialsFileTokenStore: RefreshTokenStore {
 }
 
 /// Any JSON value, so that an entry can be changed and the rest of the file written back as it was.
-private enum JSONValue: Codable, Equatable {
+private enum JSONValue: Codable {
     case string(String)
     case integer(Int64)
     case number(Double)
