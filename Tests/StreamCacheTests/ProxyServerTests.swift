@@ -47,7 +47,8 @@ import Testing
     }
 
     /// With a revalidation interval, a player's request for a file cached whole but replaced at
-    /// the origin gets the new version's headers and bytes, not the old ones the cache knew.
+    /// the origin gets the new version's headers and bytes, not the old ones the cache knew; a
+    /// `HEAD` gets the new headers.
     @Test func aReplacedFileIsAnsweredWithItsNewVersionOnceTheWordIsOld() async throws {
         try await Self.withProxy(configure: {
             $0.revalidationInterval = .zero
@@ -60,6 +61,10 @@ import Testing
             #expect(TestData.sha256(try await Self.curl(url).body) == TestData.sha256(old))
             origin.setFile("/music/track.mp3", data: new, entityTag: "\"v2\"", contentType: "audio/mpeg")
 
+            // A HEAD, which opens no read, is answered from the origin's word too.
+            let head = try await Self.curl(url, ["-I"])
+            #expect(head.headers["content-length"] == "650000")
+            #expect(head.headers["etag"] == "\"v2\"")
             let probe = try await Self.curl(url, ["-r", "0-1"])
             #expect(probe.status == 206)
             #expect(probe.headers["content-range"] == "bytes 0-1/650000")
