@@ -274,6 +274,36 @@ import Testing
         #expect(server.dataRequests(for: Self.path).compactMap(\.range) == ["bytes=0-999999"] + Array(repeating: "bytes=300000-999999", count: 3))
     }
 
+    /// An origin that answers a range with the whole file because the `If-Range` sent with it
+    /// named the old version does serve ranges (only such an origin evaluates `If-Range`): the
+    /// new version is read, and a seek after it asks for its own bytes, not the file from byte 0.
+    @Test func aWholeFileAnsweredForAnOldIfRangeLeavesRangesInUse() async throws {
+        let server = try TestOrigin()
+        let old = TestData.random(count: 2_000_000, seed: 33)
+        let new = TestData.random(count: 2_000_000, seed: 34)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        try await withTemporaryCache(configure: {
+            $0.idleReadAhead = 0
+            $0.fillsSmallGaps = false
+        }) { cache in
+            let song = cache.resource(for: CacheKey(url: server.url(Self.path)), origin: origin(server))
+            #expect(try await song.read(ByteRange(0, 100_000)).collect() == old[0..<100_000])
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+            // The read that meets the new version ends (its reader had old bytes); the next one reads it.
+            await #expect { _ = try await song.read(ByteRange(500_000, 600_000)).collect() } throws: { error in
+                (error as? StreamCacheError)?.code == .resourceChanged
+            }
+            let answered = server.dataRequests(for: Self.path).last
+            #expect(try await song.read(ByteRange(500_000, 600_000)).collect() == new[500_000..<600_000])
+            #expect(answered?.headers["If-Range"] == "\"v1\"" && answered?.status == 200, "the test needs a whole file for an old If-Range")
+            try await waitUntilNoDownload(of: song, within: .seconds(60))
+            #expect(try await song.read(ByteRange(1_500_000, 1_600_000)).collect() == new[1_500_000..<1_600_000])
+            let seek = server.dataRequests(for: Self.path).last
+            #expect(seek?.status == 206 && seek?.range?.hasPrefix("bytes=1500000-") == true,
+                    "\(server.dataRequests(for: Self.path).map { "\($0.status) \($0.range ?? "-")" })")
+        }
+    }
+
     @Test func wrongContentRangeIsAClearError() async throws {
         let server = try TestOrigin()
         server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 15))
