@@ -167,7 +167,11 @@ import Testing
         /// The first answer after its first 64 KiB: a reader that leaves at once.
         case firstAnswer
         /// Each answer from the first part's byte (4 MiB) on, after its first 64 KiB: parts that
-        /// are still on their first request when their reader leaves.
+        /// are still on their first request when their reader leaves. The first answer waits after
+        /// 512 KiB until a part's request has come, so the reader, streaming by then, waits for
+        /// the origin, and a waiting reader is what starts parts: under the suite's start-up load
+        /// the reader's loop once ran so late that it found every byte up to 1 MiB cached, never
+        /// waited, and left with no part started.
         case parts
         /// The first answer after 640 KiB, until a second request has come: a reader that streams
         /// and leaves keeps its request in flight while its parts start, however late a loaded
@@ -191,9 +195,14 @@ import Testing
         case .nothing: break
         case .firstAnswer: server.faults = { _, _, _, index in index == 0 ? held : nil }
         case .parts:
-            server.faults = { _, _, headers, _ in
+            let partCame = Locked(false)
+            server.faults = { _, _, headers, index in
                 let first = headers["Range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } ?? 0
-                return first >= 4 << 20 ? held : nil
+                if first >= 4 << 20 {
+                    partCame.withLock { $0 = true }
+                    return held
+                }
+                return index == 0 ? .pause(afterBytes: 512 << 10, until: { partCame.withLock { $0 } }) : nil
             }
         case .firstAnswerUntilParts:
             let partCame = Locked(false)
@@ -252,11 +261,9 @@ import Testing
     /// every round trip stretches, and the rule rightly falls back to the minimum read-ahead.
     @Test func aLeftReadReadsAheadWhereItsPlayerWasNotInEveryPart() async throws {
         let leftAt = 1 << 20
-        // Held: under the whole suite the engine can see the reader leave after a part's first
-        // request has ended, and the part then rightly sends a second.
-        // The read was split if parts fetched (below), whether or not their requests overlapped the
-        // reader's in time: a CI run loaded for 26 s started the part at 5 MiB only once the
-        // reader's read-ahead had ended.
+        // Held (see ``Hold/parts``): the reader waits for the origin while streaming, so parts
+        // start; and under the whole suite the engine can see the reader leave after a part's
+        // first request has ended, and the part then rightly sends a second.
         let (requests, _) = try await Self.readToTheEnd(leavingAfter: leftAt, seed: 84, holding: .parts)
         let described = Self.describe(requests)
         // The reader's own download keeps at least one part past the reader (4 MiB): requests
