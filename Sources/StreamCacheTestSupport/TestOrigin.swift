@@ -59,6 +59,9 @@ public final class TestOrigin: @unchecked Sendable {
         case rushAfterPause(afterBytes: Int, until: @Sendable () -> Bool)
         /// Answer 206 without a `Content-Range` header.
         case missingContentRange
+        /// Answer as usual, with this `Content-Encoding`: an origin that says it compressed the
+        /// body although the client asked for `identity` (the bytes sent are the file's).
+        case contentEncoding(String)
         /// Read the request, then reset the connection without an answer: a server that went
         /// down while the request was on its way, or after it took effect.
         case reset
@@ -522,6 +525,7 @@ public final class TestOrigin: @unchecked Sendable {
             head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n"
         }
         if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
+        if case .contentEncoding(let coding) = fault { head += "Content-Encoding: \(coding)\r\n" }
         if let tag = file.entityTag { head += "ETag: \(tag)\r\n" }
         if multipartBody != nil {
             head += "Content-Type: multipart/byteranges; boundary=\(Self.multipartBoundary)\r\n"

@@ -317,6 +317,34 @@ import Testing
         }
     }
 
+    /// An origin that compresses its answer although the client asked for `identity`: the body
+    /// is not the file's bytes, and a range of it counts compressed bytes. The read fails with the
+    /// reason, and nothing is cached, whether the answer is a 206 or the whole file. Before, a
+    /// whole file's compressed body was cached and served as the media (AsyncHTTPClient), or the
+    /// read failed with "NSURLErrorDomain -1" after four tries (URLSession on Linux).
+    @Test(arguments: TransportKind.allCases, [true, false])
+    func aCompressedAnswerIsRefusedAndNothingIsCached(kind: TransportKind, servesRanges: Bool) async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile(Self.path, data: TestData.random(count: 10_000, seed: 18), supportsRanges: servesRanges)
+        server.faults = { _, _, _, _ in .contentEncoding("gzip") }
+        try await withTemporaryCache { cache in
+            let url = server.url(Self.path)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: kind.make()))
+            do {
+                _ = try await song.read(ByteRange(100, 200)).collect()
+                Issue.record("a compressed answer must fail the read")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .badResponse, "\(error)")
+                #expect(error.httpStatus == (servesRanges ? 206 : 200), "\(error)")
+                #expect(error.message.contains("Content-Encoding: gzip"), "\(error.message)")
+            }
+            #expect(try await song.cachedRanges.isEmpty)
+            // Refused, not tried again: another request would bring the same answer.
+            #expect(server.dataRequests(for: Self.path).count == 1, "\(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
+        }
+    }
+
     /// How the origin shows that a file was replaced.
     enum Replacement: String, CaseIterable, Sendable, CustomTestStringConvertible {
         /// A new `ETag`, the same length.

@@ -296,6 +296,13 @@ public struct HTTPOrigin: Origin {
     private func interpret(_ response: HTTPResponse, requested range: ByteRange?, following: [ByteRange], target: DownloadTarget,
                            answeredBy: URL, validator requestedValidator: Validator?) async throws -> OriginResponse {
         let headers = response.headers
+        // Ranges and lengths of a compressed answer count the compressed bytes, and the body is
+        // not the file's: cached, it would be served as the media. The transports ask for
+        // `identity`, so only an origin that ignores that gets here.
+        if let coding = headers["Content-Encoding"]?.trimmingWhitespace(), !coding.isEmpty, coding.lowercased() != "identity" {
+            throw StreamCacheError(.badResponse, "The origin compressed its answer (Content-Encoding: \(coding)) although the file's own bytes were asked for (Accept-Encoding: identity).",
+                                   httpStatus: response.status, range: range)
+        }
         // The If-Range the request carried (none for a source whose API names the version).
         let sentIfRange = target.version == nil ? requestedValidator?.ifRangeValue : nil
         if !following.isEmpty, let range {
@@ -313,8 +320,7 @@ public struct HTTPOrigin: Origin {
             // A 200 to an `If-Range` whose tag no longer matches is a new version, not a refusal.
             if response.status == 200, sentIfRange.map({ $0 == validatorOf(headers).ifRangeValue }) ?? true { throw MultipleRangesRefused() }
         }
-        let encoded = headers["Content-Encoding"].map { $0.lowercased() != "identity" } ?? false
-        let contentLength = encoded ? nil : headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingWhitespace())) }
+        let contentLength = headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingWhitespace())) }
         let mime = headers["Content-Type"]
         let name = fileName(from: headers, target: target)
         let validator = validatorOf(headers)
