@@ -98,6 +98,30 @@ import Testing
         #expect(!memory.mayAsk(origin.url("/")))
     }
 
+    /// A request for several ranges answered with the whole file because its `If-Range` no
+    /// longer matches is the new version, taken as it comes; it says nothing of the host's
+    /// ranges, so the host is still asked for several. Before, it was taken for a refusal: the
+    /// host was asked for one range at a time for as long as the process ran (one request per
+    /// gap), and the new version was asked for again.
+    @Test(arguments: TransportKind.allCases)
+    func aNewVersionAnsweredForSeveralRangesLeavesTheHostAskedForSeveral(transport: TransportKind) async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.servesMultipleRanges = true
+        let data = TestData.random(count: 400_000, seed: 75)
+        server.setFile("/a", data: data, entityTag: "\"v2\"")
+        let memory = MultipleRangesMemory()
+        var configuration = HTTPOrigin.Configuration()
+        configuration.multipleRanges = memory
+        let origin = HTTPOrigin(url: server.url("/a"), transport: transport.make(), configuration: configuration)
+        let response = try await origin.open(OriginRequest(range: ByteRange(0, 100_000), followingRanges: [ByteRange(300_000, 350_000)],
+                                                           validator: Validator(entityTag: "\"v1\"")))
+        #expect(response.offset == 0 && response.followingRanges.isEmpty && response.info.validator.entityTag == "\"v2\"")
+        #expect(try await response.body.collect(upTo: 1 << 20) == data)
+        #expect(server.requests.map { $0.status } == [200], "the new version came once: \(server.requests.map { $0.range ?? "-" })")
+        #expect(memory.mayAsk(server.url("/")))
+    }
+
     /// A multipart body whose connection drops mid-part resumes with the rest of that part and
     /// the parts still due, in one request.
     @Test(arguments: TransportKind.allCases)

@@ -315,10 +315,14 @@ public struct HTTPOrigin: Origin {
                                                                   acceptsByteRanges: true, validator: validatorOf(headers)), headers: headers)
                 return OriginResponse(info: info, offset: range.lowerBound, length: range.count, followingRanges: following, body: HTTPBody(pulling: parts))
             }
-            // One range, or the whole file: this host serves one range per response.
-            configuration.multipleRanges?.record(answeredBy, served: false)
-            // A 200 to an `If-Range` whose tag no longer matches is a new version, not a refusal.
-            if response.status == 200, sentIfRange.map({ $0 == validatorOf(headers).ifRangeValue }) ?? true { throw MultipleRangesRefused() }
+            // A 200 to an `If-Range` whose tag no longer matches is a new version, not a refusal:
+            // it tells nothing of the host's ranges, and the host stays one to ask for several.
+            let newVersion = response.status == 200 && sentIfRange.map { $0 != validatorOf(headers).ifRangeValue } ?? false
+            if !newVersion {
+                // One range, or the whole file: this host serves one range per response.
+                configuration.multipleRanges?.record(answeredBy, served: false)
+                if response.status == 200 { throw MultipleRangesRefused() }
+            }
         }
         let contentLength = headers["Content-Length"].flatMap { Int64(asciiDigits: Substring($0.trimmingWhitespace())) }
         let mime = headers["Content-Type"]
