@@ -26,8 +26,11 @@ enum ArgumentParsing {
             guard let colon = header.firstIndex(of: ":") else { throw ValidationError("A header is not 'Name: value'.") }
             let name = header[..<colon].trimmingWhitespace()
             let value = header[header.index(after: colon)...].trimmingWhitespace()
-            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte), !value.contains("\r"), !value.contains("\n") else {
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
                 throw ValidationError("Header name '\(name.prefix(40))' is not a valid HTTP field name.")
+            }
+            guard HTTPHeaders.isValidFieldValue(value) else {
+                throw ValidationError("The value of header '\(name)' holds a line break or another control character.")
             }
             result.add(name: name, value: value)
         }

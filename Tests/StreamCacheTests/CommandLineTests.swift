@@ -17,6 +17,8 @@ import Testing
         ["get", "ftp://example.com/a.mp3"],
         ["get", "http://127.0.0.1:1/a", "-H", "no colon"],
         ["get", "http://127.0.0.1:1/a", "-H", "Bad Name: x"],
+        ["get", "http://127.0.0.1:1/a", "-H", "X-A: 1\r\nX-Injected: 2"],
+        ["get", "http://127.0.0.1:1/a", "-H", "X-A: 1\u{1B}2"],
         ["get", "http://127.0.0.1:1/a", "--range", "10-5"],
         ["get", "http://127.0.0.1:1/a", "--range", "abc"],
         ["get", "http://127.0.0.1:1/a", "--revalidate-after", "soon"],

@@ -44,6 +44,27 @@ import Testing
         }
     }
 
+    /// A pass goes down to 90 % of the limit, not just under it: each file added to a full cache
+    /// would otherwise start a pass of its own, and evict one file at a time. Five files of
+    /// 1 MB under a limit of 4.2 MB: the fifth makes it 5 MB, and the two oldest go (3 MB, the
+    /// first at or below 3.78), where one would bring it under the limit.
+    @Test func aPassGoesDownToNinetyPercentOfTheLimit() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let names = ["a", "b", "c", "d", "e"]
+        for (index, name) in names.enumerated() { server.setFile("/\(name)", data: TestData.random(count: 1_000_000, seed: 90 + UInt64(index))) }
+        try await withTemporaryCache(configure: { $0.maximumSize = 4_200_000 }) { cache in
+            for name in names {
+                _ = try await fill(cache, server, "/\(name)")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let total = try await waitForEviction(cache, atMost: 3_780_000)
+            #expect(total == 3_000_000)
+            let keys = Set(try await cache.store.entries().map(\.key.rawValue))
+            #expect(keys == Set(["c", "d", "e"].map { server.url("/\($0)").absoluteString }), "\(keys.sorted())")
+        }
+    }
+
     /// Runs `body` `rounds` times on a resource of `data` that was just removed (so the body
     /// must load it again, with a wait on the index), while a second removal comes in after up
     /// to `maximumDelay`; returns how many of those removals happened (not refused as in use).

@@ -76,6 +76,21 @@ import Testing
         }
     }
 
+    /// A file whose origin names neither its type nor its name (an API's `/?track=7`) is served
+    /// with the type its registration's file name tells: AVPlayer will not play
+    /// `application/octet-stream`.
+    @Test func theRegisteredFileNameGivesTheTypeTheOriginDoesNot() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 20_000, seed: 315)
+            origin.setFile("/", data: data, contentType: nil)
+            let url = server.url(for: server.register(url: origin.url("/?track=7"), headers: ["Authorization": Self.secret], fileName: "song.mp3"))
+            for arguments in [["-r", "0-1"], ["-I"]] {
+                let answer = try await Self.curl(url, arguments)
+                #expect(answer.headers["content-type"] == "audio/mpeg", "\(arguments): \(answer.status) \(answer.headers)")
+            }
+        }
+    }
+
     /// Cached bytes go out with `sendfile`: exact bytes, whole and in ranges, all through the
     /// zero-copy path, none in a piece longer than ``RangeResponder/sendfileSize``; clients that
     /// leave mid-body leave no file descriptor behind.
@@ -201,6 +216,10 @@ import Testing
                                                      request: Data("HEAD \(url.path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
             #expect(rawHead.status == 200)
             #expect(rawHead.raw.count == rawHead.head.utf8.count + 4, "HEAD has no body")
+            // Range is defined for GET only (RFC 9110 §14.2): a HEAD with one describes the whole.
+            let rangedHead = try await Self.curl(url, ["-I", "-r", "0-1"])
+            #expect(rangedHead.status == 200 && rangedHead.headers["content-length"] == "1000000" && rangedHead.headers["content-range"] == nil,
+                    "\(rangedHead.status) \(rangedHead.headers)")
 
             let ifRangeMatches = try await Self.curl(url, ["-r", "10-19", "-H", "If-Range: \"v1\""])
             #expect(ifRangeMatches.status == 206)
@@ -413,10 +432,52 @@ import Testing
             #expect(bad.status == 400)
             let badURL = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", #"{"url":"file:///etc/passwd"}"#])
             #expect(badURL.status == 400)
+            // A header that would carry another header (or end the head) into every origin request.
+            let injected = try await Self.curl(api, auth + ["-X", "POST", "--data-binary",
+                                                            #"{"url":"http://127.0.0.1:9/x","headers":{"X-A":"1\r\nX-Injected: 2"}}"#])
+            #expect(injected.status == 400, "\(injected.status) \(String(decoding: injected.body, as: UTF8.self))")
+            let badName = try await Self.curl(api, auth + ["-X", "POST", "--data-binary", #"{"url":"http://127.0.0.1:9/x","headers":{"X A":"1"}}"#])
+            #expect(badName.status == 400, "\(badName.status)")
 
             #expect(try await Self.curl(api.appendingPathComponent(status.id), auth + ["-X", "DELETE"]).status == 204)
             #expect(try await Self.curl(try #require(URL(string: status.streamURL))).status == 404)
             #expect(try await Self.curl(api.appendingPathComponent(status.id), auth + ["-X", "DELETE"]).status == 404)
+        }
+    }
+
+    /// A prefetch's byte range is checked (a negative start, an end not past the start: 400, and
+    /// nothing fetched), and unregistering removes the cached bytes only when asked to (`purge`).
+    @Test func controlAPIChecksPrefetchRangesAndPurgesOnlyWhenAsked() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 500_000, seed: 305)
+            origin.setFile("/music/d.flac", data: data, contentType: "audio/flac")
+            let api = try #require(server.baseURL?.appendingPathComponent("api/resources"))
+            let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
+            func register() async throws -> ControlAPI.ResourceStatus {
+                let body = #"{"url":"\#(origin.url("/music/d.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#
+                return try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(
+                    api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body]).body)
+            }
+            let stream = try await register()
+            let prefetch = api.appendingPathComponent(stream.id).appendingPathComponent("prefetch")
+            for range in [#"{"start":-1,"end":10}"#, #"{"start":10,"end":10}"#, #"{"start":20,"end":10}"#] {
+                let refused = try await Self.curl(prefetch, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", range])
+                #expect(refused.status == 400, "\(range): \(refused.status)")
+            }
+            #expect(origin.bodyBytesSent(for: "/music/d.flac") == 0, "a refused prefetch fetches nothing")
+            let done = try await Self.curl(prefetch.appending(queryItems: [URLQueryItem(name: "wait", value: "1")]),
+                                           auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", #"{"start":0,"end":100000}"#])
+            #expect(done.status == 200)
+            let cached = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: done.body).cachedRanges
+            #expect(cached.first.map { $0.start == 0 && $0.end >= 100_000 } == true, "\(cached)")
+            await server.cache.flush()
+
+            #expect(try await Self.curl(api.appendingPathComponent(stream.id), auth + ["-X", "DELETE"]).status == 204)
+            #expect(try await server.cache.entries().map(\.key.rawValue) == [stream.key], "unregistered without purge: the bytes stay")
+            let again = try await register()
+            let purge = api.appendingPathComponent(again.id).appending(queryItems: [URLQueryItem(name: "purge", value: "1")])
+            #expect(try await Self.curl(purge, auth + ["-X", "DELETE"]).status == 204)
+            #expect(try await server.cache.entries().isEmpty, "unregistered with purge: the bytes go")
         }
     }
 

@@ -58,6 +58,14 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
 
     public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
 
+    /// Whether `value` may be sent as a field value (RFC 9110 §5.5): visible characters, spaces
+    /// and tabs, no other control character. A CR or LF would end the field and start one its
+    /// giver never meant (header injection). Checked by bytes: in a `String`, `"\r\n"` is one
+    /// `Character`, which neither `contains("\r")` nor `contains("\n")` finds.
+    public static func isValidFieldValue(_ value: some StringProtocol) -> Bool {
+        value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+    }
+
     /// Names only: values may hold secrets, so they never reach a description.
     public var description: String { "[" + fields.map(\.name).joined(separator: ", ") + "]" }
 }

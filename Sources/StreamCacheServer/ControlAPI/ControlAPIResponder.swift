@@ -106,7 +106,7 @@ struct ControlAPIResponder: Sendable {
         }
         var headers = HTTPHeaders()
         for (name, value) in (body.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
-            guard HTTPField.Name(name) != nil, !value.contains("\r"), !value.contains("\n") else {
+            guard HTTPField.Name(name) != nil, HTTPHeaders.isValidFieldValue(value) else {
                 return Self.error(.badRequest, "invalidRequest", "A header name or value is malformed.")
             }
             headers.add(name: name, value: value)
@@ -187,9 +187,18 @@ struct ControlAPIResponder: Sendable {
             }
         }
         let wait = request.uri.queryParameters["wait"].map { $0 == "1" || $0 == "true" } ?? false
+        // Checked before the type is known: telling a playlist may cost an origin request, and a
+        // refused request fetches nothing.
+        var range: ByteRange?
+        if body.start != nil || body.end != nil {
+            let start = body.start ?? 0
+            let end = body.end ?? Int64.max
+            guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
+            range = ByteRange(start, end)
+        }
         let task: Task<Void, Never>
         if await isPlaylist(stream) {
-            guard body.start == nil, body.end == nil else {
+            guard range == nil else {
                 return Self.error(.badRequest, "invalidRequest", "An HLS playlist is prefetched by 'variants' and 'segments', not by byte range.")
             }
             guard let selection = HLSVariantSelection(body.variants ?? "highest") else {
@@ -203,13 +212,6 @@ struct ControlAPIResponder: Sendable {
         } else {
             guard body.variants == nil, body.segments == nil else {
                 return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")
-            }
-            var range: ByteRange?
-            if body.start != nil || body.end != nil {
-                let start = body.start ?? 0
-                let end = body.end ?? Int64.max
-                guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
-                range = ByteRange(start, end)
             }
             task = server.startPrefetch(stream, range: range)
         }
