@@ -96,7 +96,12 @@ import Testing
             let sent = origin.bodyBytesSent(for: "/music/song.mp3")
             let ratio = Double(sent) / Double(song.count)
             print("simulated player: \(player.requests.count) requests, \(delivered) bytes delivered, origin bytes / file size \(ratio)")
-            #expect(ratio <= 1.05, "the origin sent \(sent) bytes for a \(song.count)-byte file")
+            // Once in about 60 full runs on a loaded machine: 1.087. The origin's requests tell
+            // which bytes came twice, for the next time.
+            #expect(ratio <= 1.05, """
+                the origin sent \(sent) bytes for a \(song.count)-byte file: \
+                \(origin.requests.map { "\($0.range ?? "-") \($0.bodyBytesSent) [\($0.servedRanges.map { "\($0.lowerBound)..<\($0.upperBound)" }.joined(separator: " "))]" })
+                """)
             #expect(player.bridge.activeRequestCount == 0)
             #expect(origin.requests.allSatisfy { $0.headers["Authorization"] == "OAuth test" })
         }
