@@ -41,6 +41,11 @@ import Testing
         }
     }
 
+    /// The control API's `resources` URL and the `curl` arguments that authorize a call to it.
+    static func resourcesAPI(of server: ProxyServer) throws -> (URL, [String]) {
+        (try #require(server.baseURL?.appendingPathComponent("api/resources")), ["-H", "Authorization: Bearer \(server.controlToken)"])
+    }
+
     /// `curl` with headers and body captured: status, lower-cased header map, body.
     static func curl(_ url: URL, _ arguments: [String] = []) async throws -> Curl.Result {
         try await Curl.fetch(url, arguments)
@@ -332,8 +337,7 @@ import Testing
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 3_000_000, seed: 303)
             origin.setFile("/music/b.flac", data: data, contentType: "audio/flac")
-            let api = try #require(server.baseURL?.appendingPathComponent("api/resources"))
-            let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
+            let (api, auth) = try Self.resourcesAPI(of: server)
 
             #expect(try await Self.curl(api).status == 401)
             #expect(try await Self.curl(api, ["-H", "Authorization: Bearer not-the-token"]).status == 401)
@@ -451,8 +455,7 @@ import Testing
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 500_000, seed: 305)
             origin.setFile("/music/d.flac", data: data, contentType: "audio/flac")
-            let api = try #require(server.baseURL?.appendingPathComponent("api/resources"))
-            let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
+            let (api, auth) = try Self.resourcesAPI(of: server)
             func register() async throws -> ControlAPI.ResourceStatus {
                 let body = #"{"url":"\#(origin.url("/music/d.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#
                 return try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(
