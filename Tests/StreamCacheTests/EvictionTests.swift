@@ -53,7 +53,9 @@ import Testing
         defer { server.stop() }
         let names = ["a", "b", "c", "d", "e"]
         for (index, name) in names.enumerated() { server.setFile("/\(name)", data: TestData.random(count: 1_000_000, seed: 90 + UInt64(index))) }
-        try await withTemporaryCache(configure: { $0.maximumSize = 4_200_000 }) { cache in
+        // Each file is committed once, whole, by `fill`'s flush: a commit of part of the fifth (a
+        // slow fetch passing the commit interval) would start the pass with less to evict.
+        try await withTemporaryCache(configure: { $0.maximumSize = 4_200_000; $0.commitInterval = .seconds(600) }) { cache in
             for name in names {
                 _ = try await fill(cache, server, "/\(name)")
                 try await Task.sleep(for: .milliseconds(20))
