@@ -116,6 +116,7 @@ let package = Package(
             dependencies: [
                 "StreamCache",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

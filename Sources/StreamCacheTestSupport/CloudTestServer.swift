@@ -9,7 +9,7 @@ import StreamCacheServer
 
 /// Local stand-ins for the cloud services' documented APIs (`shared/reference/cloud-apis.md`), the
 /// only way to test the sources offline: Yandex.Disk, Dropbox, Google Drive, OneDrive (Graph) and
-/// Box, plus an OAuth token endpoint, on one "API" listener, and a second listener on another port
+/// Box, plus an OAuth sign-in page and token endpoint, on one "API" listener, and a second listener on another port
 /// that plays the content hosts the APIs hand out links or redirects to.
 ///
 /// Everything a test needs to prove is recorded: each request's server, path, `Authorization`
@@ -80,6 +80,17 @@ public final class CloudTestServer: @unchecked Sendable {
         var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
         var downloadFailures: (count: Int, status: Int, body: String?) = (0, 503, nil)
         var revisionsReadable = true
+        var signInRefusal: String?
+        var requiredClientSecret: String?
+        var signIns: [[String: String]] = []
+        var codes: [String: IssuedCode] = [:]
+        var codeGrants = 0
+    }
+
+    /// A code the sign-in page handed out, and what its exchange must match.
+    struct IssuedCode {
+        var redirectURI: String
+        var challenge: String?
     }
 
     private let state = Locked(State())
@@ -179,6 +190,19 @@ public final class CloudTestServer: @unchecked Sendable {
             for path in state.files.keys { state.files[path]?.history = [:] }
         }
     }
+
+    /// From now on the sign-in page (`/oauth/authorize`) sends the browser back with `error`
+    /// (`access_denied`: the user pressed "Deny") instead of a code.
+    public func refuseSignIns(with error: String) { state.withLock { $0.signInRefusal = error } }
+
+    /// From now on the token endpoint exchanges a sign-in's code only with this client secret, as
+    /// Google's and Box's do.
+    public func requireClientSecret(_ secret: String) { state.withLock { $0.requiredClientSecret = secret } }
+
+    /// The query of each visit to the sign-in page.
+    public var signIns: [[String: String]] { state.withLock { $0.signIns } }
+    /// Codes exchanged for tokens.
+    public var codeGrants: Int { state.withLock { $0.codeGrants } }
 
     /// The refresh token the token endpoint accepts.
     public var refreshToken: String { state.withLock { $0.refreshToken } }
@@ -296,11 +320,16 @@ public final class CloudTestServer: @unchecked Sendable {
             return failed(HTTPResponse.Status(code: failure.status), body: failure.body, headers, record: record)
         }
 
+        if path == "/oauth/authorize" {
+            return signIn(query: query, record: record)
+        }
+
         if path == "/oauth/token" {
             let form = Dictionary(String(decoding: body, as: UTF8.self).split(separator: "&").map { pair -> (String, String) in
                 let kv = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
                 return (kv.first ?? "", kv.count > 1 ? kv[1] : "")
             }, uniquingKeysWith: { first, _ in first })
+            if form["grant_type"] == "authorization_code" { return exchange(form: form, json: json) }
             let granted = state.withLock { state -> (String, String?)? in
                 guard form["grant_type"] == "refresh_token", form["refresh_token"] == state.refreshToken, form["client_id"] == clientID,
                       state.requiredScope.map({ form["scope"] == $0 }) ?? true else { return nil }
@@ -465,6 +494,58 @@ public final class CloudTestServer: @unchecked Sendable {
         var id: String
         var size: Int
         var isFolder: Bool
+    }
+
+    /// The sign-in page of RFC 6749 §4.1.1 with PKCE (RFC 7636), for a user who allows access at
+    /// once: a redirect to `redirect_uri` with a code and the `state` given, or with the error
+    /// ``refuseSignIns(with:)`` set. A request the page must not answer with a redirect (another
+    /// client id, a redirect address off this machine, a challenge method but `S256`) gets 400,
+    /// as the services show an error page then.
+    private func signIn(query: [String: String], record: @escaping @Sendable (Int, Int64, Bool) -> Void) -> Response {
+        let refusal = state.withLock { state -> String? in
+            state.signIns.append(query)
+            return state.signInRefusal
+        }
+        guard query["response_type"] == "code", query["client_id"] == clientID, let redirect = query["redirect_uri"],
+              ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"].contains(where: { redirect.hasPrefix($0) }),
+              query["code_challenge"] == nil || query["code_challenge_method"] == "S256" else {
+            record(400, 0, false)
+            return Response(status: .badRequest, headers: [.contentLength: "0"])
+        }
+        var answer = [("state", query["state"] ?? "")]
+        if let refusal {
+            answer.insert(("error", refusal), at: 0)
+        } else {
+            let code = "code-" + UUID().uuidString
+            state.withLock { $0.codes[code] = IssuedCode(redirectURI: redirect, challenge: query["code_challenge"]) }
+            answer.insert(("code", code), at: 0)
+        }
+        let encoded = answer.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? "")" }
+        record(302, 0, false)
+        return Response(status: .found, headers: [.location: redirect + (redirect.contains("?") ? "&" : "?") + encoded.joined(separator: "&"),
+                                                  .contentLength: "0"])
+    }
+
+    /// The authorization-code grant (RFC 6749 §4.1.3): a code used once, with the address it was
+    /// issued for, this client's id (and secret, when required) and the PKCE verifier of its
+    /// challenge. Grants an access token and a refresh token that the refresh grant accepts from
+    /// then on.
+    private func exchange(form: [String: String], json: (Any, HTTPResponse.Status) -> Response) -> Response {
+        let granted = state.withLock { state -> (String, String)? in
+            guard let code = form["code"], let issued = state.codes.removeValue(forKey: code), form["client_id"] == clientID,
+                  form["redirect_uri"] == issued.redirectURI,
+                  state.requiredClientSecret.map({ form["client_secret"] == $0 }) ?? true else { return nil }
+            if let challenge = issued.challenge {
+                guard let verifier = form["code_verifier"], SecretToken.base64URL(SHA256.hash(data: Data(verifier.utf8))) == challenge else { return nil }
+            }
+            state.codeGrants += 1
+            let token = "access-code-\(state.codeGrants)-\(UUID().uuidString.prefix(8))"
+            state.accessTokens[token] = .some(nil)
+            state.refreshToken = "refresh-code-\(state.codeGrants)-\(UUID().uuidString.prefix(8))"
+            return (token, state.refreshToken)
+        }
+        guard let granted else { return json(["error": "invalid_grant"], .badRequest) }
+        return json(["access_token": granted.0, "refresh_token": granted.1, "token_type": "bearer", "expires_in": 3600], .ok)
     }
 
     private func graphItem(_ child: Child) -> [String: Any] {

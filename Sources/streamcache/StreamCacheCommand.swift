@@ -21,7 +21,7 @@ struct StreamCacheCommand: AsyncParsableCommand {
         Exit codes: 0 success; 1 other failure; 2 invalid request (for example an unknown cache key); 64 bad arguments; 3 the origin failed or was unreachable; \
         4 the origin rejected the credentials; 5 not found; 6 the cache directory failed (disk full, I/O).
         """,
-        subcommands: [GetCommand.self, PrefetchCommand.self, ServeCommand.self, LsCommand.self, DemoCommand.self, CacheCommand.self]
+        subcommands: [GetCommand.self, PrefetchCommand.self, ServeCommand.self, LsCommand.self, AuthCommand.self, DemoCommand.self, CacheCommand.self]
     )
 }
 

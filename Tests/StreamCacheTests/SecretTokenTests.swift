@@ -1,5 +1,5 @@
 import Testing
-@testable import StreamCacheServer
+import StreamCache
 
 /// Stream URLs and the control API rest on these tokens being unguessable and URL-safe.
 struct SecretTokenTests {

@@ -116,6 +116,23 @@ public struct CredentialsFile: Sendable {
         return entry.token.map { StaticToken($0) }
     }
 
+    /// Keeps what a sign-in obtained as `signIn`'s service entry in the credentials file at `url`
+    /// (created, mode 0600, with its directory, when there is none): the app's client id (and
+    /// secret), the refresh token, the access token, and the scope for a service that refreshes
+    /// with one. The entry replaces any earlier one of that service; the other entries are kept.
+    ///
+    /// - Throws: ``StreamCache/StreamCacheError`` `invalidArgument` when the file exists but is
+    ///   not a JSON object (it is left as it was) or cannot be written.
+    public static func keep(_ tokens: OAuthSignIn.Tokens, of signIn: OAuthSignIn, clientSecret: String?, at url: URL = defaultURL()) async throws {
+        var entry: [String: JSONValue] = ["client_id": .string(signIn.clientID), "token": .string(tokens.accessToken)]
+        if let refresh = tokens.refreshToken { entry["refresh_token"] = .string(refresh) }
+        if let clientSecret { entry["client_secret"] = .string(clientSecret) }
+        if signIn.service.refreshesWithScope, let scope = signIn.service.scope { entry["scope"] = .string(scope) }
+        try await CredentialsFileEditor.edit(url, creating: true) { document in
+            document[signIn.service.name] = .object(entry)
+        }
+    }
+
     /// The refresh token of `service`'s entry, if it has one.
     func refreshToken(for service: String) -> String? { services[service]?.refresh_token }
 

@@ -115,11 +115,6 @@ public actor OAuthRefreshingToken: TokenProvider {
         return token
     }
 
-    private struct TokenResponse: Decodable {
-        var access_token: String
-        var refresh_token: String?
-    }
-
     private func requestToken() async throws -> String {
         do {
             return try await grant(using: refreshToken)
@@ -136,16 +131,8 @@ public actor OAuthRefreshingToken: TokenProvider {
         var form = [("grant_type", "refresh_token"), ("refresh_token", token), ("client_id", clientID)]
         if let clientSecret { form.append(("client_secret", clientSecret)) }
         if let scope { form.append(("scope", scope)) }
-        let body = Data(form.map { "\($0.0)=\(FormEncoding.encode($0.1))" }.joined(separator: "&").utf8)
-        let response = try await transport.send(HTTPRequest(method: "POST", url: endpoint.url,
-                                                            headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
-                                                            body: body, timeout: .seconds(30)))
-        let data = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == 200, let decoded = try? JSONDecoder().decode(TokenResponse.self, from: data) else {
-            // The error body may echo the refresh token; it is not quoted.
-            throw StreamCacheError(.authenticationFailed, "The token endpoint \(endpoint.url.redactedDescription) refused to refresh the access token "
-                                   + "(HTTP \(response.status)); sign in again.", httpStatus: response.status)
-        }
+        let decoded = try await TokenEndpoint.post(form, to: endpoint.url, transport: transport)
+            .grant(refusing: "to refresh the access token", at: endpoint.url, advice: "sign in again")
         if let rotated = decoded.refresh_token, rotated != token {
             refreshToken = rotated
             do {
@@ -157,12 +144,5 @@ public actor OAuthRefreshingToken: TokenProvider {
             }
         }
         return decoded.access_token
-    }
-}
-
-/// `application/x-www-form-urlencoded` values.
-enum FormEncoding {
-    static func encode(_ value: String) -> String {
-        value.percentEncoded(allowing: URICharacters.isUnreserved)
     }
 }

@@ -32,12 +32,22 @@ public struct SourceConfiguration: Sendable {
             "gdrive": OAuthRefreshingToken.Endpoint.google.url, "onedrive": OAuthRefreshingToken.Endpoint.microsoft.url,
             "box": OAuthRefreshingToken.Endpoint.box.url,
         ]
+        /// OAuth authorization endpoints by service: the sign-in pages ``OAuthSignIn`` sends the
+        /// user's browser to.
+        public var authorizations: [String: URL] = [
+            "yandex": URL(string: "https://oauth.yandex.ru/authorize")!,
+            "dropbox": URL(string: "https://www.dropbox.com/oauth2/authorize")!,
+            "gdrive": URL(string: "https://accounts.google.com/o/oauth2/v2/auth")!,
+            "onedrive": URL(string: "https://login.microsoftonline.com/common/oauth2/v2.0/authorize")!,
+            "box": URL(string: "https://account.box.com/api/oauth2/authorize")!,
+        ]
 
         /// The real endpoints.
         public init() {}
 
         /// The real endpoints with overrides from `STREAMCACHE_ENDPOINT_YANDEX`, `_DROPBOX_API`,
-        /// `_DROPBOX_CONTENT`, `_GDRIVE`, `_ONEDRIVE`, `_BOX` and `_TOKEN_<SERVICE>`.
+        /// `_DROPBOX_CONTENT`, `_GDRIVE`, `_ONEDRIVE`, `_BOX`, `_TOKEN_<SERVICE>` and
+        /// `_AUTHORIZE_<SERVICE>`.
         public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Endpoints {
             var endpoints = Endpoints()
             func url(_ name: String) -> URL? { environment["STREAMCACHE_ENDPOINT_\(name)"].flatMap { URL(string: $0) } }
@@ -49,6 +59,9 @@ public struct SourceConfiguration: Sendable {
             if let value = url("BOX") { endpoints.box = value }
             for service in endpoints.tokens.keys {
                 if let value = url("TOKEN_\(service.uppercased())") { endpoints.tokens[service] = value }
+            }
+            for service in endpoints.authorizations.keys {
+                if let value = url("AUTHORIZE_\(service.uppercased())") { endpoints.authorizations[service] = value }
             }
             return endpoints
         }

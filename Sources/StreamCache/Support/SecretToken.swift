@@ -1,17 +1,20 @@
-import Crypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import StreamCache
 
 /// Unguessable tokens for stream URLs and the control API, and a comparison that does not leak
 /// how much of a guess was right.
-enum SecretToken {
+package enum SecretToken {
     /// A token of `bytes` random bytes (128 bits by default) in URL-safe base64 without padding.
-    static func make(bytes: Int = 16) -> String {
-        String(Data(randomBytes(bytes)).base64EncodedString().compactMap { character -> Character? in
+    package static func make(bytes: Int = 16) -> String {
+        base64URL(randomBytes(bytes))
+    }
+
+    /// `bytes` in URL-safe base64 without padding (RFC 4648 §5).
+    package static func base64URL(_ bytes: some Sequence<UInt8>) -> String {
+        String(Data(bytes).base64EncodedString().compactMap { character -> Character? in
             switch character {
             case "+": "-"
             case "/": "_"
@@ -23,7 +26,7 @@ enum SecretToken {
 
     /// `count` bytes from the system's secure generator, eight per draw: each draw is a system
     /// call, and a connection's markers need 16 (``FileRegionSlots``).
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    package static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         var bytes: [UInt8] = []
         bytes.reserveCapacity(count + 7)
@@ -34,7 +37,7 @@ enum SecretToken {
     }
 
     /// Whether `candidate` equals `secret`, in time that depends only on their lengths.
-    static func matches(_ candidate: some StringProtocol, _ secret: String) -> Bool {
+    package static func matches(_ candidate: some StringProtocol, _ secret: String) -> Bool {
         let a = Array(candidate.utf8)
         let b = Array(secret.utf8)
         guard a.count == b.count else { return false }
@@ -44,7 +47,7 @@ enum SecretToken {
     }
 
     /// Whether `value` can be used in a URL path segment as is: letters, digits, `-`, `_`, `.`, `~`.
-    static func isValid(_ value: String) -> Bool {
+    package static func isValid(_ value: String) -> Bool {
         !value.isEmpty && value.count <= 128 && value != "." && value != ".."
             && value.utf8.allSatisfy(URICharacters.isUnreserved)
     }
