@@ -42,10 +42,10 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts `executable` with `arguments` and this process's environment plus `environment`;
-    /// standard output and error go to `output` and `errors` (`/dev/null` when `nil`), which the
-    /// caller still owns and may close once this returns.
+    /// standard input comes from `input`, standard output and error go to `output` and `errors`
+    /// (`/dev/null` when `nil`), which the caller still owns and may close once this returns.
     public static func spawn(_ executable: URL, _ arguments: [String], environment: [String: String] = [:],
-                             output: Int32? = nil, errors: Int32? = nil) throws -> ChildProcess {
+                             input: Int32? = nil, output: Int32? = nil, errors: Int32? = nil) throws -> ChildProcess {
         #if canImport(Darwin)
         var actions: posix_spawn_file_actions_t?
         var attributes: posix_spawnattr_t?
@@ -57,7 +57,11 @@ public final class ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let input {
+            posix_spawn_file_actions_adddup2(&actions, input, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         if let output {
             posix_spawn_file_actions_adddup2(&actions, output, 1)
         } else {

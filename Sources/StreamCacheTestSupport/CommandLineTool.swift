@@ -16,13 +16,13 @@ public enum CommandLineTool {
 
     /// Starts `streamcache` with `arguments` (and `environment` added to this process's); the
     /// caller waits or kills.
-    public static func start(_ arguments: [String], stdout: FileHandle? = nil, stderr: FileHandle? = nil,
+    public static func start(_ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil, stderr: FileHandle? = nil,
                              environment: [String: String] = [:]) throws -> ChildProcess {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw NSError(domain: "CommandLineTool", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(executable.path) is missing: run `swift build` first"])
         }
         return try ChildProcess.spawn(executable, arguments, environment: environment,
-                                      output: stdout?.fileDescriptor, errors: stderr?.fileDescriptor)
+                                      input: stdin?.fileDescriptor, output: stdout?.fileDescriptor, errors: stderr?.fileDescriptor)
     }
 
     /// Runs `streamcache` to completion (bounded by `timeout` seconds, then killed).

@@ -25,6 +25,9 @@ struct AuthCommand: AsyncParsableCommand {
         them as the service's entry in the credentials file (mode 0600; the other entries are kept). get, serve, prefetch and ls \
         then refresh the access token by themselves.
 
+        No browser on this machine (over SSH)? Open the page on any other machine; its browser ends on the loopback address, \
+        which does not load there: paste that address into the waiting command.
+
         Register the redirect address with your app: Dropbox, Box and Yandex want it exactly, port included (pass the same \
         --redirect-uri); Google and Microsoft accept any port of a loopback address.
 
@@ -125,6 +128,11 @@ struct AuthCommand: AsyncParsableCommand {
         FileDescriptorOutput.standardError.write("Open this page in a browser and allow access; streamcache waits at \(signIn.redirectURI):\n")
         FileDescriptorOutput.standardOutput.write(page + "\n")
         if !noBrowser, isatty(STDERR_FILENO) == 1 { Self.openInBrowser(page) }
+        if isatty(STDIN_FILENO) == 1 {
+            FileDescriptorOutput.standardError.write("No browser here (over SSH)? Open the page on any machine, then paste here the address its browser ends on.\n")
+        }
+        let pasting = Task { await Self.readPastedAnswers(into: listener) }
+        defer { pasting.cancel() }
         do {
             try await listener.end(within: timeout ?? .seconds(300))
         } catch {
@@ -133,6 +141,40 @@ struct AuthCommand: AsyncParsableCommand {
         }
         await listener.stop()
         FileDescriptorOutput.standardError.write("Signed in to \(service.name); its tokens are in \(file.path).\n")
+    }
+
+    /// Reads addresses pasted on standard input, a line each, and hands their queries to the
+    /// listener: the sign-in of a user whose browser runs on another machine ends on an address
+    /// that does not load there, `http://127.0.0.1:PORT/?code=…&state=…`, which they copy here.
+    /// Polls rather than blocks, so no thread waits on a terminal nobody types into; ends at the
+    /// end of input (`/dev/null`, a closed pipe) or when cancelled.
+    private static func readPastedAnswers(into listener: RedirectListener) async {
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !Task.isCancelled {
+            var descriptor = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 0) > 0 else {
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            let count = read(STDIN_FILENO, &buffer, buffer.count)
+            if count < 0, errno == EINTR || errno == EAGAIN { continue }
+            guard count > 0 else { return }
+            pending += buffer[..<count]
+            while let newline = pending.firstIndex(of: 10) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self).trimmingWhitespace()
+                pending.removeSubrange(...newline)
+                guard !line.isEmpty else { continue }
+                guard let items = URLComponents(string: String(line))?.queryItems, !items.isEmpty else {
+                    FileDescriptorOutput.standardError.write("That is not the address the browser ended on (http://127.0.0.1:…/?code=…&state=…); paste it whole.\n")
+                    continue
+                }
+                let query = Dictionary(items.map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
+                let (page, ended) = await listener.deliver(pasted: query)
+                if !ended { FileDescriptorOutput.standardError.write(page.text + "\n") }
+                if ended { return }
+            }
+        }
     }
 
     /// An error code from the redirect, shown only as letters, digits, `_`, `-` and `.`: it came

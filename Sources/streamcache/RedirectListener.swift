@@ -23,19 +23,39 @@ final class RedirectListener: Sendable {
     /// The port listened on.
     let port: Int
     private let server: StoppableServer
-    private let ends: AsyncStream<Result<Void, any Error>>
+    private let answers: Answers
 
-    private init(port: Int, server: StoppableServer, ends: AsyncStream<Result<Void, any Error>>) {
+    /// Hands answers to the handler until one ends the sign-in; the end goes to ``ends``.
+    private final class Answers: Sendable {
+        let handler: Handler
+        let finished = Locked(false)
+        let ends: AsyncStream<Result<Void, any Error>>
+        private let ended: AsyncStream<Result<Void, any Error>>.Continuation
+
+        init(handler: @escaping Handler) {
+            self.handler = handler
+            (ends, ended) = AsyncStream<Result<Void, any Error>>.makeStream()
+        }
+
+        func deliver(_ query: [String: String]) async -> (page: Page, ended: Bool) {
+            guard !finished.withLock({ $0 }) else { return (Page(status: .gone, text: "This sign-in has ended. You can close this tab."), true) }
+            let (page, end) = await handler(query)
+            guard let end, finished.withLock({ done in defer { done = true }; return !done }) else { return (page, false) }
+            ended.yield(end)
+            return (page, true)
+        }
+    }
+
+    private init(port: Int, server: StoppableServer, answers: Answers) {
         self.port = port
         self.server = server
-        self.ends = ends
+        self.answers = answers
     }
 
     /// Listens on `host` (`127.0.0.1` or `::1`) at `port` (0: a free one) for requests to `path`.
     static func start(host: String, port: Int, path: String, handler: @escaping Handler) async throws -> RedirectListener {
-        let (ends, ended) = AsyncStream<Result<Void, any Error>>.makeStream()
+        let answers = Answers(handler: handler)
         let (ports, listening) = AsyncStream<Int>.makeStream()
-        let finished = Locked(false)
         let logger = Logger(label: "streamcache.sign-in", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try StoppableServer(logger: logger, onExit: { _ in listening.finish() }) { connections in
             try HTTPService.make(
@@ -45,13 +65,8 @@ final class RedirectListener: Sendable {
                 logger: logger,
                 respond: { request, _ in
                     guard request.method == .get, request.uri.path == path else { return Self.response(Page(status: .notFound, text: "Not found.")) }
-                    guard !finished.withLock({ $0 }) else {
-                        return Self.response(Page(status: .gone, text: "This sign-in has ended. You can close this tab."))
-                    }
                     let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { first, _ in first })
-                    let (page, end) = await handler(query)
-                    if let end, finished.withLock({ done in defer { done = true }; return !done }) { ended.yield(end) }
-                    return Self.response(page)
+                    return Self.response(await answers.deliver(query).page)
                 },
                 onServerRunning: { channel in listening.yield(channel.localAddress?.port ?? 0) }
             )
@@ -65,12 +80,19 @@ final class RedirectListener: Sendable {
             await server.stop()
             throw StreamCacheError(.invalidArgument, "Cannot listen on \(host) port \(port) for the sign-in's answer (is the port in use?).")
         }
-        return RedirectListener(port: bound, server: server, ends: ends)
+        return RedirectListener(port: bound, server: server, answers: answers)
+    }
+
+    /// Hands the query of an address the user pasted (the browser was on another machine) to the
+    /// handler, as if the browser had brought it: the page it would have shown, and whether the
+    /// sign-in has ended.
+    func deliver(pasted query: [String: String]) async -> (page: Page, ended: Bool) {
+        await answers.deliver(query)
     }
 
     /// Waits for the handler to end the sign-in, at most `limit`; returns or throws its end.
     func end(within limit: Duration) async throws {
-        let ends = self.ends
+        let ends = answers.ends
         let end = await withTaskGroup(of: Result<Void, any Error>?.self) { group in
             group.addTask {
                 for await end in ends { return end }

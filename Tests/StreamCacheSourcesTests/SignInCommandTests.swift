@@ -43,13 +43,13 @@ import Testing
 
     /// Starts `streamcache auth` with `arguments`; returns once it printed the sign-in page. A
     /// command a failed test leaves behind gives up after a minute (unless `--timeout` is given).
-    static func start(_ arguments: [String], variables: [String: String], in work: URL) async throws -> SignIn {
+    static func start(_ arguments: [String], variables: [String: String], in work: URL, stdin: FileHandle? = nil) async throws -> SignIn {
         let arguments = arguments.contains("--timeout") ? arguments : arguments + ["--timeout", "60s"]
         let out = work.appendingPathComponent("auth-stdout-\(UUID().uuidString)")
         let err = work.appendingPathComponent("auth-stderr-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = try CommandLineTool.start(["auth"] + arguments, stdout: try FileHandle(forWritingTo: out),
+        let process = try CommandLineTool.start(["auth"] + arguments, stdin: stdin, stdout: try FileHandle(forWritingTo: out),
                                                 stderr: try FileHandle(forWritingTo: err), environment: variables)
         for _ in 0..<300 {
             let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
@@ -170,6 +170,35 @@ import Testing
                 #expect(try await signIn.status() == 0, "\(signIn.errors)")
                 #expect(server.codeGrants == 1)
                 #expect(server.records.filter { $0.path == "/oauth/token" }.count == 1, "a foreign code went to the token endpoint")
+                let entry = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: credentials)) as? [String: [String: String]])?["dropbox"])
+                #expect(entry["refresh_token"] == server.refreshToken)
+            }
+        }
+    }
+
+    /// A browser on another machine (the command runs over SSH) ends on the loopback address,
+    /// which does not load there; the user pastes that address into the command, which takes it
+    /// as the browser's answer. A line that is not such an address, or one without the sign-in's
+    /// state, is refused on stderr and the command waits on.
+    @Test func theAddressABrowserElsewhereEndedOnCanBePasted() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let credentials = work.appendingPathComponent("credentials.json")
+                let input = Pipe()
+                let signIn = try await Self.start(["dropbox", "--client-id", server.clientID, "--credentials-file", credentials.path],
+                                                  variables: Self.variables(environment), in: work, stdin: input.fileHandleForReading)
+                let signInPage = try await Curl.fetch(signIn.page)
+                let endedOn = try #require(signInPage.headers["location"], "\(signInPage.headers)")
+                let foreign = endedOn.replacingOccurrences(of: "state=", with: "state=x")
+                input.fileHandleForWriting.write(Data("not an address\n\(foreign)\n".utf8))
+                for _ in 0..<100 where !signIn.errors.contains("not for the sign-in") { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(signIn.errors.contains("not the address the browser ended on"), "\(signIn.errors)")
+                #expect(signIn.errors.contains("not for the sign-in"), "\(signIn.errors)")
+                #expect(signIn.process.isRunning)
+                input.fileHandleForWriting.write(Data("  \(endedOn)  \n".utf8))
+                #expect(try await signIn.status() == 0, "\(signIn.errors)")
+                #expect(server.codeGrants == 1)
                 let entry = try #require((try JSONSerialization.jsonObject(with: Data(contentsOf: credentials)) as? [String: [String: String]])?["dropbox"])
                 #expect(entry["refresh_token"] == server.refreshToken)
             }
