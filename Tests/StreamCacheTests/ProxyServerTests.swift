@@ -81,6 +81,37 @@ import Testing
         }
     }
 
+    /// An origin whose file changes with every answer, and cuts each answer before the bytes
+    /// asked for: each answer to the read's download is a new version, met before the first byte
+    /// went out, so the request is answered anew, twice, and then refused with 503 (try again
+    /// later: the origin is mid-change), not 502 (the origin is broken), and no byte of any
+    /// version is served. The read goes to the origin for bytes nothing cached (not a
+    /// revalidation, whose question may time out on a loaded machine and rightly serve the cached
+    /// bytes).
+    @Test func anOriginWhoseFileChangesOnEveryAnswerGetsA503() async throws {
+        try await Self.withProxy { server, origin in
+            let first = TestData.random(count: 600_000, seed: 316)
+            origin.setFile("/music/flux.mp3", data: first, entityTag: "\"v0\"", contentType: "audio/mpeg")
+            let url = server.url(for: server.register(url: origin.url("/music/flux.mp3"), headers: ["Authorization": Self.secret]))
+            let cached = try await Self.curl(url, ["-r", "0-99999"])
+            #expect(cached.status == 206 && cached.body == first.prefix(100_000))
+            let before = origin.requests.count
+            origin.faults = { _, path, _, index in
+                origin.setFile(path, data: TestData.random(count: 600_000, seed: UInt64(400 + index)), entityTag: "\"v\(index + 1)\"", contentType: "audio/mpeg")
+                // Cut before the bytes asked for: reaching them takes another request, whose
+                // answer is another version.
+                return .dropAfter(bytes: 200_000)
+            }
+            let answer = try await Self.curl(url, ["-r", "300000-399999"])
+            #expect(answer.status == 503, "\(answer.status): \(answer.text.prefix(200))")
+            #expect(answer.body.count < 1_000, "a refusal, not the bytes of some version")
+            let asked = origin.requests.count - before
+            // One answer per version met, at the least; and the changes stop the request, however
+            // many versions the origin would go on making.
+            #expect((StartedRead.versionChangesAnsweredAnew + 1...8).contains(asked), "\(asked) answers: \(origin.timeline(for: "/music/flux.mp3"))")
+        }
+    }
+
     /// A file whose origin names neither its type nor its name (an API's `/?track=7`) is served
     /// with the type its registration's file name tells: AVPlayer will not play
     /// `application/octet-stream`.
