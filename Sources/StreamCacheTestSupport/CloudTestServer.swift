@@ -377,6 +377,10 @@ public final class CloudTestServer: @unchecked Sendable {
             switch path.dropFirst("/dropbox/2/".count) {
             case "users/get_current_account": return json(["account_id": "dbid:AAB7", "name": ["display_name": "Tester"]])
             case "files/get_metadata":
+                if file(reference: target) == nil, isFolder(target) {
+                    return json([".tag": "folder", "name": target.split(separator: "/").last.map(String.init) ?? "", "id": "id:folder" + target,
+                                 "path_display": target])
+                }
                 guard let file = file(reference: target) else { return json(["error_summary": "path/not_found/"], status: .conflict) }
                 return json([".tag": "file", "name": file.name, "id": "id:" + file.id, "size": file.data.count, "rev": "r\(file.revision)",
                              "content_hash": file.hash, "path_display": file.path])
@@ -409,6 +413,11 @@ public final class CloudTestServer: @unchecked Sendable {
                 }])
             }
             let parts = rest.dropFirst("files/".count).split(separator: "/")
+            let folder = String(rest.dropFirst("files/".count)).replacingOccurrences(of: "folder:", with: "")
+            if rest.hasPrefix("files/"), file(id: String(parts.first ?? "")) == nil, isFolder(folder) {
+                return json(["id": "folder:" + folder, "name": folder.split(separator: "/").last.map(String.init) ?? "",
+                             "mimeType": "application/vnd.google-apps.folder", "capabilities": ["canReadRevisions": true]])
+            }
             guard rest.hasPrefix("files/"), let file = file(id: String(parts.first ?? "")) else { return json(["error": ["code": 404]], status: .notFound) }
             let revisionsReadable = state.withLock { $0.revisionsReadable }
             if parts.count == 3, parts[1] == "revisions" {
@@ -449,6 +458,10 @@ public final class CloudTestServer: @unchecked Sendable {
                 suffix = pieces.count > 1 ? String(pieces[1].drop { $0 == "/" }) : ""
                 if item == nil, suffix == "children" {
                     return json(["value": children(of: pieces[0]).map { graphItem($0) }])
+                }
+                if item == nil, suffix.isEmpty, isFolder(pieces[0]) {
+                    return json(["id": "folder" + pieces[0], "name": pieces[0].split(separator: "/").last.map(String.init) ?? "",
+                                 "folder": ["childCount": children(of: pieces[0]).count]])
                 }
             }
             guard let item else { return json(["error": ["code": "itemNotFound"]], status: .notFound) }
@@ -557,6 +570,9 @@ public final class CloudTestServer: @unchecked Sendable {
     private func file(reference: String) -> File? {
         reference.hasPrefix("id:") ? file(id: String(reference.dropFirst(3))) : file(path: reference)
     }
+
+    /// Whether `path` is a folder: some file lies below it.
+    private func isFolder(_ path: String) -> Bool { !path.isEmpty && !children(of: path).isEmpty }
 
     /// Folder ids of the Drive and Box stand-ins are their paths.
     private func folderPath(id: String) -> String { id }

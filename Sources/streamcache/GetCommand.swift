@@ -183,15 +183,23 @@ struct GetCommand: AsyncParsableCommand {
                 let progress = ProgressBar(enabled: showsProgress)
                 defer { progress.finish() }
                 var written: Int64 = 0
-                for try await chunk in response.body {
-                    try output.write(contentsOf: chunk)
-                    written += Int64(chunk.count)
-                    progress.update(done: written, total: expected)
+                // The server ends a stream early when the origin fails after the first byte: by
+                // closing the connection, which the HTTP client reports as its own failure to
+                // parse, or (another client) as a clean end. Either is told as what it is.
+                let endedShort = { (written: Int64) -> StreamCacheError? in
+                    guard let expected, written != expected else { return nil }
+                    return StreamCacheError(.originUnavailable, "The server ended the stream after \(written) of \(expected) bytes; run the command again to fetch the rest.")
                 }
-                // The server ends a stream early when the origin fails after the first byte.
-                if let expected, written != expected {
-                    throw StreamCacheError(.originUnavailable, "The server ended the stream after \(written) of \(expected) bytes; run the command again to fetch the rest.")
+                do {
+                    for try await chunk in response.body {
+                        try output.write(contentsOf: chunk)
+                        written += Int64(chunk.count)
+                        progress.update(done: written, total: expected)
+                    }
+                } catch let error as StreamCacheError where error.code == .originUnavailable {
+                    throw endedShort(written) ?? error
                 }
+                if let error = endedShort(written) { throw error }
             }
             if let interruption {
                 if self.output != nil { output.discard() }

@@ -143,6 +143,24 @@ import Testing
         }
     }
 
+    /// An origin that tells no type, at a URL without an extension (an API's download link), of
+    /// bytes with no magic the sniffer knows: the file name the app gives
+    /// (`Configuration.fileNameHint`, a cloud listing's name) decides the type, which AVPlayer
+    /// needs to play at all.
+    @Test func theAppsFileNameDecidesWhenNeitherTheOriginNorTheBytesTell() async throws {
+        let file = TestData.random(count: 500_000, seed: 4)
+        #expect(MediaType.sniff(file.prefix(16)) == nil, "the test needs bytes no sniffer recognises")
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.setFile("/download", data: file, contentType: nil)
+        try await Self.withCache { cache in
+            let resource = cache.resource(for: CacheKey(url: origin.url("/download?id=9")), origin: HTTPOrigin(url: origin.url("/download?id=9")))
+            let player = SimulatedPlayer(resource: resource, configuration: .init(fileNameHint: "Track 9.flac"))
+            let probe = await player.probe()
+            #expect(probe.snapshot.contentInformation?.contentType == "org.xiph.flac", "\(probe.snapshot)")
+        }
+    }
+
     /// A type the player does not accept finishes the probe with a clear error and fills nothing.
     @Test func aTypeThePlayerDoesNotAcceptIsAClearError() async throws {
         let origin = try TestOrigin()

@@ -40,6 +40,46 @@ import Testing
         }
     }
 
+    /// The cache key names the account the service says the token is of, and the file's id (its
+    /// path, for Yandex.Disk, whose API has no ids): the same path or id in two accounts never
+    /// shares cached bytes, and the key stays what it was for caches already on disk.
+    @Test(arguments: services)
+    func theKeyNamesTheAccountAndTheFile(service: String) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100, seed: 52))
+            let id = try #require(environment.server.fileID("/Music/a.mp3"))
+            let file = try await environment.source(service, path: "/Music/a.mp3").resolve()
+            let expected = switch service {
+            case "yandex": "yandex:y-uid-7:/Music/a.mp3"
+            case "dropbox": "dropbox:dbid:AAB7:id:\(id)"
+            case "gdrive": "gdrive:g-perm-3:\(id)"
+            case "onedrive": "onedrive:od-drive-9:\(id)"
+            default: "box:box-user-11:\(id)"
+            }
+            #expect(file.key.rawValue == expected)
+        }
+    }
+
+    /// A folder named where a file is wanted is refused with `invalidArgument` and a message
+    /// that says to list it, before anything is downloaded.
+    @Test(arguments: services)
+    func aFolderIsRefusedWhereAFileIsWanted(service: String) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100, seed: 53))
+            let folder: String = switch service {
+            case "gdrive": "gdrive:/Music"
+            case "box": "box:folder:/Music"
+            default: "\(service):/Music"
+            }
+            let source = try SourceReference.parse(folder, credentials: SourceCredentials(token: CloudTestEnvironment.accessToken),
+                                                   configuration: environment.configuration)
+            await #expect { try await source.resolve() } throws: { error in
+                (error as? StreamCacheError)?.code == .invalidArgument && "\(error)".contains("folder")
+            }
+            #expect(environment.server.downloadedBytes == 0)
+        }
+    }
+
     /// Acceptance 2: a Yandex download link that expires after 1 MB is resolved again mid-stream
     /// and the download carries on from the same byte; the origin sends each byte once and hands
     /// out at most one new link per expiry.

@@ -39,6 +39,11 @@ import Testing
 
             let entries = try await Self.source(nginx, "/music/").list()
             #expect(entries.map(\.name).sorted() == ["a song.mp3", "live"])
+            // A collection is listed, not read as a file: its properties say what to do instead.
+            let collection = try #require(try Self.source(nginx, "/music/live/") as? WebDAVSource)
+            await #expect { try await collection.properties() } throws: { error in
+                (error as? StreamCacheError)?.code == .invalidArgument && "\(error)".contains("is a collection; list it")
+            }
             #expect(entries.first { $0.name == "live" }?.isFolder == true)
             #expect(entries.first { $0.name == "a song.mp3" }?.size == Int64(data.count))
 

@@ -311,6 +311,31 @@ import Glibc
         }
     }
 
+    /// A `get` beside a server whose stream ends before its `Content-Length` (the origin cut the
+    /// body after the first bytes went out, then refused every retry) fails with exit 3 and says
+    /// how far it got; the output file is not created from the part.
+    @Test func aGetWhoseStreamFromTheServerEndsShortFails() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let size = 2_000_000
+        origin.setFile("/broken.flac", data: TestData.random(count: size, seed: 524), contentType: "audio/flac")
+        origin.faults = { _, _, _, index in index == 0 ? .dropAfter(bytes: 300_000) : .status(404) }
+        try await withTemporaryDirectory { work in
+            let cacheDir = work.appendingPathComponent("cache")
+            let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
+            defer { server.signal(SIGKILL) }
+            let record = cacheDir.appendingPathComponent("server.json")
+            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+            let output = work.appendingPathComponent("broken.flac")
+            let got = try await CommandLineTool.run(["get", origin.url("/broken.flac").absoluteString, "-o", output.path, "--cache-dir", cacheDir.path], timeout: 60)
+            #expect(got.stderr.contains("the file comes through it."), "\(got.stderr)")
+            #expect(got.status == 3 && got.stderr.contains("The server ended the stream after") && got.stderr.contains("of \(size) bytes"),
+                    "\(got.status): \(got.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: output.path), "a failed get leaves no file")
+            #expect(try await Self.terminate(server) == 0)
+        }
+    }
+
     /// Ctrl-C on a `prefetch` that a running server does for it stops the server's prefetch too,
     /// as it stops one the command runs itself: exit 130, a line that says so, no request to the
     /// origin after it, and what came is in the server's cache.
