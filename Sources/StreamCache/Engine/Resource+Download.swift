@@ -651,7 +651,8 @@ extension Resource {
         logger.debug("download ended", metadata: ["key": "\(key)", "download": "\(id)", "at": "\(download.position)",
                                                   "received": "\(download.received)", "error": "\(Self.kind(of: error))"])
         var error = error
-        if (error as? StreamCacheError)?.code == .resourceChanged, !isOfTheVersionKnown(download) {
+        let endedOnAChange = (error as? StreamCacheError)?.code == .resourceChanged
+        if endedOnAChange, !isOfTheVersionKnown(download) {
             // A download of a version the resource has already left, whose resume met the version
             // the resource learned since: old news, for no reader of the version known now.
             logger.debug("a download of an older version ended on its change", metadata: ["key": "\(key)"])
@@ -679,9 +680,13 @@ extension Resource {
         releaseHeldPartsWhoseTurnCame()
         if error == nil { replanParallelDownloads() }
         scheduleReaperIfIdle()
-        if readers.isEmpty, configuration.completesResourcesInBackground, error == nil { startBackgroundCompletion() }
+        // Nothing starts by itself after a change met mid-body: a file the origin is rewriting
+        // would be asked for again at once, meet the next change, and so on for as long as it
+        // changes (20 requests a second against an origin that changes on every answer). A read
+        // asks again, and is bounded (``StartedRead/versionChangesAnsweredAnew``).
+        if readers.isEmpty, configuration.completesResourcesInBackground, error == nil, !endedOnAChange { startBackgroundCompletion() }
         // A read-ahead the reaper stopped (a stalled origin) leaves its hole too.
-        if error == nil || error is CancellationError { startFillingSmallGap() }
+        if error == nil || error is CancellationError, !endedOnAChange { startFillingSmallGap() }
     }
 
     /// Cancels every download; used when the cache shuts down.
