@@ -66,13 +66,7 @@ import Testing
     func aFolderIsRefusedWhereAFileIsWanted(service: String) async throws {
         try await CloudTestEnvironment.with { environment in
             environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100, seed: 53))
-            let folder: String = switch service {
-            case "gdrive": "gdrive:/Music"
-            case "box": "box:folder:/Music"
-            default: "\(service):/Music"
-            }
-            let source = try SourceReference.parse(folder, credentials: SourceCredentials(token: CloudTestEnvironment.accessToken),
-                                                   configuration: environment.configuration)
+            let source = try environment.folder(service)
             await #expect { try await source.resolve() } throws: { error in
                 (error as? StreamCacheError)?.code == .invalidArgument && "\(error)".contains("folder")
             }
@@ -497,13 +491,7 @@ import Testing
             environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100))
             environment.server.setFile("/Music/b.flac", data: TestData.random(count: 200))
             environment.server.setFile("/Music/Live/c.mp3", data: TestData.random(count: 300))
-            let folder: String = switch service {
-            case "gdrive": "gdrive:/Music"
-            case "box": "box:folder:/Music"
-            default: "\(service):/Music"
-            }
-            let source = try SourceReference.parse(folder, credentials: SourceCredentials(token: CloudTestEnvironment.accessToken),
-                                                   configuration: environment.configuration)
+            let source = try environment.folder(service)
             let entries = try await source.list()
             #expect(entries.map(\.name).sorted() == ["Live", "a.mp3", "b.flac"])
             #expect(entries.first { $0.name == "b.flac" }?.size == 200)

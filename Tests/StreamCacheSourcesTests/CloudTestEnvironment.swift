@@ -39,6 +39,22 @@ struct CloudTestEnvironment {
         }
     }
 
+    /// The reference of the folder at `path` in `service`'s own syntax (Drive and Box stand-ins
+    /// name folders by their paths).
+    static func folderReference(_ service: String, path: String = "/Music") -> String {
+        switch service {
+        case "gdrive": "gdrive:\(path)"
+        case "box": "box:folder:\(path)"
+        default: "\(service):\(path)"
+        }
+    }
+
+    /// The source of the folder at `path`, with the initial access token.
+    func folder(_ service: String, path: String = "/Music") throws -> any Source {
+        try SourceReference.parse(Self.folderReference(service, path: path), credentials: SourceCredentials(token: Self.accessToken),
+                                  configuration: configuration)
+    }
+
     /// A token that the server's token endpoint can refresh.
     /// A provider that starts with ``accessToken`` and refreshes it at the test server's endpoint.
     /// `minimumTokenAge` zero lets a test expire a token seconds after the endpoint granted it.

@@ -128,12 +128,7 @@ import Testing
                 #expect(entry["scope"] == (service == "onedrive" ? "Files.Read offline_access" : nil))
 
                 server.expireTokens(afterBytes: 0)
-                let folder = switch service {
-                case "gdrive": "gdrive:/Music"
-                case "box": "box:folder:/Music"
-                default: "\(service):/Music"
-                }
-                let listed = try await CommandLineTool.run(["ls", folder, "--credentials-file", credentials.path], timeout: 60, environment: variables)
+                let listed = try await CommandLineTool.run(["ls", CloudTestEnvironment.folderReference(service), "--credentials-file", credentials.path], timeout: 60, environment: variables)
                 #expect(listed.status == 0, "\(listed.stderr)")
                 #expect(listed.output.hasPrefix("a.mp3\t1000\t"), "\(listed.output)")
                 #expect(server.tokenGrants == 1, "the kept refresh token was not used once")

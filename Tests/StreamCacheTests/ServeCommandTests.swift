@@ -23,6 +23,16 @@ import Glibc
         throw StreamCacheError(.originUnavailable, "serve printed no stream URLs: \((try? String(contentsOf: file, encoding: .utf8)) ?? "")")
     }
 
+    /// Starts `streamcache serve` with no URLs on a cache in `work`, and waits (bounded) until its
+    /// `server.json` is written, so that commands beside it hand their work over.
+    static func serveWithoutURLs(in work: URL) async throws -> (ChildProcess, cacheDirectory: URL) {
+        let cacheDir = work.appendingPathComponent("cache")
+        let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
+        let record = cacheDir.appendingPathComponent("server.json")
+        for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+        return (server, cacheDir)
+    }
+
     static func terminate(_ process: ChildProcess, signal: Int32 = SIGTERM) async throws -> Int32 {
         process.signal(signal)
         for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
@@ -321,11 +331,8 @@ import Glibc
         origin.setFile("/broken.flac", data: TestData.random(count: size, seed: 524), contentType: "audio/flac")
         origin.faults = { _, _, _, index in index == 0 ? .dropAfter(bytes: 300_000) : .status(404) }
         try await withTemporaryDirectory { work in
-            let cacheDir = work.appendingPathComponent("cache")
-            let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
+            let (server, cacheDir) = try await Self.serveWithoutURLs(in: work)
             defer { server.signal(SIGKILL) }
-            let record = cacheDir.appendingPathComponent("server.json")
-            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
             let output = work.appendingPathComponent("broken.flac")
             let got = try await CommandLineTool.run(["get", origin.url("/broken.flac").absoluteString, "-o", output.path, "--cache-dir", cacheDir.path], timeout: 60)
             #expect(got.stderr.contains("the file comes through it."), "\(got.stderr)")
@@ -349,11 +356,8 @@ import Glibc
         defer { released.withLock { $0 = true } }
         origin.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
         try await withTemporaryDirectory { work in
-            let cacheDir = work.appendingPathComponent("cache")
-            let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
+            let (server, cacheDir) = try await Self.serveWithoutURLs(in: work)
             defer { server.signal(SIGKILL) }
-            let record = cacheDir.appendingPathComponent("server.json")
-            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
             let errors = work.appendingPathComponent("stderr")
             _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
             let prefetch = try CommandLineTool.start(["prefetch", origin.url("/long.flac").absoluteString, "--cache-dir", cacheDir.path],
