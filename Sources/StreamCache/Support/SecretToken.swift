@@ -4,8 +4,8 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Unguessable tokens for stream URLs and the control API, and a comparison that does not leak
-/// how much of a guess was right.
+/// Unguessable tokens for stream URLs, the control API and OAuth sign-ins (`state`, the PKCE
+/// verifier), and a comparison that does not leak how much of a guess was right.
 package enum SecretToken {
     /// A token of `bytes` random bytes (128 bits by default) in URL-safe base64 without padding.
     package static func make(bytes: Int = 16) -> String {
@@ -25,7 +25,7 @@ package enum SecretToken {
     }
 
     /// `count` bytes from the system's secure generator, eight per draw: each draw is a system
-    /// call, and a connection's markers need 16 (``FileRegionSlots``).
+    /// call, and a connection's markers need 16 (the server's `FileRegionSlots`).
     package static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         var bytes: [UInt8] = []
