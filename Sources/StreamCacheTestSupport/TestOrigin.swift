@@ -65,6 +65,9 @@ public final class TestOrigin: @unchecked Sendable {
         /// Read the request, then reset the connection without an answer: a server that went
         /// down while the request was on its way, or after it took effect.
         case reset
+        /// Answer as usual without `ETag` and `Content-Type`: the bare 206 some servers and CDNs
+        /// send for a range (RFC 9110 §15.3.7 wants the `ETag` a 200 would carry; not all do).
+        case bareHead
     }
 
     /// One request as the server saw it.
@@ -526,10 +529,11 @@ public final class TestOrigin: @unchecked Sendable {
         }
         if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
         if case .contentEncoding(let coding) = fault { head += "Content-Encoding: \(coding)\r\n" }
-        if let tag = file.entityTag { head += "ETag: \(tag)\r\n" }
+        let bare: Bool = if case .bareHead = fault { true } else { false }
+        if let tag = file.entityTag, !bare { head += "ETag: \(tag)\r\n" }
         if multipartBody != nil {
             head += "Content-Type: multipart/byteranges; boundary=\(Self.multipartBoundary)\r\n"
-        } else if let type = file.contentType {
+        } else if let type = file.contentType, !bare {
             head += "Content-Type: \(type)\r\n"
         }
         head += "\r\n"

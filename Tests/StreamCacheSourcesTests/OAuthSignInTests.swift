@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import StreamCacheTestSupport
 import Testing
 @testable import StreamCacheSources
 
@@ -44,5 +48,31 @@ struct OAuthSignInTests {
         #expect(signIn.answer(toRedirectQuery: ["error": "access_denied", "state": "expected-state"]) == .refused(error: "access_denied"))
         #expect(signIn.answer(toRedirectQuery: ["code": "", "state": "expected-state"]) == .refused(error: "no code"))
         #expect(OAuthSignIn.Service.named("icloud") == nil)
+    }
+
+    /// Keeping a sign-in's tokens waits while another process holds the lock on the credentials
+    /// file's directory (a refresh writing a rotated token), then writes its entry beside the
+    /// others: two writers at once must not lose one's change.
+    @Test func keepingTokensWaitsForAnotherWritersLock() async throws {
+        try await withTemporaryDirectory { root in
+            let file = root.appendingPathComponent("credentials.json")
+            let before = Data(#"{"yandex": {"token": "kept"}}"#.utf8)
+            try before.write(to: file)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            let directory = open(root.path, O_RDONLY)
+            #expect(directory >= 0 && flock(directory, LOCK_EX) == 0)
+            let signIn = OAuthSignIn(service: try #require(.named("dropbox")), clientID: "app", redirectURI: "http://127.0.0.1:53682/")
+            let keeping = Task {
+                try await CredentialsFile.keep(OAuthSignIn.Tokens(accessToken: "access", refreshToken: "refresh"), of: signIn, clientSecret: nil, at: file)
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try Data(contentsOf: file) == before, "written while another process held the lock")
+            flock(directory, LOCK_UN)
+            close(directory)
+            try await keeping.value
+            let kept = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: [String: String]])
+            #expect(kept["yandex"] == ["token": "kept"])
+            #expect(kept["dropbox"]?["refresh_token"] == "refresh")
+        }
     }
 }

@@ -10,7 +10,9 @@ import Testing
 /// What a cache finds on disk when it opens after a crash, a restored backup, or a hand that cut
 /// or removed files: the index claims no byte its data file does not hold, and no data file the
 /// index does not know stays on disk (eviction counts what the index knows, so it would never
-/// free such a file).
+/// free such a file). And the same while it runs: a read that meets bytes its data file lost gets
+/// them from the origin, never zeros from a hole and never an error that asks the user to clear
+/// the entry.
 @Suite struct CacheReconciliationTests {
     static let path = "/song.mp3"
     static let size = 1_000_000
@@ -75,5 +77,107 @@ import Testing
         #expect(dataFiles == [known])
         #expect(claimed.coveredByteCount == Int64(Self.size))
         #expect(fetched == 0)
+    }
+
+    /// The data file of the cache's only resource.
+    static func dataFile(in directory: URL) throws -> URL {
+        let files = try FileManager.default.contentsOfDirectory(at: directory.appendingPathComponent("data"), includingPropertiesForKeys: nil)
+        #expect(files.count == 1)
+        return try #require(files.first)
+    }
+
+    /// A data file cut short under a resource in memory, the cache running: the read that meets
+    /// the cut gets the origin's bytes for exactly what the file lost (it failed with "the cache
+    /// file is shorter than its index claims" until the entry was cleared by hand), and once they
+    /// are back the index claims the whole file again, for the next process too.
+    @Test func aDataFileCutWhileTheCacheRunsIsFilledAgain() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: Self.size, seed: 98)
+        server.setFile(Self.path, data: data)
+        let url = server.url(Self.path)
+        try await withTemporaryDirectory { directory in
+            let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            _ = try await song.read(from: 0).collect()
+            await song.flush()
+            #expect(truncate(try Self.dataFile(in: directory).path, 600_000) == 0)
+
+            let before = server.bodyBytesSent(for: Self.path)
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.bodyBytesSent(for: Self.path) - before == 400_000)
+            await song.flush()
+            await cache.shutdown()
+
+            let reopened = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            let again = reopened.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(try await again.cachedRanges == RangeSet([ByteRange(0, Int64(Self.size))]))
+            #expect(TestData.sha256(try await again.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.bodyBytesSent(for: Self.path) - before == 400_000)
+            await reopened.shutdown()
+        }
+    }
+
+    /// A data file cut short and then written past the cut (a read of a gap beyond it): the file
+    /// has a hole where cached bytes were, and around the hole's edges, in the block the file was
+    /// cut in and the block the new bytes began in, zeros that read as data. A whole read after it
+    /// must get the origin's bytes there, not one zero.
+    @Test func aDataFileCutAndWrittenPastTheCutServesNoZeros() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: Self.size, seed: 99)
+        server.setFile(Self.path, data: data)
+        let url = server.url(Self.path)
+        try await withTemporaryDirectory { directory in
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.fillsSmallGaps = false
+            configuration.idleReadAhead = 0
+            let cache = try StreamCache(configuration: configuration)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            _ = try await song.read(ByteRange(0, 500_000)).collect()
+            _ = try await song.read(ByteRange(800_000, Int64(Self.size))).collect()
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            #expect(try await song.cachedRanges == RangeSet([ByteRange(0, 500_000), ByteRange(800_000, Int64(Self.size))]))
+            await song.flush()
+            #expect(truncate(try Self.dataFile(in: directory).path, 300_000) == 0)
+            #expect(try await song.read(ByteRange(500_000, 800_000)).collect() == data[500_000..<800_000])
+
+            let before = server.bodyBytesSent(for: Self.path)
+            let whole = try await song.read(from: 0).collect()
+            #expect(TestData.firstDifference(whole, data) == nil)
+            // The 400,000 bytes lost, and at most a block on each side of the hole.
+            let fetched = server.bodyBytesSent(for: Self.path) - before
+            #expect(fetched >= 400_000 && fetched <= 400_000 + 2 * 65_536, "fetched \(fetched) bytes")
+            await cache.shutdown()
+        }
+    }
+
+    /// A data file deleted while the cache runs, its resource out of memory: the resource made
+    /// for the next read finds the file gone, claims nothing (a status said "complete" before),
+    /// and the whole file comes from the origin again.
+    @Test func aDataFileDeletedWhileTheCacheRunsIsFetchedAgain() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: Self.size, seed: 100)
+        server.setFile(Self.path, data: data)
+        let url = server.url(Self.path)
+        let key = CacheKey(url: url)
+        try await withTemporaryDirectory { directory in
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.maximumRecentResources = 0
+            let cache = try StreamCache(configuration: configuration)
+            do {
+                let song = cache.resource(for: key, origin: HTTPOrigin(url: url))
+                _ = try await song.read(from: 0).collect()
+                await song.flush()
+            }
+            for _ in 0..<(250 * TestTiming.slowdown) where cache.existingResource(for: key) != nil { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(cache.existingResource(for: key) == nil, "nothing holds the resource, so it leaves memory")
+            try FileManager.default.removeItem(at: try Self.dataFile(in: directory))
+
+            let before = server.bodyBytesSent(for: Self.path)
+            let song = cache.resource(for: key, origin: HTTPOrigin(url: url))
+            #expect(try await song.cachedRanges.isEmpty, "a status must not call the file cached")
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.bodyBytesSent(for: Self.path) - before == Int64(Self.size))
+            await cache.shutdown()
+        }
     }
 }

@@ -139,6 +139,32 @@ import Testing
         }
     }
 
+    /// The hole a read-ahead leaves before the end of a file whose origin cannot seek is not
+    /// filled by itself, small as it is: the origin would answer from byte 0, and a few hundred
+    /// kilobytes would cost the whole file again.
+    @Test func noSmallGapFillAsksAnOriginThatCannotSeek() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 6_000_000, seed: 44)
+        server.setFile(Self.path, data: data, supportsRanges: false)
+        // Slow, and long past the read-ahead: the body is cut where the read-ahead ends, even
+        // when a loaded machine's burst of bytes makes the connection look fast.
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        // The rest, up to 4.9 MB, counts as a small gap.
+        try await withTemporaryCache(configure: { $0.joinDistance = 6_000_000 }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let start = try await song.read(ByteRange(0, 100_000)).collect()
+            #expect(start == data[0..<100_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            let cached = try await song.cachedRanges
+            // The read-ahead (1 MiB past what was read) stopped short of the end: a small gap.
+            #expect(cached.contains(ByteRange(0, 100_000)) && !cached.contains(5_999_999))
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            #expect(server.dataRequests(for: Self.path).count == 1)
+        }
+    }
+
     @Test func a200AnswerToOneRangeRequestIsHandled() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 1_500_000, seed: 12)
@@ -152,6 +178,56 @@ import Testing
             let part = try await song.read(ByteRange(700_000, 800_000)).collect()
             #expect(part == data[700_000..<800_000])
             try await expectCacheHolds(data, in: cache, key: key)
+        }
+    }
+
+    /// A 200 to a range asked for far into the file, with cached bytes further on: the body, from
+    /// byte 0, is followed over them to the end in that one request, since the origin just showed
+    /// it may answer any range so; not cut at the cached bytes and asked for again after them.
+    /// (An origin asked for one range at a time: one asked for several gets the cached bytes
+    /// crossed in its requests anyway.)
+    @Test func aWholeFileAnsweredForARangeFarInIsFollowedInItsOneRequest() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 8_000_000, seed: 42)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, headers, _ in headers["Range"]?.hasPrefix("bytes=3000000") == true ? .ignoreRange : nil }
+        var configuration = HTTPOrigin.Configuration()
+        configuration.multipleRanges = nil
+        let origin = HTTPOrigin(url: server.url(Self.path), configuration: configuration)
+        try await withTemporaryCache(configure: { $0.idleReadAhead = 0 }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin)
+            let island = try await song.read(ByteRange(5_000_000, 6_000_000)).collect()
+            #expect(island == data[5_000_000..<6_000_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            #expect(try await !song.cachedRanges.contains(6_500_000))
+            let before = server.dataRequests(for: Self.path).count
+            #expect(TestData.firstDifference(try await song.read(ByteRange(3_000_000, 8_000_000)).collect(), data[3_000_000..<8_000_000]) == nil)
+            let ranges = server.dataRequests(for: Self.path).dropFirst(before).map { $0.range ?? "none" }
+            #expect(ranges.count == 1, "ranges asked: \(ranges)")
+        }
+    }
+
+    /// A 206 without the `ETag` and `Content-Type` the first answer had (some servers and CDNs
+    /// send ranges bare): the bytes cached before stay, and the resource keeps the type and the
+    /// tag, which a player needs (AVPlayer plays no `application/octet-stream`) and revalidation
+    /// and `If-Range` compare.
+    @Test func aBareRangeAnswerKeepsTheTypeAndTagTheFirstGave() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 3_000_000, seed: 43)
+        server.setFile(Self.path, data: data, contentType: "audio/mpeg")
+        server.faults = { _, _, headers, _ in headers["Range"]?.hasPrefix("bytes=2500000") == true ? .bareHead : nil }
+        try await withTemporaryCache(configure: { $0.idleReadAhead = 0 }) { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            #expect(try await song.read(ByteRange(0, 100_000)).collect() == data[0..<100_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            #expect(try await song.read(ByteRange(2_500_000, 2_600_000)).collect() == data[2_500_000..<2_600_000])
+            #expect(server.dataRequests(for: Self.path).contains { $0.range?.hasPrefix("bytes=2500000") == true })
+            let info = try #require(await song.info)
+            #expect(info.mimeType == "audio/mpeg")
+            #expect(info.validator.entityTag == "\"v1\"")
+            #expect(try await song.cachedRanges.contains(ByteRange(0, 100_000)))
         }
     }
 

@@ -352,6 +352,43 @@ import Testing
         }
     }
 
+    /// Parts start only once the download at the read's position has answered: a cold read's
+    /// first bytes never share the link with the bytes after them, and an origin that refuses the
+    /// file (a 401, a 404) gets one request, not one per connection. Here the file's length is
+    /// known from an earlier read (a cold file's parts wait for it anyway), and the prefetch's
+    /// first answer is held a while: no other request may arrive before it goes out.
+    @Test func partsStartOnlyOnceTheFirstRequestHasBeenAnswered() async throws {
+        let (server, data) = try Self.origin(seed: 76, size: 6_000_000)
+        defer { server.stop() }
+        let released = Locked<ContinuousClock.Instant?>(nil)
+        let arrived = Locked(false)
+        server.faults = { _, _, _, index in
+            guard index == 1 else { return nil }
+            return .hold(until: {
+                arrived.withLock { $0 = true }
+                return released.withLock { $0 != nil }
+            })
+        }
+        defer { server.faults = nil }
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            _ = try await song.read(ByteRange(5_900_000, 6_000_000)).collect()
+            try await Self.waitUntilIdle(song, origin: server)
+            server.resetRecords()
+            let prefetch = Task { try await song.prefetch() }
+            for _ in 0..<(500 * TestTiming.slowdown) where !arrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            // Time for parts to be asked for, had they not waited.
+            try await Task.sleep(for: .milliseconds(300))
+            let releasedAt = ContinuousClock.now
+            released.withLock { $0 = releasedAt }
+            try await prefetch.value
+            let requests = server.dataRequests(for: Self.path)
+            #expect(requests.filter { $0.interval.lowerBound < releasedAt }.count == 1, "\(server.timeline(for: Self.path))")
+            #expect(requests.count > 1, "the prefetch was split: \(server.timeline(for: Self.path))")
+            #expect(try await song.read(from: 0).collect() == data)
+        }
+    }
+
     /// A prefetch stopped while its parts are under way stops the origin's traffic: the holes
     /// between what each part had received stay open until a read comes. Before, once the cut
     /// downloads had ended, the small-gap fill went on to close them one after another (holes of

@@ -159,6 +159,29 @@ import Testing
         }
     }
 
+    /// The same for a resource the index knew already: a later process's download renews the
+    /// origin's word in the index (at most every few seconds, not for each of its answers), so a
+    /// process after it serves the cached bytes without asking while that word holds.
+    @Test func aLaterDownloadRenewsTheWordInTheIndex() async throws {
+        let interval = TestTiming.time(.seconds(3))
+        try await Self.withOrigin(size: 900_000, seed: 907) { server, data, directory in
+            let first = try StreamCache(configuration: Self.configuration(directory, interval: interval))
+            _ = try await Self.resource(first, server).read(ByteRange(0, 300_000)).collect()
+            await first.shutdown()
+            // The first process's word is past its interval by the time the third process reads.
+            try await Task.sleep(for: interval + .milliseconds(500))
+            let second = try StreamCache(configuration: Self.configuration(directory, interval: interval))
+            _ = try await Self.resource(second, server).read(ByteRange(600_000, 900_000)).collect()
+            await second.shutdown()
+            server.resetRecords()
+            let third = try StreamCache(configuration: Self.configuration(directory, interval: interval))
+            let cached = try await Self.resource(third, server).read(ByteRange(600_000, 700_000)).collect()
+            #expect(cached == data[600_000..<700_000])
+            #expect(server.requests.isEmpty, "the second process's download confirmed the version: no question needed")
+            await third.shutdown()
+        }
+    }
+
     @Test func anOriginThatDoesNotAnswerLeavesTheCachedBytesServed() async throws {
         try await Self.withOrigin(size: 800_000, seed: 905) { server, data, directory in
             var configuration = Self.configuration(directory, interval: .zero)

@@ -266,8 +266,10 @@ public actor Resource {
     /// The data file, reopened if ``closeFileIfIdle()`` closed it; `nil` before loading and after removal.
     func reopenedFile() throws -> DataFile? {
         if file == nil, let path = closedFilePath {
-            file = try DataFile(path: path)
+            let reopened = try DataFile(path: path)
+            file = reopened
             closedFilePath = nil
+            forgetEverythingIfTheFileWasGone(reopened)
         }
         return file
     }
@@ -301,6 +303,7 @@ public actor Resource {
             available = entry.spans
             committed = entry.spans
             verification.withLock { $0.confirmedAt = entry.verifiedAt }
+            if let file { forgetEverythingIfTheFileWasGone(file) }
         } else {
             // The row is created by the first commit (``performCommit()``), off the read path.
             file = try DataFile(path: store.dataPath(for: key))

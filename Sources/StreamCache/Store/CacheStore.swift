@@ -301,6 +301,16 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// Forgets the bytes of resource `id` in `lost`, which its data file no longer holds. Only
+    /// those: commits queued before this one may have recorded them, and later ones never will.
+    func forget(_ lost: ByteRange, resourceID id: Int64) async throws {
+        try await writer().write { db in
+            var spans = try Self.spans(db, id: id)
+            spans.remove(lost)
+            try Self.replaceSpans(db, id: id, spans: spans)
+        }
+    }
+
     /// Forgets every cached byte of resource `id` and its info (the origin's version changed).
     func reset(resourceID id: Int64) async throws {
         try await writer().write { db in

@@ -20,13 +20,22 @@ final class DataFile: Sendable {
     /// The file's path.
     let path: String
     private let descriptor: Int32
+    /// Whether opening created the file: there was none at `path`. Where the index names a file
+    /// that held bytes, they are gone (deleted behind the cache's back while it ran).
+    let wasCreated: Bool
 
     /// Opens (creating if needed, mode 0600) the file at `path`.
     init(path: String) throws {
-        let fd = openFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        var fd = openFile(path, O_RDWR | O_CLOEXEC, 0)
+        var created = false
+        if fd < 0, errno == ENOENT {
+            fd = openFile(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            created = true
+        }
         guard fd >= 0 else { throw DataFile.error(errno, "open the cache file") }
         self.path = path
         self.descriptor = fd
+        self.wasCreated = created
     }
 
     deinit { close(descriptor) }
@@ -101,6 +110,38 @@ final class DataFile: Sendable {
         return Int64(info.st_size)
     }
 
+    /// The bytes the file holds from `offset` on, up to the first hole or the file's end: what a
+    /// file cut short or deleted behind the cache's back (and created anew, empty, when reopened)
+    /// no longer holds. A hole is found with `SEEK_HOLE`, a whole file-system block at a time; a
+    /// file system that keeps no holes reports the file's end. A hole under bytes the index claims
+    /// never occurs otherwise, since a byte is written before it is claimed.
+    func heldBytes(from offset: Int64) -> ByteRange {
+        let holeStart = lseek(descriptor, off_t(offset), seekHole)
+        if holeStart >= 0 { return ByteRange(offset, max(offset, Int64(holeStart))) }
+        // ENXIO: `offset` is at or past the end.
+        if errno == ENXIO { return ByteRange(offset, offset) }
+        // A kernel without `SEEK_HOLE`: the file's size tells; without even that, the index is
+        // trusted, as it always was before this check.
+        guard let size = try? size() else { return ByteRange(offset, Int64.max) }
+        return ByteRange(offset, max(offset, size))
+    }
+
+    /// Where the file's next written bytes at or after `offset` begin (`SEEK_DATA`), or `nil` when
+    /// none follow.
+    func nextHeldByte(atOrAfter offset: Int64) -> Int64? {
+        let dataStart = lseek(descriptor, off_t(offset), seekData)
+        return dataStart >= 0 ? Int64(dataStart) : nil
+    }
+
+    /// The file system's block size (at least 4 KiB): a hole starts and ends on a block's edge,
+    /// and the block a file was cut in, or written into again past a hole, reads as data
+    /// wherever it holds no bytes, as zeros.
+    func blockSize() -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return 4096 }
+        return max(4096, Int64(info.st_blksize))
+    }
+
     /// A new descriptor of the file (close-on-exec), or `nil` when the file ends before `end` or
     /// the descriptor cannot be duplicated.
     func duplicateDescriptor(coveringUpTo end: Int64) -> Int32? {
@@ -117,6 +158,16 @@ final class DataFile: Sendable {
         return StreamCacheError(.cacheIOFailed, "Could not \(action): \(reason).")
     }
 }
+
+#if canImport(Darwin)
+private let seekData = SEEK_DATA
+private let seekHole = SEEK_HOLE
+#else
+// Linux's values (`<unistd.h>` declares them only under `_GNU_SOURCE`, which Swift's Glibc
+// module does not set).
+private let seekData: Int32 = 3
+private let seekHole: Int32 = 4
+#endif
 
 private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
     open(path, flags, mode)
