@@ -79,6 +79,14 @@ import Testing
         #expect(fetched == 0)
     }
 
+    /// An origin serving ``path``: ``size`` random bytes from `seed`, and their URL.
+    static func origin(seed: UInt64) throws -> (TestOrigin, Data, URL) {
+        let server = try TestOrigin()
+        let data = TestData.random(count: size, seed: seed)
+        server.setFile(path, data: data)
+        return (server, data, server.url(path))
+    }
+
     /// The data file of the cache's only resource.
     static func dataFile(in directory: URL) throws -> URL {
         let files = try FileManager.default.contentsOfDirectory(at: directory.appendingPathComponent("data"), includingPropertiesForKeys: nil)
@@ -91,10 +99,7 @@ import Testing
     /// file is shorter than its index claims" until the entry was cleared by hand), and once they
     /// are back the index claims the whole file again, for the next process too.
     @Test func aDataFileCutWhileTheCacheRunsIsFilledAgain() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: Self.size, seed: 98)
-        server.setFile(Self.path, data: data)
-        let url = server.url(Self.path)
+        let (server, data, url) = try Self.origin(seed: 98)
         try await withTemporaryDirectory { directory in
             let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
             let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
@@ -122,10 +127,7 @@ import Testing
     /// cut in and the block the new bytes began in, zeros that read as data. A whole read after it
     /// must get the origin's bytes there, not one zero.
     @Test func aDataFileCutAndWrittenPastTheCutServesNoZeros() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: Self.size, seed: 99)
-        server.setFile(Self.path, data: data)
-        let url = server.url(Self.path)
+        let (server, data, url) = try Self.origin(seed: 99)
         try await withTemporaryDirectory { directory in
             var configuration = StreamCache.Configuration(directory: directory)
             configuration.fillsSmallGaps = false
@@ -154,10 +156,7 @@ import Testing
     /// for the next read finds the file gone, claims nothing (a status said "complete" before),
     /// and the whole file comes from the origin again.
     @Test func aDataFileDeletedWhileTheCacheRunsIsFetchedAgain() async throws {
-        let server = try TestOrigin()
-        let data = TestData.random(count: Self.size, seed: 100)
-        server.setFile(Self.path, data: data)
-        let url = server.url(Self.path)
+        let (server, data, url) = try Self.origin(seed: 100)
         let key = CacheKey(url: url)
         try await withTemporaryDirectory { directory in
             var configuration = StreamCache.Configuration(directory: directory)
