@@ -65,6 +65,9 @@ public final class TestOrigin: @unchecked Sendable {
         /// Read the request, then reset the connection without an answer: a server that went
         /// down while the request was on its way, or after it took effect.
         case reset
+        /// Answer a range with at most this many of its bytes, `Content-Range` and body alike: a
+        /// server that sends a long or open-ended range a chunk at a time.
+        case fewerBytes(atMost: Int)
         /// Answer as usual without `ETag` and `Content-Type`: the bare 206 some servers and CDNs
         /// send for a range (RFC 9110 §15.3.7 wants the `ETag` a 200 would carry; not all do).
         case bareHead
@@ -502,6 +505,9 @@ public final class TestOrigin: @unchecked Sendable {
         }
         if case .earlierStart(let bytes) = fault, status == 206 {
             range = ByteRange(max(0, range.lowerBound - Int64(bytes)), range.upperBound)
+        }
+        if case .fewerBytes(let most) = fault, status == 206, range.count > Int64(most) {
+            range = ByteRange(range.lowerBound, range.lowerBound + Int64(most))
         }
         var contentRangeStart = range.lowerBound
         if case .wrongContentRange = fault, status == 206 { contentRangeStart = range.lowerBound == 0 ? 1 : range.lowerBound - 1 }

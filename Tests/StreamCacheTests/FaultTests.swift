@@ -208,6 +208,27 @@ import Testing
         }
     }
 
+    /// An origin that answers every range with at most 256 KiB of it (as some media servers send
+    /// a long or open-ended range, a chunk at a time): the read gets every byte in order, each
+    /// request going on where the last answer ended, and the origin sends no byte twice.
+    @Test func anOriginThatAnswersEachRangeWithLessThanAskedGivesEveryByteOnce() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 3_000_000, seed: 45)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, _ in .fewerBytes(atMost: 262_144) }
+        try await withTemporaryCache { cache in
+            let key = CacheKey(url: server.url(Self.path))
+            let song = cache.resource(for: key, origin: origin(server))
+            let whole = try await song.read(from: 0).collect()
+            #expect(TestData.firstDifference(whole, data) == nil)
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            let requests = server.dataRequests(for: Self.path)
+            #expect(requests.allSatisfy { $0.status == 206 })
+            #expect(requests.count >= 12, "3 MB in answers of 256 KiB")
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(data.count))
+        }
+    }
+
     /// A 206 without the `ETag` and `Content-Type` the first answer had (some servers and CDNs
     /// send ranges bare): the bytes cached before stay, and the resource keeps the type and the
     /// tag, which a player needs (AVPlayer plays no `application/octet-stream`) and revalidation
