@@ -85,6 +85,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var signIns: [[String: String]] = []
         var codes: [String: IssuedCode] = [:]
         var codeGrants = 0
+        var codeExchanges: [[String: String]] = []
+        var refusalsEchoTheRequest = false
     }
 
     /// A code the sign-in page handed out, and what its exchange must match.
@@ -195,6 +197,10 @@ public final class CloudTestServer: @unchecked Sendable {
     /// (`access_denied`: the user pressed "Deny") instead of a code.
     public func refuseSignIns(with error: String) { state.withLock { $0.signInRefusal = error } }
 
+    /// From now on a refused refresh's `error` quotes the refresh token it was sent, as a careless
+    /// server's error text may: what a client reports of it must not pass the token on.
+    public func echoRequestsInRefusals() { state.withLock { $0.refusalsEchoTheRequest = true } }
+
     /// From now on the token endpoint exchanges a sign-in's code only with this client secret, as
     /// Google's and Box's do.
     public func requireClientSecret(_ secret: String) { state.withLock { $0.requiredClientSecret = secret } }
@@ -203,6 +209,8 @@ public final class CloudTestServer: @unchecked Sendable {
     public var signIns: [[String: String]] { state.withLock { $0.signIns } }
     /// Codes exchanged for tokens.
     public var codeGrants: Int { state.withLock { $0.codeGrants } }
+    /// The forms of the authorization-code grants asked for, granted or not.
+    public var codeExchanges: [[String: String]] { state.withLock { $0.codeExchanges } }
 
     /// The refresh token the token endpoint accepts.
     public var refreshToken: String { state.withLock { $0.refreshToken } }
@@ -340,7 +348,10 @@ public final class CloudTestServer: @unchecked Sendable {
                 state.refreshToken = "refresh-\(state.tokenGrants)-\(UUID().uuidString.prefix(8))"
                 return (token, state.refreshToken)
             }
-            guard let granted else { return json(["error": "invalid_grant"], status: .badRequest) }
+            guard let granted else {
+                let echoes = state.withLock { $0.refusalsEchoTheRequest }
+                return json(["error": echoes ? "invalid_grant (refresh_token=\(form["refresh_token"] ?? ""))" : "invalid_grant"], status: .badRequest)
+            }
             var answer: [String: Any] = ["access_token": granted.0, "token_type": "bearer", "expires_in": 3600]
             if let rotated = granted.1 { answer["refresh_token"] = rotated }
             return json(answer)
@@ -545,6 +556,7 @@ public final class CloudTestServer: @unchecked Sendable {
     /// then on.
     private func exchange(form: [String: String], json: (Any, HTTPResponse.Status) -> Response) -> Response {
         let granted = state.withLock { state -> (String, String)? in
+            state.codeExchanges.append(form)
             guard let code = form["code"], let issued = state.codes.removeValue(forKey: code), form["client_id"] == clientID,
                   form["redirect_uri"] == issued.redirectURI,
                   state.requiredClientSecret.map({ form["client_secret"] == $0 }) ?? true else { return nil }

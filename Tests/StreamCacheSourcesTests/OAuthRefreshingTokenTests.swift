@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheSources
 import StreamCacheTestSupport
 import Testing
@@ -19,6 +20,27 @@ import Testing
             let late = try await token.refresh(rejected: CloudTestEnvironment.accessToken)
             #expect(late == fresh)
             #expect(environment.server.tokenGrants == 1)
+        }
+    }
+
+    /// A refused refresh is `authenticationFailed` with the endpoint's error code, never with the
+    /// rest of its error text, which may quote the refresh token it was sent.
+    @Test func aRefusedRefreshNeverQuotesTheTokenTheEndpointEchoes() async throws {
+        try await CloudTestEnvironment.with { environment in
+            let server = environment.server
+            server.echoRequestsInRefusals()
+            let secret = "refresh-that-was-revoked-4c1d"
+            let token = OAuthRefreshingToken(endpoint: .init(url: server.url(.api, "/oauth/token")), clientID: server.clientID, refreshToken: secret,
+                                             accessToken: CloudTestEnvironment.accessToken, transport: AsyncHTTPClientTransport.shared)
+            do {
+                _ = try await token.refresh(rejected: CloudTestEnvironment.accessToken)
+                Issue.record("a refused refresh must throw")
+            } catch let error as StreamCacheError {
+                #expect(error.code == .authenticationFailed)
+                #expect(error.message.contains("HTTP 400"), "\(error.message)")
+                #expect(!error.message.contains(secret) && !"\(error)".contains(secret), "\(error)")
+            }
+            #expect(server.records.contains { $0.path == "/oauth/token" && $0.status == 400 }, "the endpoint refused it")
         }
     }
 

@@ -117,6 +117,9 @@ import Testing
                 default: #expect(asked["scope"] == nil, "\(asked)")
                 }
                 #expect(server.codeGrants == 1)
+                // Microsoft's endpoint takes the scope with the code too (optional there, and the
+                // same the refresh sends).
+                #expect(server.codeExchanges.first?["scope"] == (service == "onedrive" ? "Files.Read offline_access" : nil))
 
                 #expect(try Self.mode(credentials.path) == 0o600)
                 #expect(try Self.mode(credentials.deletingLastPathComponent().path) == 0o700)
