@@ -7,20 +7,19 @@ extension Resource {
     /// The stretch of `run` (cached bytes, of which a read is about to be handed `cut`) that
     /// `file` no longer holds, if `cut` reaches into one; `nil` when `file` holds all of `cut`.
     ///
-    /// Past the file's end, the loss runs from there to the end of `run`. A hole inside the file means the
-    /// file was cut and then written past the cut (a download went on): the stretch then reaches a
-    /// block beyond each edge of the hole, since the block the file was cut in and the block the
-    /// download began in read as data, zeros where nobody wrote.
+    /// Past the file's end (a file cut short), the loss runs from there to the end of `run`. A
+    /// hole inside the file means it was cut and then written past the cut (a download went on):
+    /// the loss then reaches a block beyond each edge of the hole, since the block the file was
+    /// cut in and the block the later write began in read as data, zeros where nobody wrote.
     func bytesTheFileLost(in cut: ByteRange, of run: ByteRange, file: DataFile) -> ByteRange? {
         let held = file.heldBytes(from: cut.lowerBound)
         guard held.upperBound < cut.upperBound else { return nil }
-        guard let resumes = file.nextHeldByte(atOrAfter: held.upperBound), resumes < run.upperBound else {
-            // Cut short: everything claimed past the file's end is gone, also what lies before
-            // the read's position (a read that starts past the end learns no more).
-            let end = min(held.upperBound, (try? file.size()) ?? held.upperBound)
-            return ByteRange(max(run.lowerBound, end), run.upperBound)
+        let size = (try? file.size()) ?? held.upperBound
+        if held.upperBound >= size {
+            return ByteRange(max(run.lowerBound, size), run.upperBound)
         }
         let block = file.blockSize()
+        let resumes = file.nextHeldByte(atOrAfter: held.upperBound) ?? run.upperBound
         return ByteRange(max(run.lowerBound, held.upperBound - block), min(run.upperBound, max(resumes, held.upperBound) + block))
     }
 
@@ -36,9 +35,12 @@ extension Resource {
     /// which must never be served as the resource's bytes; before, a read past a cut file's end
     /// failed with "the cache file is shorter than its index claims", and kept failing until the
     /// user cleared the entry by hand.
-    func forgetBytesTheFileLost(_ lost: ByteRange) {
+    ///
+    /// - Returns: Whether any cached byte was forgotten.
+    @discardableResult
+    func forgetBytesTheFileLost(_ lost: ByteRange) -> Bool {
         let count = available.intersection(lost).coveredByteCount
-        guard count > 0 else { return }
+        guard count > 0 else { return false }
         logger.warning("the cache file lost bytes its index claimed (cut or deleted outside the cache); fetching them again",
                        metadata: ["key": "\(key)", "start": "\(lost.lowerBound)", "end": "\(lost.upperBound)", "bytes": "\(count)"])
         available.remove(lost)
@@ -49,5 +51,6 @@ extension Resource {
             guard let id = await self.entryID else { return }
             try? await store.forget(lost, resourceID: id)
         }
+        return true
     }
 }

@@ -297,10 +297,7 @@ extension Resource {
             if position >= end { return .end }
             if let run = available.range(containing: position) {
                 let cut = ByteRange(position, min(run.upperBound, end))
-                if let lost = bytesTheFileLost(in: cut, of: run, file: file) {
-                    forgetBytesTheFileLost(lost)
-                    continue
-                }
+                if let lost = bytesTheFileLost(in: cut, of: run, file: file), forgetBytesTheFileLost(lost) { continue }
                 if skipCached, cut.upperBound < end {
                     position = cut.upperBound
                     replans = 0
