@@ -44,7 +44,6 @@ extension Resource {
         logger.warning("the cache file lost bytes its index claimed (cut or deleted outside the cache); fetching them again",
                        metadata: ["key": "\(key)", "start": "\(lost.lowerBound)", "end": "\(lost.upperBound)", "bytes": "\(count)"])
         available.remove(lost)
-        committed.remove(lost)
         let store = self.store
         enqueueStoreOperation {
             // A resource without an index row yet has committed nothing to forget.

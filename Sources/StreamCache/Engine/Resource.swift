@@ -74,7 +74,6 @@ public actor Resource {
     /// began to wait for their commit (see ``armCommitTimer()``).
     var commitTimer: Task<Void, Never>?
     var storeChain: Task<Void, Never>?
-    var committed = RangeSet()
 
     // Downloads, readers and waiters.
     var downloads: [Int: Download] = [:]
@@ -301,7 +300,6 @@ public actor Resource {
             entryID = entry.id
             info = entry.info
             available = entry.spans
-            committed = entry.spans
             verification.withLock { $0.confirmedAt = entry.verifiedAt }
             if let file { forgetEverythingIfTheFileWasGone(file) }
         } else {
@@ -354,7 +352,6 @@ public actor Resource {
         openFiles.closed(key)
         info = nil
         available = RangeSet()
-        committed = RangeSet()
         smallGapsTried = []
         pendingBytes = 0
         generation += 1
@@ -379,7 +376,6 @@ public actor Resource {
         logger.info("the origin's version changed; dropping cached bytes", metadata: ["key": "\(key)", "cachedBytes": "\(available.coveredByteCount)"])
         generation += 1
         available = RangeSet()
-        committed = RangeSet()
         smallGapsTried = []
         pendingBytes = 0
         firstPendingAt = nil
@@ -475,7 +471,6 @@ public actor Resource {
         commitTimer = nil
         do {
             try await store.commit(resourceID: id, spans: snapshot, file: file)
-            committed = snapshot
             emit(.committed(snapshot))
         } catch {
             logger.info("could not record cached bytes", metadata: ["key": "\(key)", "error": "\(error)"])
