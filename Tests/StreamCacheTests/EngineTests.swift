@@ -633,6 +633,64 @@ extension EngineTests {
         }
     }
 
+    /// A prefetch that joined a player's read-ahead gives it back when it ends, stopped by its
+    /// caller or done: the read-ahead goes on to where it would have stopped (3 MB past what the
+    /// player took), so the player coming back finds its bytes. Before, the prefetch's end cut
+    /// the download where it stood, at 3.2 MB (stopped) or 3.3 MB (done).
+    @Test(arguments: [false, true])
+    func aPrefetchThatJoinedAReadAheadGivesItBackWhenItEnds(prefetchFinishes: Bool) async throws {
+        let (server, data) = try makeOrigin(size: 16_000_000, seed: 37)
+        defer { server.stop() }
+        // Slow enough that a cut lands well short of the read-ahead's end.
+        server.bytesPerSecond = 4_000_000
+        // The request that carries byte 3.2 MB stops there until the prefetch has joined.
+        let released = Locked(false)
+        defer { released.withLock { $0 = true } }
+        let pauseAt: Int64 = 3_200_000
+        server.faults = { _, _, headers, _ in
+            guard let header = headers["Range"], let start = Self.requestedStart(header), start < pauseAt,
+                  Self.requestedLength(header).map({ start + $0 > pauseAt }) ?? true else { return nil }
+            return .pause(afterBytes: Int(pauseAt - start), until: { released.withLock { $0 } })
+        }
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 1
+            configuration.playbackReadAhead = nil
+            configuration.idleDownloadGracePeriod = .seconds(300)
+        }) { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 3_000_000)).collect() == data[0..<3_000_000])
+            for _ in 0..<(500 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < pauseAt {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(try await song.cachedRanges == RangeSet([ByteRange(0, pauseAt)]), "the read-ahead waits at 3.2 MB")
+            let prefetchEnd: Int64 = prefetchFinishes ? 3_300_000 : 12_000_000
+            let prefetch = Task { try await song.prefetch(ByteRange(3_000_000, prefetchEnd)) }
+            for _ in 0..<(500 * TestTiming.slowdown) where await !song.downloads.values.contains(where: { $0.kind == .prefetch }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let downloads = await song.downloadsDescription
+            #expect(await song.downloads.count == 1, "the prefetch joined the read-ahead: \(downloads)")
+            #expect(await song.downloads.values.first?.kind == .prefetch)
+            if prefetchFinishes {
+                released.withLock { $0 = true }
+                try await prefetch.value
+            } else {
+                prefetch.cancel()
+                await #expect(throws: CancellationError.self) { try await prefetch.value }
+                for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                released.withLock { $0 = true }
+            }
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
+            let cached = try await song.cachedRanges
+            #expect(cached.contains(ByteRange(0, 6_000_000)), "the read-ahead went on: \(cached); \(server.timeline(for: Self.path))")
+            // A read-ahead, not the stopped prefetch: the bytes up to 12 MB were not fetched.
+            #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "cached: \(cached)")
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
+            #expect(try await song.read(ByteRange(3_000_000, 6_000_000)).collect() == data[3_000_000..<6_000_000])
+        }
+    }
+
     /// A prefetch of many segments completes (each wake-up is progress, not a failed re-plan).
     @Test func prefetchOfALargeResourceCompletes() async throws {
         let (server, data) = try makeOrigin(size: 40_000_000)

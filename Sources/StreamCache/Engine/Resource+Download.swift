@@ -23,6 +23,10 @@ extension Resource {
         /// shares it: set `limit` only on a copy that goes back into `downloads`.
         let stop: DownloadStop
         var kind: Kind
+        /// What the download was before a prefetch took it over (``Resource/takeOver(forPrefetch:)``),
+        /// and goes back to being once no prefetch needs it: a player's read-ahead, say, goes on
+        /// to where it would have stopped.
+        var kindBeforePrefetch: Kind?
         /// The end of the request in flight. Downloads fetch in segments that grow while the
         /// download stays useful, so nothing far beyond what is needed is ever on the wire.
         var segmentEnd: Int64
@@ -131,14 +135,14 @@ extension Resource {
         if let info, !info.acceptsByteRanges {
             // The origin cannot seek: one sequential download from byte 0 serves everyone.
             if let id = downloads.keys.first {
-                if prefetch { downloads[id]?.kind = .prefetch }
+                if prefetch { takeOver(forPrefetch: id) }
                 return
             }
             startDownload(at: 0, limit: info.totalLength ?? Int64.max, kind: kind)
             return
         }
         if let (id, download) = downloads.first(where: { $0.value.window.contains(offset) }) {
-            if prefetch { downloads[id]?.kind = .prefetch }
+            if prefetch { takeOver(forPrefetch: id) }
             releaseHold(of: id)
             // A reader waits for it now: it goes past the gate, if it still waits there (or, while
             // it finds out its host, as soon as it gets a place).
@@ -163,6 +167,15 @@ extension Resource {
         if kind == .prefetch { limit = min(limit, max(readerEnd, offset + 1)) }
         guard limit > offset else { throw StreamCacheError(.rangeNotSatisfiable, "Offset \(offset) is past the end of the resource.") }
         startDownloads(at: offset, limit: limit, kind: kind, readerEnd: readerEnd, continuesStream: streams)
+    }
+
+    /// Makes download `id` a prefetch's, remembering what it was: a prefetch that joins a
+    /// player's read-ahead fetches the same bytes, and when it ends (done, or stopped by its
+    /// caller) the read-ahead goes on as the player's (``endDownloadsOfEndedPrefetch(finished:)``).
+    func takeOver(forPrefetch id: Int) {
+        guard let download = downloads[id], download.kind != .prefetch else { return }
+        downloads[id]?.kindBeforePrefetch = download.kind
+        downloads[id]?.kind = .prefetch
     }
 
     /// Whether a read at `offset`, inside `download`'s window, waits for it rather than starting

@@ -252,20 +252,24 @@ extension Resource {
 
     /// A prefetch ended (done, failed, or cancelled by its caller): the downloads it kept going
     /// that no other prefetch needs stop being a prefetch's. One a player reads from goes on as
-    /// that player's (and stops as a player's does); the others are cut at once, request in flight
-    /// and all. A prefetch that is done has nothing left for them to fetch, and one its caller
-    /// cancelled (an app's "stop downloading", `DELETE /api/resources/{id}/prefetch`) must stop
-    /// fetching: before, its downloads went on to the end of the file. When it ended `finished`
-    /// (every byte it wanted cached) nothing else changes; otherwise, until a read begins, no fill
-    /// closes the holes it left (``fillsWaitForARead``).
+    /// that player's (and stops as a player's does), and one the prefetch took over goes back to
+    /// what it was (a player's read-ahead goes on to where it would have stopped: cut, the player
+    /// coming back would find a hole and wait for a request); the others are cut at once, request
+    /// in flight and all. A prefetch that is done has nothing left for them to fetch, and one its
+    /// caller cancelled (an app's "stop downloading", `DELETE /api/resources/{id}/prefetch`) must
+    /// stop fetching: before, its downloads went on to the end of the file. When it ended
+    /// `finished` (every byte it wanted cached) nothing else changes; otherwise, until a read
+    /// begins, no fill closes the holes it left (``fillsWaitForARead``).
     func endDownloadsOfEndedPrefetch(finished: Bool) {
         if !finished, !readers.values.contains(where: \.isPrefetch) { fillsWaitForARead = true }
         func wanted(_ reader: ReaderState) -> ByteRange { ByteRange(reader.position, max(reader.position, reader.end)) }
         for (id, download) in downloads where download.kind == .prefetch {
             let needers = readers.values.filter { wanted($0).overlaps(download.window) }
             if needers.contains(where: \.isPrefetch) { continue }
-            if !needers.isEmpty {
-                downloads[id]?.kind = .read
+            let before = needers.isEmpty ? download.kindBeforePrefetch : .read
+            if let before {
+                downloads[id]?.kind = before
+                downloads[id]?.kindBeforePrefetch = nil
                 continue
             }
             download.task?.cancel()
