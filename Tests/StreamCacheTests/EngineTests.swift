@@ -271,12 +271,13 @@ import Testing
     }
 
     /// A download whose reader left is not cut mid-request: every byte the origin sent ends up in
-    /// the cache, so none is fetched twice when the next reader comes.
+    /// the cache, so none is fetched twice when the next reader comes. Nor does the grace period's
+    /// watch cut it: it cancels only a download that made no progress during the period.
     @Test func aDownloadNobodyNeedsFinishesItsRequestInsteadOfWastingIt() async throws {
         let (server, data) = try makeOrigin(size: 12_000_000)
         // A first request (256 KiB: a 100 kB read asks for a quarter of the first segment) takes
-        // about 0.5 s, longer than the grace period.
-        server.bytesPerSecond = 500_000
+        // about a second, so the grace period ends while it is under way.
+        server.bytesPerSecond = 250_000
         try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .milliseconds(300) }) { cache in
             let song = resource(cache, server)
             for start in [0, 6_000_000] {
@@ -290,6 +291,9 @@ import Testing
             let sent = server.bodyBytesSent(for: Self.path)
             #expect(sent == cached, "the origin sent \(sent) bytes, the cache kept \(cached)")
             #expect(sent < 12_000_000 / 2)
+            let ranges = try await song.cachedRanges
+            #expect(ranges.contains(ByteRange(0, 256 << 10)) && ranges.contains(ByteRange(6_000_000, 6_000_000 + (256 << 10))),
+                    "each first request came whole: \(ranges)")
         }
     }
 
@@ -400,6 +404,35 @@ import Testing
             #expect(ranges.dropFirst().first?.hasPrefix("bytes=262144-") == true, "the download went on where it was: \(ranges)")
             try await waitUntilNoDownload(of: song, within: .seconds(60))
             let cached = try await song.cachedRanges
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
+        }
+    }
+
+    /// A short read's download that a stream went on from is a stream's from then on: when the
+    /// player then seeks far away, it reads ahead where the stream left, as any stream's does,
+    /// rather than being dropped as a skim's (3.8 MB past where it was, against the end of its
+    /// request in flight, about 6 MB in, before).
+    @Test func aShortReadsDownloadThatAStreamWentOnFromKeepsItsReadAheadWhenThePlayerSeeks() async throws {
+        let (server, data) = try makeOrigin(size: 12_000_000)
+        // The read-ahead is still under way when the player seeks.
+        server.bytesPerSecond = 4_000_000
+        try await withTemporaryCache(configure: { configuration in
+            // Held or not when the stream comes (a loaded machine may come after the hold), the
+            // short read's download is the stream's; the seek's own hold ends soon.
+            configuration.skimmingWindow = .milliseconds(300)
+            configuration.minimumParallelGain = nil
+            configuration.playbackReadAhead = nil
+            configuration.idleDownloadGracePeriod = .seconds(300)
+        }) { cache in
+            let song = resource(cache, server)
+            #expect(try await song.read(ByteRange(0, 200_000)).collect() == data[0..<200_000])
+            #expect(try await song.read(ByteRange(200_000, 4_000_000)).collect() == data[200_000..<4_000_000])
+            #expect(try await song.read(ByteRange(10_000_000, 10_200_000)).collect() == data[10_000_000..<10_200_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
+            let cached = try await song.cachedRanges
+            // 4 MB where the stream left, and 3.8 MB (what it took) past them.
+            #expect(cached.contains(ByteRange(0, 7_800_000)), "cached: \(cached); \(server.timeline(for: Self.path))")
             for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
         }

@@ -293,6 +293,49 @@ import Testing
         #expect(readersDownload.reduce(0) { $0 + $1.bodyBytesSent } >= Int64(leftAt + (1 << 20)), "\(described)")
     }
 
+    /// A part its player came to and then left reads ahead where the player was, as the player's
+    /// own download would: the player caught up with it and is coming back there. Counted as a
+    /// part its player never reached, it ended at once (a round trip's bytes past the player).
+    ///
+    /// The parts drip at 2 MB/s while the reader's own download runs at 16 MB/s, so the reader
+    /// catches up with the first part and waits on it while its bytes come; it leaves 300 kB in.
+    @Test func aPartItsPlayerCameToReadsAheadWhereThePlayerLeft() async throws {
+        let (server, data) = try Self.origin(seed: 86)
+        defer { server.stop() }
+        let partsFrom: Int64 = 4 << 20
+        server.faults = { _, _, headers, _ in
+            let first = headers["Range"].flatMap { Int64($0.dropFirst(6).prefix { $0 != "-" }) } ?? 0
+            return first >= partsFrom ? .drip(bytesPerSecond: TestTiming.rate(2_000_000)) : nil
+        }
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 2)(&configuration)
+            configuration.minimumParallelSpeedup = nil
+            configuration.playbackReadAhead = nil
+            // The read-ahead is then 1 MiB whatever the reader took: half a second of the part's.
+            configuration.idleReadAhead = 1 << 20
+            configuration.idleDownloadGracePeriod = .seconds(300)
+        }) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            var received = Data()
+            var leaveAt: Int64?
+            for try await chunk in song.read(from: 0) {
+                received.append(chunk.data)
+                if leaveAt == nil, let partStart = await song.downloads.values.filter(\.isParallelPart).map(\.start).min() {
+                    leaveAt = partStart + 300_000
+                }
+                if let leaveAt, Int64(received.count) >= leaveAt { break }
+            }
+            #expect(received == data.prefix(received.count))
+            let leftAt = try #require(leaveAt, "the read was split: \(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
+            for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await Self.waitUntilIdle(song, origin: server)
+            let cached = try await song.cachedRanges
+            // At least the minimum read-ahead (1 MiB) past where the player left.
+            #expect(cached.contains(ByteRange(0, leftAt + (1 << 20))), "left at \(leftAt), cached: \(cached)")
+            #expect(Self.servedRangesAreDisjoint(server))
+        }
+    }
+
     /// A read to the end of a file shorter than two parts is not split because another reader's
     /// download runs inside its range: only parts tell that a read was split. `ffprobe` on an
     /// MP4 whose index is at the end reads the start, the index, then the start again; the

@@ -175,4 +175,62 @@ import Testing
             #expect(whole.count == 1, "\(whole.count) regions for a file cached whole")
         }
     }
+
+    /// A download that serves a player in real time and, beside it, a reader that reads flat out
+    /// (a second client saving the file while the first plays it) is not held to the player's
+    /// window: a window binds a download only while every reader it serves has one. Bound by the
+    /// player's window alone, each download the reader started paused 2 MB ahead of the player,
+    /// before it reached the reader's bytes, and after 50 of them the reader failed with
+    /// `originUnavailable` ("the origin kept ending downloads without delivering bytes").
+    ///
+    /// How many requests the reader's bytes take is not asserted: alone they come in one, but
+    /// under the full suite's load the reader takes its bytes slowly enough to be measured as a
+    /// player too (a rate of its own, and a window), and its download pauses and resumes with it
+    /// (25 requests in one run).
+    @Test func aDownloadAlsoServingAReaderThatReadsFlatOutIsNotHeldToThePlayersWindow() async throws {
+        let size = TestTiming.rate(16_000_000)
+        let playerRate = TestTiming.rate(1_000_000)
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: size, seed: 813)
+        server.setFile(Self.path, data: data)
+        let window = Int64(2 * playerRate)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.parallelDownloads = 1
+            configuration.chunkSize = max(4096, TestTiming.rate(65_536))
+            configuration.readBufferLimit = 2 * configuration.chunkSize
+            configuration.initialSegmentSize = Int64(TestTiming.rate(262_144))
+            configuration.playbackReadAhead = .seconds(2)
+            configuration.minimumPlaybackReadAhead = window
+            configuration.fillsSmallGaps = false
+        }) { (cache: StreamCache) async throws -> Void in
+            let url = server.url(Self.path)
+            let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
+            // 3 MB cached: the player's rate is known after a second of them.
+            try await film.prefetch(ByteRange(0, Int64(3 * playerRate)))
+            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            server.resetRecords()
+            let readerDone = Locked(false)
+            let player = Task {
+                var played = 0
+                var iterator = film.read(from: 0).makeAsyncIterator()
+                while !readerDone.withLock({ $0 }), played < size, let chunk = try await iterator.next() {
+                    played += chunk.data.count
+                    try await Task.sleep(for: .seconds(Double(chunk.data.count) / Double(playerRate)))
+                }
+                iterator.cancel()
+                return played
+            }
+            // The player plays 1.5 s before the reader comes: its rate is known, its window set.
+            for _ in 0..<(500 * TestTiming.slowdown) where await !film.readers.values.contains(where: { $0.pace.rate != nil }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(await film.readers.values.contains { $0.pace.rate != nil }, "the player's rate is known")
+            let read = try await film.read(from: 0).collect()
+            readerDone.withLock { $0 = true }
+            let played = try await player.value
+            #expect(TestData.sha256(read) == TestData.sha256(data))
+            print("beside a player in real time (it played \(played) bytes meanwhile): \(server.requests.count) requests")
+        }
+    }
 }
