@@ -311,9 +311,11 @@ extension Resource {
                 // matters only while bytes it will read are missing: a read of cached bytes to its
                 // end (a warm read) gets them in one step, as one `sendfile` region.
                 guard configuration.playbackReadAhead != nil, cut.upperBound < end, let reader = readers[readerID], !skipCached else {
+                    if let reader = readers[readerID] { noteHandedOut(to: reader, upTo: cut.upperBound) }
                     return .available(cut, file, info)
                 }
                 let step = min(cut.count, reader.pace.stepLimit)
+                noteHandedOut(to: reader, upTo: position + step)
                 readers[readerID]?.pace.handedOutStep(bytes: step)
                 keepPlaybackWindowFilled(for: reader, cachedEnd: run.upperBound)
                 return .available(ByteRange(position, position + step), file, info)

@@ -59,14 +59,34 @@ extension Resource {
         return Int64(speed * max(0, shortestRoundTrip.timeInterval))
     }
 
-    /// Records how much `reader`'s read has been handed, on each download whose bytes it has come
-    /// to: the read-ahead such a download leaves once no reader needs it grows with that
-    /// (``updateIdleState(_:)``).
+    /// Records, on each download whose bytes `reader` has come to, that a reader reached it and
+    /// how much the read has been handed: such a download reads ahead once no reader needs it,
+    /// by as much as that (``updateIdleState(_:)``).
+    ///
+    /// Recorded at each step (and for the bytes a step hands out, ``noteHandedOut(to:upTo:)``),
+    /// not only when a chunk arrives: a player that catches up with a part of a long read may
+    /// take its cached bytes in one step and leave between two chunks, and the part, never seen
+    /// reached, then ended a round trip past it (under load, at the end of its first request of
+    /// 1 MiB, 750 kB past where the player left, instead of 1 MiB past).
     func noteTaken(by reader: ReaderState) {
         guard !reader.isPrefetch else { return }
         let taken = reader.position - reader.start
-        let reached = downloads.values.filter { $0.isReached(byReaderAt: reader.position) && $0.readerTook < taken }.map(\.id)
-        for id in reached { downloads[id]?.readerTook = taken }
+        let reached = downloads.values.filter { $0.isReached(byReaderAt: reader.position) && (!$0.readerReached || $0.readerTook < taken) }
+        for download in reached {
+            downloads[download.id]?.readerReached = true
+            downloads[download.id]?.readerTook = max(download.readerTook, taken)
+        }
+    }
+
+    /// Records that `reader`, at its position, is handed the bytes up to `end`: the downloads
+    /// that fetched any of them have been reached (``noteTaken(by:)``). A step of cached bytes
+    /// runs on from one download's bytes into the next one's, and the reader may leave before
+    /// its next step shows where it got to.
+    func noteHandedOut(to reader: ReaderState, upTo end: Int64) {
+        guard !reader.isPrefetch, end > reader.position else { return }
+        for (id, download) in downloads where !download.readerReached && download.start < end && reader.position <= download.limit {
+            downloads[id]?.readerReached = true
+        }
     }
 
     /// Whether an idle download has fetched its read-ahead. One that stops within
