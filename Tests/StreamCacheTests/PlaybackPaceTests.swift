@@ -61,6 +61,23 @@ import Testing
 
     static let path = "/film.bin"
 
+    /// One connection, a two-second window of at least `window` bytes, and chunks, read buffers
+    /// and first requests that shrink with the sanitizer's slowdown, as the rates do.
+    static func playingInRealTime(_ configuration: inout StreamCache.Configuration, window: Int64) {
+        configuration.parallelDownloads = 1
+        configuration.chunkSize = max(4096, TestTiming.rate(65_536))
+        // The engine sees a reader where its read buffer ends: keep that close to the player.
+        configuration.readBufferLimit = 2 * configuration.chunkSize
+        configuration.initialSegmentSize = Int64(TestTiming.rate(262_144))
+        configuration.playbackReadAhead = .seconds(2)
+        // The window never shrinks below the player's two seconds: a loaded machine that holds
+        // the player up (CI's sanitizer run) measures a lower rate, and with a smaller floor the
+        // next download would start less than a quarter window ahead of it.
+        configuration.minimumPlaybackReadAhead = window
+        // Under the sanitizer's slowdown the uncached 0.8 MB would count as a small hole to fill.
+        configuration.fillsSmallGaps = false
+    }
+
     /// A 16 MB file whose first 3 MB are cached, on an origin as fast as loopback, read by a player
     /// that takes 1 MB/s (its bitrate) for 5 MB and then the rest as fast as it comes, with a window
     /// of two seconds (2 MB). Without the window, the player reaching the end of the cached
@@ -74,20 +91,7 @@ import Testing
         let data = TestData.random(count: size, seed: 811)
         server.setFile(Self.path, data: data)
         let window = Int64(2 * playerRate)
-        try await withTemporaryCache(configure: { configuration in
-            configuration.parallelDownloads = 1
-            configuration.chunkSize = max(4096, TestTiming.rate(65_536))
-            // The engine sees a reader where its read buffer ends: keep that close to the player.
-            configuration.readBufferLimit = 2 * configuration.chunkSize
-            configuration.initialSegmentSize = Int64(TestTiming.rate(262_144))
-            configuration.playbackReadAhead = .seconds(2)
-            // The window never shrinks below the player's two seconds: a loaded machine that holds
-            // the player up (CI's sanitizer run) measures a lower rate, and with a smaller floor the
-            // next download would start less than a quarter window ahead of it.
-            configuration.minimumPlaybackReadAhead = window
-            // Under the sanitizer's slowdown the uncached 0.8 MB would count as a small hole to fill.
-            configuration.fillsSmallGaps = false
-        }) { (cache: StreamCache) async throws -> Void in
+        try await withTemporaryCache(configure: { Self.playingInRealTime(&$0, window: window) }) { (cache: StreamCache) async throws -> Void in
             let url = server.url(Self.path)
             let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
             let prefetched = Int64(3 * playerRate)
@@ -194,16 +198,7 @@ import Testing
         defer { server.stop() }
         let data = TestData.random(count: size, seed: 813)
         server.setFile(Self.path, data: data)
-        let window = Int64(2 * playerRate)
-        try await withTemporaryCache(configure: { configuration in
-            configuration.parallelDownloads = 1
-            configuration.chunkSize = max(4096, TestTiming.rate(65_536))
-            configuration.readBufferLimit = 2 * configuration.chunkSize
-            configuration.initialSegmentSize = Int64(TestTiming.rate(262_144))
-            configuration.playbackReadAhead = .seconds(2)
-            configuration.minimumPlaybackReadAhead = window
-            configuration.fillsSmallGaps = false
-        }) { (cache: StreamCache) async throws -> Void in
+        try await withTemporaryCache(configure: { Self.playingInRealTime(&$0, window: Int64(2 * playerRate)) }) { (cache: StreamCache) async throws -> Void in
             let url = server.url(Self.path)
             let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
             // 3 MB cached: the player's rate is known after a second of them.
