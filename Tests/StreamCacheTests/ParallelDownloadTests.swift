@@ -296,11 +296,29 @@ import Testing
     /// A part its player came to and then left reads ahead where the player was, as the player's
     /// own download would: the player caught up with it and is coming back there. Counted as a
     /// part its player never reached, it ended at once (a round trip's bytes past the player).
+    @Test func aPartItsPlayerCameToReadsAheadWhereThePlayerLeft() async throws {
+        try await Self.leaveNearTheFirstPart(at: 300_000, seed: 86, readAhead: 1 << 20)
+    }
+
+    /// A player that leaves shortly before the first part's window gets its read-ahead in that
+    /// part, which it never reached: the read-ahead is the player's, wherever the windows were
+    /// cut. Before, the part ended with its request in flight, 1 MiB into it, where the read-ahead
+    /// of 2 MiB reached 1.77 MB into it.
+    @Test func aPlayerThatLeftJustBeforeAPartGetsItsReadAheadInThatPart() async throws {
+        // 2 MiB: past the part's first request (1 MiB), which it finishes in any case.
+        try await Self.leaveNearTheFirstPart(at: -300_000, seed: 87, readAhead: 2 << 20)
+    }
+
+    /// Reads a 40 MB file from its start on two connections and leaves `offset` bytes from where
+    /// the first part's window begins (before it, when negative), then expects `readAhead` bytes
+    /// past that point cached (the idle read-ahead, set to that whatever the reader took), and no
+    /// byte fetched twice.
     ///
     /// The parts drip at 2 MB/s while the reader's own download runs at 16 MB/s, so the reader
-    /// catches up with the first part and waits on it while its bytes come; it leaves 300 kB in.
-    @Test func aPartItsPlayerCameToReadsAheadWhereThePlayerLeft() async throws {
-        let (server, data) = try Self.origin(seed: 86)
+    /// catches up with the first part and waits on it while its bytes come, and a part is still
+    /// short of where the read-ahead ends when the reader leaves.
+    static func leaveNearTheFirstPart(at offset: Int64, seed: UInt64, readAhead: Int64) async throws {
+        let (server, data) = try Self.origin(seed: seed)
         defer { server.stop() }
         let partsFrom: Int64 = 4 << 20
         server.faults = { _, _, headers, _ in
@@ -311,8 +329,8 @@ import Testing
             Self.configure(connections: 2)(&configuration)
             configuration.minimumParallelSpeedup = nil
             configuration.playbackReadAhead = nil
-            // The read-ahead is then 1 MiB whatever the reader took: half a second of the part's.
-            configuration.idleReadAhead = 1 << 20
+            configuration.idleReadAhead = readAhead
+            configuration.minimumIdleReadAhead = readAhead
             configuration.idleDownloadGracePeriod = .seconds(300)
         }) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
@@ -321,7 +339,7 @@ import Testing
             for try await chunk in song.read(from: 0) {
                 received.append(chunk.data)
                 if leaveAt == nil, let partStart = await song.downloads.values.filter(\.isParallelPart).map(\.start).min() {
-                    leaveAt = partStart + 300_000
+                    leaveAt = partStart + offset
                 }
                 if let leaveAt, Int64(received.count) >= leaveAt { break }
             }
@@ -330,8 +348,7 @@ import Testing
             for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
             try await Self.waitUntilIdle(song, origin: server)
             let cached = try await song.cachedRanges
-            // At least the minimum read-ahead (1 MiB) past where the player left.
-            #expect(cached.contains(ByteRange(0, leftAt + (1 << 20))), "left at \(leftAt), cached: \(cached)")
+            #expect(cached.contains(ByteRange(0, leftAt + readAhead)), "left at \(leftAt), cached: \(cached)")
             #expect(Self.servedRangesAreDisjoint(server))
         }
     }

@@ -24,8 +24,8 @@ extension Resource {
         let stop: DownloadStop
         var kind: Kind
         /// What the download was before a prefetch took it over (``Resource/takeOver(forPrefetch:)``),
-        /// and goes back to being once no prefetch needs it: a player's read-ahead, say, goes on
-        /// to where it would have stopped.
+        /// and goes back to being once the prefetch is done: a player's read-ahead, say, goes on
+        /// to where it would have stopped. A prefetch stopped by its caller cuts it instead.
         var kindBeforePrefetch: Kind?
         /// The end of the request in flight. Downloads fetch in segments that grow while the
         /// download stays useful, so nothing far beyond what is needed is ever on the wire.
@@ -59,6 +59,10 @@ extension Resource {
         /// (``Resource/updateIdleState(_:)``). Counted from what the readers took, not from how far
         /// the download got, which runs ahead of them by as much as the transport hands over at once.
         var readerTook: Int64 = 0
+        /// Where the read-ahead of a player that left in a download before this one ends, when it
+        /// reaches into this one's window (``Resource/extendReadAhead(ofReaderThatLeft:)``): this
+        /// download fetches up to there once idle, reached or not. Cleared when a reader needs it.
+        var readAheadClaimEnd: Int64?
         /// Started by ``Resource/addParallelDownloads(in:kind:)`` as a part of a long range: its
         /// read counts as split from then on (its tail is split again as it shrinks).
         var isParallelPart = false
@@ -170,8 +174,8 @@ extension Resource {
     }
 
     /// Makes download `id` a prefetch's, remembering what it was: a prefetch that joins a
-    /// player's read-ahead fetches the same bytes, and when it ends (done, or stopped by its
-    /// caller) the read-ahead goes on as the player's (``endDownloadsOfEndedPrefetch(finished:)``).
+    /// player's read-ahead fetches the same bytes, and when it is done the read-ahead goes on as
+    /// the player's (``endDownloadsOfEndedPrefetch(finished:)``).
     func takeOver(forPrefetch id: Int) {
         guard let download = downloads[id], download.kind != .prefetch else { return }
         downloads[id]?.kindBeforePrefetch = download.kind

@@ -237,6 +237,7 @@ extension Resource {
         guard let reader = readers.removeValue(forKey: readerID) else { return }
         logger.debug("read ended", metadata: ["key": "\(key)", "reader": "\(readerID)", "at": "\(reader.position)"])
         usage.end(key)
+        extendReadAhead(ofReaderThatLeft: reader)
         if reader.isPrefetch {
             let wanted = ByteRange(reader.start, max(reader.start, min(reader.end, info?.totalLength ?? reader.end)))
             endDownloadsOfEndedPrefetch(finished: available.contains(wanted))
@@ -252,21 +253,23 @@ extension Resource {
 
     /// A prefetch ended (done, failed, or cancelled by its caller): the downloads it kept going
     /// that no other prefetch needs stop being a prefetch's. One a player reads from goes on as
-    /// that player's (and stops as a player's does), and one the prefetch took over goes back to
-    /// what it was (a player's read-ahead goes on to where it would have stopped: cut, the player
-    /// coming back would find a hole and wait for a request); the others are cut at once, request
-    /// in flight and all. A prefetch that is done has nothing left for them to fetch, and one its
-    /// caller cancelled (an app's "stop downloading", `DELETE /api/resources/{id}/prefetch`) must
-    /// stop fetching: before, its downloads went on to the end of the file. When it ended
-    /// `finished` (every byte it wanted cached) nothing else changes; otherwise, until a read
-    /// begins, no fill closes the holes it left (``fillsWaitForARead``).
+    /// that player's (and stops as a player's does). When the prefetch is done (`finished`: every
+    /// byte it wanted cached), one it took over goes back to what it was: a player's read-ahead
+    /// goes on to where it would have stopped (cut, the player coming back would find a hole
+    /// and wait for a request). The others are cut at once, request in flight and all: a prefetch
+    /// that is done has nothing left for them to fetch, and one its caller cancelled (an app's
+    /// "stop downloading", `DELETE /api/resources/{id}/prefetch`, Ctrl-C on `streamcache
+    /// prefetch`) must stop fetching, the read-ahead it took over included (given back, a
+    /// stopped prefetch's download asked the origin for more after the stop). Before 2026-12-02
+    /// a cancelled prefetch's downloads went on to the end of the file. When it did not end
+    /// `finished`, until a read begins, no fill closes the holes it left (``fillsWaitForARead``).
     func endDownloadsOfEndedPrefetch(finished: Bool) {
         if !finished, !readers.values.contains(where: \.isPrefetch) { fillsWaitForARead = true }
         func wanted(_ reader: ReaderState) -> ByteRange { ByteRange(reader.position, max(reader.position, reader.end)) }
         for (id, download) in downloads where download.kind == .prefetch {
             let needers = readers.values.filter { wanted($0).overlaps(download.window) }
             if needers.contains(where: \.isPrefetch) { continue }
-            let before = needers.isEmpty ? download.kindBeforePrefetch : .read
+            let before = !needers.isEmpty ? .read : finished ? download.kindBeforePrefetch : nil
             if let before {
                 downloads[id]?.kind = before
                 downloads[id]?.kindBeforePrefetch = nil

@@ -13,6 +13,7 @@ extension Resource {
         if isNeeded(download) {
             download.idleSince = nil
             download.idleLimit = nil
+            download.readAheadClaimEnd = nil
             if !download.readerReached {
                 download.readerReached = readers.values.contains { download.isReached(byReaderAt: $0.position) }
             }
@@ -45,7 +46,26 @@ extension Resource {
             // cloud connection of 4 MB/s, where a round trip brings 160 kB.
             let readAhead = download.readerReached ? min(maximum, max(minimum, download.readerTook))
                 : min(minimum, max(0, download.segmentEnd - download.position), bytesOnTheWire(download) ?? .max)
-            download.idleLimit = max(inFlightEnd, (readAheadStart ?? download.position) + readAhead)
+            download.idleLimit = max(inFlightEnd, (readAheadStart ?? download.position) + readAhead, download.readAheadClaimEnd ?? 0)
+        }
+    }
+
+    /// A player left at `reader`'s position: its read-ahead (what it took, within the minimum and
+    /// maximum, as ``updateIdleState(_:)`` counts it) may reach past the end of the download it
+    /// was in, into a part of a split read further on that it never reached. That part goes on
+    /// to where the read-ahead ends (``Download/readAheadClaimEnd``) rather than ending with its
+    /// request in flight: the read-ahead is the player's, wherever the download's windows were
+    /// cut. A player that left 300 kB before a part's window, with a read-ahead of 2 MiB, got the
+    /// part's request in flight (1 MiB into it) and no more.
+    func extendReadAhead(ofReaderThatLeft reader: ReaderState) {
+        guard !reader.isPrefetch, !configuration.completesResourcesInBackground else { return }
+        let maximum = configuration.idleReadAhead
+        let readAhead = min(maximum, max(min(maximum, configuration.minimumIdleReadAhead), reader.position - reader.start))
+        let end = reader.position + readAhead
+        for (id, download) in downloads where download.kind == .read && download.start > reader.position && download.start < end {
+            let claim = max(download.readAheadClaimEnd ?? end, end)
+            downloads[id]?.readAheadClaimEnd = claim
+            if let idleLimit = download.idleLimit { downloads[id]?.idleLimit = max(idleLimit, claim) }
         }
     }
 

@@ -172,8 +172,8 @@ final class ServerCore: Sendable {
     func playlistPrefetchProgress(id: String) -> HLSPrefetchProgress? { prefetches.withLock { $0[id]?.hls } }
 
     /// Stops the prefetch the API started for `id`, if one runs, and returns once it has ended:
-    /// its downloads have been cut, or given back to the player whose read-ahead they were (see
-    /// `Resource.endDownloadsOfEndedPrefetch(finished:)`), and what they fetched is in the cache.
+    /// its downloads have been cut (see `Resource.endDownloadsOfEndedPrefetch(finished:)`), and
+    /// what they fetched is in the cache.
     func stopPrefetch(id: String) async {
         let task = prefetches.withLock { $0.removeValue(forKey: id) }?.task
         task?.cancel()
