@@ -635,6 +635,22 @@ extension EngineTests {
         }
     }
 
+    /// Cancels `prefetch` and expects it to end with `CancellationError` and `song`'s downloads to
+    /// end; then lets the origin's held answers go on (`released`) and expects no request to reach
+    /// it after the stop.
+    func stopAndExpectNoRequestAfter(_ prefetch: Task<Void, any Error>, of song: Resource, on server: TestOrigin,
+                                     releasing released: Locked<Bool>) async throws {
+        prefetch.cancel()
+        await #expect(throws: CancellationError.self) { try await prefetch.value }
+        #expect(try await waitUntilNoDownload(of: song, within: .seconds(10), checkingEvery: .milliseconds(20)))
+        let stoppedAt = ContinuousClock.now
+        released.withLock { $0 = true }
+        for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let late = server.requests.filter { $0.interval.lowerBound >= stoppedAt }
+        #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+    }
+
     /// Cancelling a prefetch stops its downloads, the request in flight included (an app's "stop
     /// downloading this album"); what came stays cached, and the origin gets no request after it.
     /// Before, the downloads went on to the end of the file.
@@ -652,15 +668,7 @@ extension EngineTests {
             for _ in 0..<(250 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < 700_000 {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            prefetch.cancel()
-            await #expect(throws: CancellationError.self) { try await prefetch.value }
-            #expect(try await waitUntilNoDownload(of: song, within: .seconds(10), checkingEvery: .milliseconds(20)))
-            let stoppedAt = ContinuousClock.now
-            released.withLock { $0 = true }
-            for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
-            try await Task.sleep(for: .milliseconds(300))
-            let late = server.requests.filter { $0.interval.lowerBound >= stoppedAt }
-            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+            try await stopAndExpectNoRequestAfter(prefetch, of: song, on: server, releasing: released)
             #expect(server.bodyBytesSent(for: Self.path) < Int64(size))
             #expect(try await song.cachedRanges.coveredByteCount >= 700_000, "what came stays cached")
         }
@@ -706,15 +714,7 @@ extension EngineTests {
             #expect(await song.downloads.count == 1, "the prefetch joined the read-ahead: \(downloads)")
             #expect(await song.downloads.values.first?.kind == .prefetch)
             guard prefetchFinishes else {
-                prefetch.cancel()
-                await #expect(throws: CancellationError.self) { try await prefetch.value }
-                #expect(try await waitUntilNoDownload(of: song, within: .seconds(10), checkingEvery: .milliseconds(20)))
-                let stoppedAt = ContinuousClock.now
-                released.withLock { $0 = true }
-                for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
-                try await Task.sleep(for: .milliseconds(300))
-                let late = server.requests.filter { $0.interval.lowerBound >= stoppedAt }
-                #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+                try await stopAndExpectNoRequestAfter(prefetch, of: song, on: server, releasing: released)
                 #expect(try await song.cachedRanges == RangeSet([ByteRange(0, pauseAt)]))
                 return
             }
