@@ -144,6 +144,30 @@ import Testing
         #expect(gain.alone(at: Self.at(200)) == nil && gain.together(at: Self.at(200)) == nil)
     }
 
+    /// A long read's first request on connections capped at 400 kB/s: alone for 500 ms, then
+    /// beside its three parts for 150 ms, within which each part's first 64 KiB chunk came (which
+    /// never counts) and its second had not yet. What all received meanwhile is its own speed, as
+    /// if four connections fetched no more than one: a mix of alone and beside others tells
+    /// neither kind. What it received alone until the parts began does, as do the parts' own
+    /// samples, beside others all along, whose time holds their bytes.
+    @Test func aShortSampleThatIsPartlyAloneTellsNeitherKind() {
+        var gain = ParallelGain()
+        let rate = 400_000.0
+        let first = gain.beginReceiving(at: Self.at(0))
+        gain.noteReceived(200_000)
+        let untilTheParts = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(500))
+        #expect(untilTheParts.tellsOneKind && untilTheParts.aloneShare == 1 && abs(untilTheParts.connections - 1) < 1e-9)
+        let parts = (0..<3).map { _ in gain.beginReceiving(at: Self.at(500)) }
+        gain.noteReceived(60_000)
+        let mixed = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(650))
+        #expect(abs(mixed.aloneShare - 500.0 / 650) < 1e-9 && abs(mixed.connections - 1100.0 / 650) < 1e-9)
+        #expect(!mixed.tellsOneKind, "\(mixed)")
+        #expect(mixed.allRequestsRate.map { abs($0 - rate) < 1 } == true, "the parts' time counted, not yet their bytes")
+        gain.noteReceived(4 * 64 << 10)
+        let part = gain.overlap(since: parts[0], startedAt: Self.at(500), at: Self.at(1150))
+        #expect(part.tellsOneKind && part.aloneShare == 0 && abs(part.connections - 4) < 1e-9)
+    }
+
     /// Two parts of a split read that a shared link delivers one after the other: each part alone
     /// looks as fast as one connection, the read as a whole is no faster.
     @Test func aSplitReadIsMeasuredAsAWhole() {

@@ -55,6 +55,7 @@ struct ParallelGain: Sendable {
     /// requests receiving, and the bytes all of them had received, at its first bytes.
     struct Mark: Sendable {
         fileprivate let receivingSeconds: Double
+        fileprivate let aloneSeconds: Double
         fileprivate let bytes: Int64
     }
 
@@ -64,6 +65,21 @@ struct ParallelGain: Sendable {
     struct Overlap: Sendable {
         let connections: Double
         let allRequestsRate: Double?
+        /// The share of the time it was the only request receiving, from 0 to 1.
+        let aloneShare: Double
+
+        init(connections: Double, allRequestsRate: Double?, aloneShare: Double = 0) {
+            self.connections = connections
+            self.allRequestsRate = allRequestsRate
+            self.aloneShare = aloneShare
+        }
+
+        /// Whether the request received alone (fewer than 1.1 requests on average) or beside
+        /// others nearly all along (alone for less than a tenth of its time), not a mix of both.
+        /// A short sample of a mix tells neither: a request that just began has bytes on their
+        /// way that have not come, so its time counts and hardly its bytes (at 400 kB/s a 64 KiB
+        /// chunk takes 160 ms), and several connections side by side look as fast as one.
+        var tellsOneKind: Bool { connections < 1.1 || aloneShare < 0.1 }
     }
 
     /// A speed recorded: of one request alone, or of several side by side together, in bytes per
@@ -77,6 +93,8 @@ struct ParallelGain: Sendable {
     private(set) var receiving = 0
     /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
     private var receivingSeconds: Double = 0
+    /// The seconds during which exactly one request was receiving, up to ``integratedUntil``.
+    private var aloneSeconds: Double = 0
     /// The bytes the resource's receiving requests have received after their first chunks.
     private var bytesReceived: Int64 = 0
     private var integratedUntil: ContinuousClock.Instant?
@@ -122,7 +140,7 @@ struct ParallelGain: Sendable {
     mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Mark {
         integrate(until: now)
         receiving += 1
-        return Mark(receivingSeconds: receivingSeconds, bytes: bytesReceived)
+        return Mark(receivingSeconds: receivingSeconds, aloneSeconds: aloneSeconds, bytes: bytesReceived)
     }
 
     /// `count` bytes of a receiving request arrived after its first chunk.
@@ -136,7 +154,7 @@ struct ParallelGain: Sendable {
     mutating func endReceiving(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant = .now) -> Overlap {
         integrate(until: now)
         receiving = max(0, receiving - 1)
-        return overlap(since: mark, startedAt: start, receivingSeconds: receivingSeconds, at: now, orIfNoTimePassed: 1)
+        return overlap(since: mark, startedAt: start, receivingSeconds: receivingSeconds, aloneSeconds: aloneSeconds, at: now, orIfNoTimePassed: 1)
     }
 
     /// What the requests did from `start` (a request's first bytes, when ``beginReceiving(at:)``
@@ -144,15 +162,21 @@ struct ParallelGain: Sendable {
     /// without ending the request.
     func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Overlap {
         var seconds = receivingSeconds
-        if let last = integratedUntil, now > last { seconds += Double(receiving) * (now - last).timeInterval }
-        return overlap(since: mark, startedAt: start, receivingSeconds: seconds, at: now, orIfNoTimePassed: Double(max(1, receiving)))
+        var alone = aloneSeconds
+        if let last = integratedUntil, now > last {
+            seconds += Double(receiving) * (now - last).timeInterval
+            if receiving == 1 { alone += (now - last).timeInterval }
+        }
+        return overlap(since: mark, startedAt: start, receivingSeconds: seconds, aloneSeconds: alone, at: now,
+                       orIfNoTimePassed: Double(max(1, receiving)))
     }
 
     private func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, receivingSeconds seconds: Double,
-                         at now: ContinuousClock.Instant, orIfNoTimePassed connections: Double) -> Overlap {
+                         aloneSeconds alone: Double, at now: ContinuousClock.Instant, orIfNoTimePassed connections: Double) -> Overlap {
         let elapsed = (now - start).timeInterval
-        guard elapsed > 0 else { return Overlap(connections: connections, allRequestsRate: nil) }
-        return Overlap(connections: (seconds - mark.receivingSeconds) / elapsed, allRequestsRate: Double(bytesReceived - mark.bytes) / elapsed)
+        guard elapsed > 0 else { return Overlap(connections: connections, allRequestsRate: nil, aloneShare: connections < 1.1 ? 1 : 0) }
+        return Overlap(connections: (seconds - mark.receivingSeconds) / elapsed, allRequestsRate: Double(bytesReceived - mark.bytes) / elapsed,
+                       aloneShare: min(1, (alone - mark.aloneSeconds) / elapsed))
     }
 
     /// Adds the time since the last change, times the requests receiving meanwhile.
@@ -163,6 +187,7 @@ struct ParallelGain: Sendable {
         }
         guard now > last else { return }
         receivingSeconds += Double(receiving) * (now - last).timeInterval
+        if receiving == 1 { aloneSeconds += (now - last).timeInterval }
         integratedUntil = now
     }
 
