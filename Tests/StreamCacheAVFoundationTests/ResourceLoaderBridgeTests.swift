@@ -8,11 +8,13 @@ import Testing
 /// The bridge behind the AVFoundation front end, driven by a simulated player with AVPlayer's
 /// request patterns, backed by the real engine and a loopback origin.
 @Suite struct ResourceLoaderBridgeTests {
-    /// A cache whose idle downloads stop soon, so the origin's byte counts settle quickly;
-    /// `idleReadAhead` bounds what each of them may still fetch once no reader needs it.
-    static func withCache<T>(idleReadAhead: Int64? = nil, _ body: (StreamCache) async throws -> T) async throws -> T {
+    /// A cache whose idle downloads stop soon, so the origin's byte counts settle quickly: one
+    /// that nobody needs is cancelled after `gracePeriod` without progress (`nil`: the library's
+    /// 5 s). `idleReadAhead` bounds what each of them may still fetch once no reader needs it.
+    static func withCache<T>(idleReadAhead: Int64? = nil, gracePeriod: Duration? = .milliseconds(300),
+                             _ body: (StreamCache) async throws -> T) async throws -> T {
         try await withTemporaryCache(configure: { configuration in
-            configuration.idleDownloadGracePeriod = .milliseconds(300)
+            if let gracePeriod { configuration.idleDownloadGracePeriod = gracePeriod }
             if let idleReadAhead { configuration.idleReadAhead = idleReadAhead }
         }, body)
     }
@@ -48,7 +50,12 @@ import Testing
         let origin = try TestOrigin()
         defer { origin.stop() }
         origin.setFile("/music/song.mp3", data: song, contentType: "audio/mpeg")
-        try await Self.withCache { cache in
+        // The library's grace period: the origin never stalls here, and 300 ms without progress
+        // once cancelled a download whose answer the engine, running late in the full suite's
+        // first seconds, had not yet taken in. The origin had sent its mebibyte, and the next
+        // seek, 16 KiB into it, asked for it again: 1.14 × the file. With 1 ms on an idle
+        // machine, one run in three fails the same way.
+        try await Self.withCache(gracePeriod: nil) { cache in
             let player = SimulatedPlayer(cache: cache, url: origin.url("/music/song.mp3"), headers: ["Authorization": "OAuth test"])
             let probe = await player.probe()
             let information = try #require(probe.snapshot.contentInformation)
@@ -96,8 +103,8 @@ import Testing
             let sent = origin.bodyBytesSent(for: "/music/song.mp3")
             let ratio = Double(sent) / Double(song.count)
             print("simulated player: \(player.requests.count) requests, \(delivered) bytes delivered, origin bytes / file size \(ratio)")
-            // Once in about 60 full runs on a loaded machine: 1.087. The origin's requests tell
-            // which bytes came twice, for the next time.
+            // Once in about 60 full runs on a loaded machine: 1.087, and 1.143 (see the grace
+            // period above). The origin's requests tell which bytes came twice.
             #expect(ratio <= 1.05, """
                 the origin sent \(sent) bytes for a \(song.count)-byte file: \
                 \(origin.requests.map { "\($0.range ?? "-") \($0.bodyBytesSent) [\($0.servedRanges.map { "\($0.lowerBound)..<\($0.upperBound)" }.joined(separator: " "))]" })
