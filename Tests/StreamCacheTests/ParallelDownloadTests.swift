@@ -778,54 +778,6 @@ import Testing
         }
     }
 
-    /// On cloud connections capped far lower (400 kB/s each: a slow plan, a distant region), a
-    /// cold prefetch ("download for offline") still finds that its connections gain. Its first
-    /// request takes 650 ms for the 256 KiB of its early sample, and its parts begin before that
-    /// (they wait 250 ms at most for it, ``Resource/longestWaitForThePath``). The early sample
-    /// then counted the parts' time but hardly their bytes, 64 KiB chunks that take 160 ms each at
-    /// that speed, and measured several connections together as fast as one: the resource took
-    /// the link for shared, and the prefetch went on two or three connections, in 7.4 to 9.9 s
-    /// where four take 7.1 s. Now the first request gives what it received alone as its sample
-    /// when the parts begin, and an early sample beside others is one whose time they filled.
-    ///
-    /// Under the sanitizer every rate is a tenth, so the tests below, on 4 MB/s, met the same
-    /// sample there: told beforehand that connections gain, both failed in a CI run with a part
-    /// whose first request measured again, once that sample outlived what they were told (which
-    /// stands 30 s) or, being the resource's own, stood in front of what the host's other file
-    /// measured.
-    ///
-    /// At 400 kB/s whatever the sanitizer's slowdown: so slow a connection is no work for the
-    /// machine, and the file is small enough to fetch in a few seconds. A prefetch, as a reader
-    /// that a loaded machine runs late can look like a player in real time, which is not split.
-    @Test func aColdPrefetchOnSlowCappedConnectionsMeasuresThatTheyGain() async throws {
-        let (server, data) = try Self.origin(seed: 92, size: 6_000_000)
-        defer { server.stop() }
-        server.bytesPerSecond = 400_000
-        try await withTemporaryCache(configure: { configuration in
-            Self.configure(connections: 4)(&configuration)
-            configuration.parallelPartSize = 1 << 20
-        }) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
-            try await song.prefetch()
-            try await Self.waitUntilIdle(song, origin: server)
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
-            let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
-            let gain = await song.parallelGain
-            let described = "\(Self.describe(requests)); one connection alone \(gain.alone().map { "\(Int($0)) B/s" } ?? "-"), "
-                + "several together \(gain.together().map { "\(Int($0)) B/s" } ?? "-")"
-            #expect(requests.reduce(0) { $0 + $1.bodyBytesSent } == Int64(data.count), "each byte came from the origin once: \(described)")
-            #expect(Self.servedRangesAreDisjoint(server), "\(described)")
-            // What the first request measured counts only where the parts began while it ran. Under
-            // the full suite's first seconds the engine can run so late that they did not: one run
-            // sent the requests one after another, a second or two apart, and the prefetch was
-            // never split beside another request, so nothing measured several connections.
-            let first = try #require(requests.first)
-            guard requests.dropFirst().contains(where: { $0.interval.lowerBound < first.interval.upperBound }) else { return }
-            #expect(server.maximumConcurrency(for: Self.path) == 4, "the prefetch went on four connections: \(described)")
-            #expect(await Self.connectionsGain(song) == true, "\(described)")
-        }
-    }
-
     /// What one file of a host measured holds for the next one (``HostPathMemory``): the songs
     /// of an album come from one host over one path. Where another file found that connections
     /// gain, this read's parts start together with their shares, as if it had measured that

@@ -19,7 +19,6 @@ extension Resource {
                 let roundTrip = now - sentAt
                 shortestRoundTrip = shortestRoundTrip.map { min($0, roundTrip) } ?? roundTrip
             }
-            if parallelGain.receiving == 1 { recordAloneSampleOfTheRequestJoined(by: download.id, at: now) }
             download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
         } else if download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now) == true {
             parallelGain.noteReceived(bytes)
@@ -38,30 +37,14 @@ extension Resource {
     /// An early sample is short, so it tells of one connection alone or of several, not of a mix
     /// (``ParallelGain/Overlap/tellsOneKind``): a long read's first request on connections capped
     /// at 400 kB/s, its 256 KiB taking 650 ms, saw its parts begin 500 ms in and measured four
-    /// connections together as fast as one, so the read went on two connections where it had
-    /// four. A request that received alone gives its sample when others join it
-    /// (``recordAloneSampleOfTheRequestJoined(by:at:)``); one too short by then waits until the
-    /// others' time outweighs its time alone.
+    /// connections together as fast as one, a shared link. A mix waits until the others' time
+    /// outweighs its time alone.
     func recordEarlySample(of download: inout Download, at now: ContinuousClock.Instant) {
         guard !download.gaveEarlySample, download.splitReadID == nil, let sample = download.requestSample,
               let rate = sample.transfer.rate(smallest: Self.earlySampleBytes) else { return }
         let overlap = parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now)
         guard overlap.tellsOneKind else { return }
         download.gaveEarlySample = true
-        shareWithTheHost(parallelGain.record(rate: rate, during: overlap, at: now), at: now)
-    }
-
-    /// The one request receiving is joined by another at `now` (download `joiner`'s): what it
-    /// received alone until then is its early sample, if it has not given one and received
-    /// enough to tell (``smallestGainSample`` after its first chunk). A long read waits
-    /// ``longestWaitForThePath`` at most for its first request's early sample before its parts
-    /// begin; on a connection that slow, this is what one alone does.
-    func recordAloneSampleOfTheRequestJoined(by joiner: Int, at now: ContinuousClock.Instant) {
-        guard let alone = downloads.values.first(where: { $0.id != joiner && $0.requestSample != nil }), !alone.gaveEarlySample,
-              alone.splitReadID == nil, let sample = alone.requestSample, let rate = sample.transfer.rate(smallest: Self.smallestGainSample) else { return }
-        let overlap = parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now)
-        guard overlap.connections < 1.1 else { return }
-        downloads[alone.id]?.gaveEarlySample = true
         shareWithTheHost(parallelGain.record(rate: rate, during: overlap, at: now), at: now)
     }
 
