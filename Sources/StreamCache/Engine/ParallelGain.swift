@@ -74,13 +74,30 @@ struct ParallelGain: Sendable {
             self.aloneShare = aloneShare
         }
 
-        /// Whether the request received alone (fewer than 1.1 requests on average) or beside
+        /// Whether the request received alone (``receivedAlone``) or beside
         /// others nearly all along (alone for less than a tenth of its time), not a mix of both.
         /// A short sample of a mix tells neither: a request that just began has bytes on their
         /// way that have not come, so its time counts and hardly its bytes (at 400 kB/s a 64 KiB
         /// chunk takes 160 ms), and several connections side by side look as fast as one.
-        var tellsOneKind: Bool { connections < 1.1 || aloneShare < 0.1 }
+        var tellsOneKind: Bool { receivedAlone || aloneShare < 0.1 }
+
+        /// Whether the request received alone: fewer than ``ParallelGain/aloneBelow`` requests on
+        /// average.
+        var receivedAlone: Bool { connections < ParallelGain.aloneBelow }
+
+        /// Whether the request received beside others: ``ParallelGain/togetherFrom`` requests or
+        /// more on average.
+        var receivedTogether: Bool { connections >= ParallelGain.togetherFrom }
     }
+
+    /// A request that averaged fewer requests receiving than this, itself included, received
+    /// alone: the others' first or last bytes brush it, nothing more.
+    static let aloneBelow = 1.1
+
+    /// A request that averaged at least this many requests receiving, itself included, received
+    /// beside others; between ``aloneBelow`` and this it overlapped them only in part, which
+    /// tells neither kind.
+    static let togetherFrom = 1.5
 
     /// A speed recorded: of one request alone, or of several side by side together, in bytes per
     /// second.
@@ -161,39 +178,39 @@ struct ParallelGain: Sendable {
     /// gave it `mark`) until `now`: what ``endReceiving(since:startedAt:at:)`` would return,
     /// without ending the request.
     func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Overlap {
-        var seconds = receivingSeconds
-        var alone = aloneSeconds
-        if let last = integratedUntil, now > last {
-            seconds += Double(receiving) * (now - last).timeInterval
-            if receiving == 1 { alone += (now - last).timeInterval }
-        }
-        return overlap(since: mark, startedAt: start, receivingSeconds: seconds, aloneSeconds: alone, at: now,
+        let totals = integrals(until: now)
+        return overlap(since: mark, startedAt: start, receivingSeconds: totals.receiving, aloneSeconds: totals.alone, at: now,
                        orIfNoTimePassed: Double(max(1, receiving)))
     }
 
     private func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, receivingSeconds seconds: Double,
                          aloneSeconds alone: Double, at now: ContinuousClock.Instant, orIfNoTimePassed connections: Double) -> Overlap {
         let elapsed = (now - start).timeInterval
-        guard elapsed > 0 else { return Overlap(connections: connections, allRequestsRate: nil, aloneShare: connections < 1.1 ? 1 : 0) }
+        guard elapsed > 0 else {
+            return Overlap(connections: connections, allRequestsRate: nil, aloneShare: connections < Self.aloneBelow ? 1 : 0)
+        }
         return Overlap(connections: (seconds - mark.receivingSeconds) / elapsed, allRequestsRate: Double(bytesReceived - mark.bytes) / elapsed,
                        aloneShare: min(1, (alone - mark.aloneSeconds) / elapsed))
     }
 
-    /// Adds the time since the last change, times the requests receiving meanwhile.
+    /// Brings ``receivingSeconds`` and ``aloneSeconds`` up to `now` (``integrals(until:)``).
     private mutating func integrate(until now: ContinuousClock.Instant) {
-        guard let last = integratedUntil else {
-            integratedUntil = now
-            return
-        }
-        guard now > last else { return }
-        receivingSeconds += Double(receiving) * (now - last).timeInterval
-        if receiving == 1 { aloneSeconds += (now - last).timeInterval }
+        if let last = integratedUntil, now <= last { return }
+        (receivingSeconds, aloneSeconds) = integrals(until: now)
         integratedUntil = now
     }
 
+    /// ``receivingSeconds`` and ``aloneSeconds`` with the time since the last change added: the
+    /// requests receiving meanwhile times that time, and that time if one alone received.
+    private func integrals(until now: ContinuousClock.Instant) -> (receiving: Double, alone: Double) {
+        guard let last = integratedUntil, now > last else { return (receivingSeconds, aloneSeconds) }
+        let step = (now - last).timeInterval
+        return (receivingSeconds + Double(receiving) * step, aloneSeconds + (receiving == 1 ? step : 0))
+    }
+
     /// Records the request that received `rate` bytes per second during `overlap`. Alone (fewer
-    /// than 1.1 requests on average), its rate is what one connection does; beside others (1.5
-    /// or more), what all of them received is what several do. One that overlapped others only in
+    /// than ``aloneBelow`` requests on average), its rate is what one connection does; beside
+    /// others (``togetherFrom`` or more), what all of them received is what several do. One that overlapped others only in
     /// part says little either way and is left out.
     ///
     /// What all received, not its own rate times their number: a request that received alone
@@ -205,10 +222,10 @@ struct ParallelGain: Sendable {
     @discardableResult
     mutating func record(rate: Double, during overlap: Overlap, at now: ContinuousClock.Instant = .now) -> Sample? {
         guard rate > 0, overlap.connections >= 1 else { return nil }
-        if overlap.connections < 1.1 {
+        if overlap.receivedAlone {
             aloneRates.record(rate, at: now)
             return .alone(rate)
-        } else if overlap.connections >= 1.5, let together = overlap.allRequestsRate, together > 0 {
+        } else if overlap.receivedTogether, let together = overlap.allRequestsRate, together > 0 {
             togetherRates.record(together, at: now)
             return .together(together)
         }
