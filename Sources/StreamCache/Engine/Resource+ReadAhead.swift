@@ -57,12 +57,19 @@ extension Resource {
     /// request in flight: the read-ahead is the player's, wherever the download's windows were
     /// cut. A player that left 300 kB before a part's window, with a read-ahead of 2 MiB, got the
     /// part's request in flight (1 MiB into it) and no more.
+    ///
+    /// A part that begins right where the player left counts as further on once the player took
+    /// bytes: it took its own download to the end, none of the part's, and the part is what it
+    /// would have read next (the stream hands a player its download's last bytes in one step,
+    /// and one that leaves then is at the part's first byte).
     func extendReadAhead(ofReaderThatLeft reader: ReaderState) {
         guard !reader.isPrefetch, !configuration.completesResourcesInBackground else { return }
         let maximum = configuration.idleReadAhead
         let readAhead = min(maximum, max(min(maximum, configuration.minimumIdleReadAhead), reader.position - reader.start))
         let end = reader.position + readAhead
-        for (id, download) in downloads where download.kind == .read && download.start > reader.position && download.start < end {
+        let tookBytes = reader.position > reader.start
+        for (id, download) in downloads where download.kind == .read && download.start < end
+            && (download.start > reader.position || (tookBytes && download.start == reader.position)) {
             let claim = max(download.readAheadClaimEnd ?? end, end)
             downloads[id]?.readAheadClaimEnd = claim
             if let idleLimit = download.idleLimit { downloads[id]?.idleLimit = max(idleLimit, claim) }
