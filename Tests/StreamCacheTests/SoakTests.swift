@@ -168,11 +168,14 @@ import Testing
             }
             let report = counters.withLock { $0 }
             let faults = report.faults.values.reduce(0, +)
+            func counts(_ counts: [String: Int]) -> String {
+                "[" + counts.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
+            }
             print("""
                 soak (seed \(seed)): \(report.reads) reads, \(report.bytes) bytes delivered in \(elapsed); \(report.originRequests) origin requests, \
-                \(faults) faults injected \(report.faults.sorted { $0.key < $1.key }), \(report.versionChanges) new versions; \
+                \(faults) faults injected \(counts(report.faults)), \(report.versionChanges) new versions; \
                 wrong reads \(report.wrongReads) (\(report.wrongBytes) bytes); reads that ended with an error: \
-                \(report.errors.sorted { $0.key < $1.key }); index claims \(claimed) bytes, all checked
+                \(counts(report.errors)); index claims \(claimed) bytes, all checked
                 """)
             #expect(report.wrongReads == 0 && report.wrongBytes == 0)
             #expect(report.reads >= targetReads, "only \(report.reads) reads in the time allowed")
