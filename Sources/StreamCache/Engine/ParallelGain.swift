@@ -74,8 +74,8 @@ struct ParallelGain: Sendable {
             self.aloneShare = aloneShare
         }
 
-        /// Whether the request received alone (``receivedAlone``) or beside
-        /// others nearly all along (alone for less than a tenth of its time), not a mix of both.
+        /// Whether the request received alone (``receivedAlone``) or beside others nearly all
+        /// along (alone for less than a tenth of its time), not a mix of both.
         /// A short sample of a mix tells neither: a request that just began has bytes on their
         /// way that have not come, so its time counts and hardly its bytes (at 400 kB/s a 64 KiB
         /// chunk takes 160 ms), and several connections side by side look as fast as one.
@@ -210,8 +210,8 @@ struct ParallelGain: Sendable {
 
     /// Records the request that received `rate` bytes per second during `overlap`. Alone (fewer
     /// than ``aloneBelow`` requests on average), its rate is what one connection does; beside
-    /// others (``togetherFrom`` or more), what all of them received is what several do. One that overlapped others only in
-    /// part says little either way and is left out.
+    /// others (``togetherFrom`` or more), what all of them received is what several do. One that
+    /// overlapped others only in part says little either way and is left out.
     ///
     /// What all received, not its own rate times their number: a request that received alone
     /// for half its time and beside three others on a shared link for the other half averages
