@@ -108,8 +108,9 @@ import Testing
         #expect(read.requests.count <= 2 * 4 + 3, "\(read.described)")
     }
 
-    /// Reads a 24 MiB file whole on four connections of 4 MB/s each, after `prepare` has told the
-    /// resource what it would otherwise measure; checks the bytes, that each came from the origin
+    /// Reads a 24 MiB file whole on four connections of 4 MB/s each, while `tell` tells the
+    /// resource what it would otherwise measure (from before the read until it ends, see
+    /// ``keepTelling(_:)``); checks the bytes, that each came from the origin
     /// once and that no two requests overlap. Returns the origin's requests for the file in the
     /// order they began, the most it answered at once, whether the resource had measured that
     /// connections side by side gain once the reader had 8 MiB (by then the read was split or
@@ -119,7 +120,7 @@ import Testing
     /// No connection is too fast to split (``StreamCache/Configuration/parallelDownloadThroughputLimit``
     /// is off): a connection throttled to 4 MB/s is far below the limit, but under the full
     /// suite's load bytes the engine took late arrive as one burst and can measure far above it.
-    static func readWholeOnFourThrottledConnections(seed: UInt64, prepare: (StreamCache, TestOrigin, Resource) async -> Void = { _, _, _ in })
+    static func readWholeOnFourThrottledConnections(seed: UInt64, tell: (@Sendable (StreamCache, TestOrigin, Resource) async -> Void)? = nil)
         async throws -> (requests: [TestOrigin.RecordedRequest], concurrency: Int, connectionsGainedBy8MiB: Bool?, described: String) {
         let size = 24 << 20
         let (server, data) = try Self.origin(seed: seed, size: size)
@@ -130,7 +131,9 @@ import Testing
             configuration.parallelDownloadThroughputLimit = nil
         }) { (cache: StreamCache) async throws in
             let song = Self.resource(cache, server)
-            await prepare(cache, server, song)
+            var telling: Task<Void, Never>?
+            if let tell { telling = await Self.keepTelling { await tell(cache, server, song) } }
+            defer { telling?.cancel() }
             var received = Data()
             var gainedBy8MiB: Bool?
             for try await chunk in song.read(from: 0) {
@@ -766,17 +769,11 @@ import Testing
         server.linkBytesPerSecond = 2_000_000
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
-            await song.learnThatConnectionsShareOneLink()
-            // Told again as the read goes: a measurement stands for 30 s, and a loaded machine
-            // (the sanitizer's full run) once took 44 s for this read; past 30 s the machine's
-            // own slow samples stood for one connection, and the link looked like a gain.
-            let keepsKnowing = Task {
-                for _ in 0..<10_000 where !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(1))
-                    await song.learnThatConnectionsShareOneLink()
-                }
-            }
-            defer { keepsKnowing.cancel() }
+            // A loaded machine (the sanitizer's full run) once took 44 s for this read; told only
+            // once, past 30 s the machine's own slow samples stood for one connection, and the
+            // link looked like a gain.
+            let telling = await Self.keepTelling { await song.learnThatConnectionsShareOneLink() }
+            defer { telling.cancel() }
             #expect(try await song.read(from: 0).collect() == data)
             try await Self.waitUntilIdle(song, origin: server)
             let requests = server.dataRequests(for: Self.path).sorted { $0.interval.lowerBound < $1.interval.lowerBound }
@@ -803,7 +800,9 @@ import Testing
     /// one connection alone, and under the full suite's load, bytes the engine takes late arrive
     /// as a burst that can measure it far above its cap: told only that two fetch twice what one
     /// does, the read once went on one connection (a fresh clone's CI run). So it is told that
-    /// several fetch far more than one can be measured at.
+    /// several fetch far more than one can be measured at, and told again as the read goes: a
+    /// fresh clone's CI, its full run taking three times as long as here, took over 30 s
+    /// (``ParallelGain/memory``) to split this read, and its first part measured again.
     @Test func partsOfAReadOnConnectionsThatGainAskForTheirShareAtOnce() async throws {
         let read = try await Self.readWholeOnFourThrottledConnections(seed: 88) { _, _, song in await song.learnThatConnectionsGain(together: 1e12) }
         let parts = Self.partsFirstRequests(in: read.requests)
@@ -920,6 +919,19 @@ import Testing
             let first = header.dropFirst(6).prefix { $0 != "," }.split(separator: "-")
             guard first.count == 2, let lower = Int64(first[0]), let upper = Int64(first[1]) else { return nil }
             return ByteRange(lower, upper + 1)
+        }
+    }
+
+    /// Runs `tell` now, and again every tenth of ``ParallelGain/memory`` until the task returned is
+    /// cancelled: what a test tells a resource it measured must stand through a read that a
+    /// loaded machine slows down past the time a measurement stands.
+    static func keepTelling(_ tell: @escaping @Sendable () async -> Void) async -> Task<Void, Never> {
+        await tell()
+        return Task {
+            for _ in 0..<100_000 {
+                do { try await Task.sleep(for: ParallelGain.memory / 10) } catch { return }
+                await tell()
+            }
         }
     }
 
