@@ -361,7 +361,7 @@ import Testing
     /// A hold that no loaded machine outlasts between two reads issued back to back, and no split
     /// of a read into parts (a loaded machine can make loopback look slow).
     static func holdingReadAheadsLong(_ configuration: inout StreamCache.Configuration) {
-        configuration.skimmingWindow = .seconds(30)
+        configuration.skimmingWindow = .seconds(300)
         configuration.minimumParallelGain = nil
     }
 
@@ -397,8 +397,8 @@ import Testing
             #expect(try await song.read(ByteRange(0, 200_000)).collect() == data[0..<200_000])
             let start = ContinuousClock.now
             #expect(try await song.read(ByteRange(200_000, 1_000_000)).collect() == data[200_000..<1_000_000])
-            // The hold (30 s) did not delay it.
-            #expect(ContinuousClock.now - start < .seconds(15))
+            // The hold (300 s) did not delay it.
+            #expect(ContinuousClock.now - start < .seconds(150))
             let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
             #expect(ranges.first == "bytes=0-262143", "\(ranges)")
             #expect(ranges.dropFirst().first?.hasPrefix("bytes=262144-") == true, "the download went on where it was: \(ranges)")

@@ -95,14 +95,15 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let server = try TestOrigin()
         let size = 40_000_000
         server.setFile("/big", data: TestData.random(count: size, seed: 34))
-        // Half the file takes 20 s: room for a slow CI machine, where URLSession on Linux took
-        // over 10 s to drop the connection (20.6 MB sent at 2 MB/s, in a run with nothing beside it).
-        server.bytesPerSecond = TestTiming.rate(1_000_000)
+        // Half the file takes 40 s: room for a slow CI machine, where URLSession on Linux took
+        // over 10 s to drop the connection (20.6 MB sent at 2 MB/s, in a run with nothing beside
+        // it), and 27 s in a full run on one core (27.7 MB sent at 1 MB/s).
+        server.bytesPerSecond = TestTiming.rate(500_000)
         do {
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
         }
-        for _ in 0..<(400 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        for _ in 0..<(800 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
@@ -350,7 +351,9 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         // The body starts once every thread of the pool is held.
         let allHeld: @Sendable () -> Bool = { holding.withLock { $0 >= poolWidth } }
         server.faults = { _, _, _, _ in .pause(afterBytes: 0, until: allHeld) }
-        let response = try await AsyncHTTPClientTransport().send(HTTPRequest(url: server.url("/paced")))
+        // The head comes before the pause; a full run on one core once took over 30 s (the
+        // request's default timeout) to bring it.
+        let response = try await AsyncHTTPClientTransport().send(HTTPRequest(url: server.url("/paced"), timeout: .seconds(120)))
 
         // Short, since it holds every other test of the run too.
         let hold = Duration.milliseconds(1_200)
