@@ -177,7 +177,7 @@ public final class Nginx: Sendable {
                                       ["-c", configFile.path, "-p", prefix.path, "-e", "\(prefix.path)/logs/error.log"])
     }
 
-    /// Waits (at most 10 s, times the test slowdown) until `process` has bound `port` (its pid
+    /// Waits (at most 60 s, times the test slowdown) until `process` has bound `port` (its pid
     /// file exists) and accepts connections there: `false` when it exited or the time ran out.
     ///
     /// It looks once more after every sleep, also one that overran the deadline: in a full run a
@@ -185,7 +185,7 @@ public final class Nginx: Sendable {
     /// and a wait that gave up on waking without a look failed a WebDAV test with "nginx did not
     /// start" and an empty error log, twice (a fresh-clone CI run and a ThreadSanitizer run, 2026-12-01).
     private static func waitUntilServing(_ process: ChildProcess, port: Int, pidFile: URL) async -> Bool {
-        let deadline = ContinuousClock.now + TestTiming.time(.seconds(10))
+        let deadline = ContinuousClock.now + TestTiming.time(.seconds(60))
         while true {
             guard process.isRunning else { return false }
             if FileManager.default.fileExists(atPath: pidFile.path), FreePort.isListening(port) {

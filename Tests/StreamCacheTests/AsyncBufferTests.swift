@@ -38,9 +38,9 @@ import Testing
         await #expect(throws: CancellationError.self) { try await buffer.send(1, weight: 1) }
     }
 
-    /// Waits (at most 10 s) until the buffer is over its limit.
+    /// Waits (at most 60 s) until the buffer is over its limit.
     static func waitUntilPaused(_ buffer: AsyncBuffer<Int>) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !buffer.isPaused, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         try #require(buffer.isPaused, "the sender's element never reached the buffer")
     }

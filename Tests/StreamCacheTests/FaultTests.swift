@@ -332,7 +332,7 @@ import Testing
     /// version (an origin without validators tells it by its length alone), so the read ends with
     /// `resourceChanged` instead of going on with the new file's bytes. The reader got only old
     /// bytes, and a read afterwards gives the new file whole.
-    @Test(.timeLimit(.minutes(1))) func aFileReplacedBeforeTheResumeIsNeverJoinedToIt() async throws {
+    @Test(.timeLimit(.minutes(5))) func aFileReplacedBeforeTheResumeIsNeverJoinedToIt() async throws {
         let server = try TestOrigin()
         let old = TestData.random(count: 1_000_000, seed: 30)
         let new = TestData.random(count: 1_100_000, seed: 31)
@@ -361,7 +361,7 @@ import Testing
     /// A body that breaks, then breaks again before a byte on every resume, ends after the retry
     /// policy's attempts (four here) with the transport's error: a resume that brings bytes
     /// starts the count anew, one that brings none does not.
-    @Test(.timeLimit(.minutes(1))) func aBodyThatKeepsBreakingWithoutAByteEndsAfterTheRetries() async throws {
+    @Test(.timeLimit(.minutes(5))) func aBodyThatKeepsBreakingWithoutAByteEndsAfterTheRetries() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 1_000_000, seed: 32)
         server.setFile(Self.path, data: data)

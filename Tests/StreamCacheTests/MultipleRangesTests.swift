@@ -147,7 +147,7 @@ import Testing
     /// without waiting, see `HTTPBody.Iterator.readyChunk()`) gives each range's bytes in order,
     /// and so does its resume after the connection drops mid-part: the bytes taken either way
     /// count toward where the resume starts.
-    @Test(.timeLimit(.minutes(1)), arguments: TransportKind.allCases, [false, true])
+    @Test(.timeLimit(.minutes(5)), arguments: TransportKind.allCases, [false, true])
     func aMultipartBodyTakenAsItPiledUpGivesEveryRangeInOrder(transport: TransportKind, drops: Bool) async throws {
         let server = try TestOrigin()
         server.servesMultipleRanges = true

@@ -18,10 +18,10 @@ import Testing
         }.count
     }
 
-    /// Waits (at most 10 s) until at most `limit` descriptors are open below `directory`: idle
+    /// Waits (at most 60 s) until at most `limit` descriptors are open below `directory`: idle
     /// files are closed by tasks of their own, just after the use that put them over the limit.
     static func settle(under directory: URL, atMost limit: Int) async throws -> Int {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while Self.openDescriptors(under: directory) > limit, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -664,7 +664,7 @@ import Testing
                 #expect(TestData.sha256(response.body) == TestData.sha256(fileData), "\(name)")
             }
             // The registered resource and the most recent folder file; the other seven are freed.
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(60)
             while server.cache.residentResourceCount > 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.cache.residentResourceCount <= 2)
             let resource = try #require(server.resource(for: registration))

@@ -16,10 +16,10 @@ import Testing
 
     static func key(_ server: TestOrigin, _ path: String) -> CacheKey { CacheKey(url: server.url(path)) }
 
-    /// Waits (at most 10 s) until at most `limit` resources are in memory: a resource that has
+    /// Waits (at most 60 s) until at most `limit` resources are in memory: a resource that has
     /// just been read is still held for a moment by the tasks that end its read.
     static func settle(_ cache: StreamCache, atMost limit: Int) async throws -> Int {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while cache.residentResourceCount > limit, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -147,7 +147,7 @@ import Testing
             let read = try await Self.resource(cache, server, files[0].path).read(from: 0).collect()
             #expect(TestData.sha256(read) == TestData.sha256(files[0].data))
             let timeout = Task {
-                try await Task.sleep(for: .seconds(10))
+                try await Task.sleep(for: .seconds(60))
                 watcher.cancel()
             }
             #expect(await watcher.value, "no commit event reached the subscriber")

@@ -549,7 +549,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
             #expect(!onLoop.isEmpty && onLoop.allSatisfy { $0 }, "chunks taken on the loop: \(onLoop)")
         }
         // The origin records a request once it has sent it all, which may be after the body ended here.
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while server.requests.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(server.requests.map(\.connection) == [0, 0])
         try await transport.shutdown()
@@ -676,7 +676,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         _ = try await iterator.next()
         if spares > 0 {
             // The spare is opened in the background once the host has been contacted.
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(60)
             while server.connectionAcceptTimes.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         } else {
             try await Task.sleep(for: .milliseconds(300))
