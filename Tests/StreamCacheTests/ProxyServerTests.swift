@@ -547,8 +547,9 @@ import Testing
     @Test func firstBytesGoOutWhileTheOriginIsStillSending() async throws {
         try await Self.withProxy { server, origin in
             origin.setFile("/slow.bin", data: TestData.random(count: 3_000_000, seed: 304))
-            // The first 1 MiB request takes 4 s: room for a busy machine before the check below.
-            origin.bytesPerSecond = TestTiming.rate(250_000)
+            // The first 1 MiB request takes 20 s: room for a busy machine before the check below
+            // (at 4 s, a full run on one core beside six busy loops sent it all first).
+            origin.bytesPerSecond = TestTiming.rate(50_000)
             let url = server.url(for: server.register(url: origin.url("/slow.bin"), headers: ["Authorization": Self.secret]))
             let response = try await AsyncHTTPClientTransport.shared.send(HTTPRequest(url: url))
             #expect(response.status == 200)
