@@ -361,8 +361,10 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let holders = (0..<poolWidth).map { _ in
             Task.detached { () -> ContinuousClock.Instant? in
                 holding.withLock { $0 += 1 }
-                // Wait (10 s at most) for the other holders, then hold this thread with them.
-                let gaveUpAt = ContinuousClock.now + .seconds(10)
+                // Wait (60 s at most) for the other holders, then hold this thread with them: the
+                // last may start only once another test's long step lets go of its thread (10 s
+                // ran out in a ThreadSanitizer run on one core).
+                let gaveUpAt = ContinuousClock.now + .seconds(60)
                 while !allHeld(), ContinuousClock.now < gaveUpAt { usleep(1_000) }
                 guard allHeld() else { return nil }
                 let heldAt = ContinuousClock.now
