@@ -353,8 +353,12 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let allHeld: @Sendable () -> Bool = { holding.withLock { $0 >= poolWidth } }
         server.faults = { _, _, _, _ in .pause(afterBytes: 0, until: allHeld) }
         // The head comes before the pause; a full run on one core once took over 30 s (the
-        // request's default timeout) to bring it.
-        let response = try await AsyncHTTPClientTransport().send(HTTPRequest(url: server.url("/paced"), timeout: .seconds(120)))
+        // request's default timeout) to bring it, and under the sanitizer there, over the
+        // connect timeout's 10 s to connect.
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.connectTimeout = .seconds(120)
+        let response = try await AsyncHTTPClientTransport(configuration: configuration)
+            .send(HTTPRequest(url: server.url("/paced"), timeout: .seconds(120)))
 
         // Short, since it holds every other test of the run too.
         let hold = Duration.milliseconds(1_200)
