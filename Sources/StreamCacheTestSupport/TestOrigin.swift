@@ -281,6 +281,10 @@ public final class TestOrigin: @unchecked Sendable {
     /// answer ends (or the client left it).
     public var requestsBeingAnswered: Int { state.withLock { $0.answering } }
 
+    /// How many requests have arrived over the server's life, answered or not: unlike the count
+    /// of ``requests``, it does not grow when an earlier request's answer ends.
+    public var requestsArrived: Int { state.withLock { $0.requestCount } }
+
     /// The body bytes sent for `path` (all paths when `nil`).
     public func bodyBytesSent(for path: String? = nil) -> Int64 {
         requests.filter { path == nil || $0.path == path }.reduce(0) { $0 + $1.bodyBytesSent }
