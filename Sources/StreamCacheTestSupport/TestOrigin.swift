@@ -285,6 +285,31 @@ public final class TestOrigin: @unchecked Sendable {
     /// of ``requests``, it does not grow when an earlier request's answer ends.
     public var requestsArrived: Int { state.withLock { $0.requestCount } }
 
+    /// Waits until no request is being answered, for `bound` at most (stretched by
+    /// ``TestTiming/slowdown``), and tells whether none is.
+    ///
+    /// A test that checks ``requests`` after a read waits for this first: the client may hold an
+    /// answer's last byte before this server has recorded the answer, and a connection the client
+    /// cut is answered until this server notices. A loaded machine widens both windows, so the
+    /// bound is generous; the wait ends as soon as the answers do.
+    public func waitUntilAnswersEnd(within bound: Duration = .seconds(30)) async throws -> Bool {
+        let deadline = ContinuousClock.now + TestTiming.time(bound)
+        while requestsBeingAnswered > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        return requestsBeingAnswered == 0
+    }
+
+    /// The requests that arrived at `instant` or later, once every answer has ended and the
+    /// server has then been left `quiet` for a while (each wait bounded as in
+    /// ``waitUntilAnswersEnd(within:)``): what a test that stopped a download expects to be empty.
+    public func requests(arrivedSince instant: ContinuousClock.Instant,
+                         quiet: Duration = .milliseconds(300)) async throws -> [RecordedRequest] {
+        _ = try await waitUntilAnswersEnd()
+        try await Task.sleep(for: quiet)
+        // A request that came during the quiet time is recorded once its answer ends.
+        _ = try await waitUntilAnswersEnd()
+        return requests.filter { $0.interval.lowerBound >= instant }
+    }
+
     /// The body bytes sent for `path` (all paths when `nil`).
     public func bodyBytesSent(for path: String? = nil) -> Int64 {
         requests.filter { path == nil || $0.path == path }.reduce(0) { $0 + $1.bodyBytesSent }

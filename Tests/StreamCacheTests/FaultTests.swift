@@ -138,6 +138,7 @@ import Testing
             let cached = try await song.cachedRanges
             #expect(cached.contains(0) && !cached.contains(4_000_000))
             #expect(TestData.firstDifference(try await song.read(ByteRange(4_000_000, 4_100_000)).collect(), data[4_000_000..<4_100_000]) == nil)
+            #expect(try await server.waitUntilAnswersEnd())
             #expect(server.requests.count == 2)
             #expect(TestData.firstDifference(try await song.read(from: 0).collect(), data) == nil)
             try await expectCacheHolds(data, in: cache, key: key)
@@ -271,6 +272,7 @@ import Testing
             let song = cache.resource(for: key, origin: origin(server))
             let bytes = try await song.read(from: 0).collect()
             #expect(bytes == data)
+            #expect(try await server.waitUntilAnswersEnd())
             let requests = server.dataRequests(for: Self.path)
             #expect(requests.count == 2)
             #expect(requests.first?.bodyBytesSent == 300_000)
@@ -672,6 +674,7 @@ import Testing
                 #expect(error.code == .originUnavailable)
                 #expect(error.httpStatus == 500)
             }
+            #expect(try await failing.waitUntilAnswersEnd())
             #expect(failing.requests.count == 4)
         }
     }
@@ -694,6 +697,7 @@ import Testing
             let read = try await song.read(from: 0).collect()
             #expect(read == data)
         }
+        #expect(try await server.waitUntilAnswersEnd())
         let requests = server.requests
         try #require(requests.count == 2)
         let waited = requests[1].interval.lowerBound - requests[0].interval.upperBound

@@ -33,6 +33,7 @@ import Testing
             let song = Self.resource(cache, origin, "/a.bin")
             #expect(TestData.sha256(try await Self.readWhole(song)) == TestData.sha256(data))
             var totals = cache.statistics
+            #expect(try await origin.waitUntilAnswersEnd())
             let sent = origin.requests.map(\.bodyBytesSent).reduce(0, +)
             #expect(sent == 2_500_000)
             #expect(totals.bytesDownloaded == sent)
@@ -83,6 +84,7 @@ import Testing
             }
             #expect(digests == Array(repeating: TestData.sha256(data), count: 4))
             let totals = cache.statistics
+            #expect(try await origin.waitUntilAnswersEnd())
             let sent = origin.requests.map(\.bodyBytesSent).reduce(0, +)
             #expect(sent == 3_000_000, "no byte fetched twice")
             #expect(totals.bytesDownloaded == sent)

@@ -174,6 +174,7 @@ import Testing
         #expect(body == wanted.reduce(into: Data()) { $0.append(data[Int($1.lowerBound)..<Int($1.upperBound)]) })
         // Each part's payload is a piece of its own: after the first, the others were ready.
         #expect(takenReady > 0)
+        #expect(try await server.waitUntilAnswersEnd())
         #expect(server.requests.count == (drops ? 2 : 1), "\(server.requests.map { $0.range ?? "-" })")
     }
 

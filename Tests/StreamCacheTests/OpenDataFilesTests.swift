@@ -72,13 +72,13 @@ import Testing
             #expect(try await Self.settle(under: directory, atMost: 4) <= 4)
 
             // Every file again, now from the cache: closed files are reopened, nothing is fetched.
-            let requests = server.requests.count
+            let requests = server.requestsArrived
             for (path, data) in files.reversed() {
                 let read = try await Self.resource(cache, server, path).read(from: 0).collect()
                 #expect(TestData.sha256(read) == TestData.sha256(data), "\(path)")
                 #expect(try await Self.resource(cache, server, path).cachedRanges == RangeSet([ByteRange(0, Int64(data.count))]))
             }
-            #expect(server.requests.count == requests)
+            #expect(server.requestsArrived == requests)
             #expect(try await Self.settle(under: directory, atMost: 4) <= 4)
         }
     }

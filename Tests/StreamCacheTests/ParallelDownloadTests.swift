@@ -516,10 +516,8 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(10)))
             let stoppedAt = ContinuousClock.now
             released.withLock { $0 = true }
-            for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
-            try await Task.sleep(for: .milliseconds(300))
+            let late = try await server.requests(arrivedSince: stoppedAt)
             #expect(await !song.isDownloading)
-            let late = server.requests.filter { $0.interval.lowerBound >= stoppedAt }
             #expect(late.isEmpty, "\(late.map { $0.range ?? "-" }); \(server.timeline(for: Self.path))")
             let cached = try await song.cachedRanges
             #expect(cached.coveredByteCount < Int64(size), "\(cached)")
@@ -528,7 +526,7 @@ import Testing
             // bytes sent never overlap.)
             let readAt = ContinuousClock.now
             #expect(try await song.read(from: 0).collect() == data)
-            for _ in 0..<50 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await server.waitUntilAnswersEnd())
             let reread = server.dataRequests(for: Self.path).filter { $0.interval.lowerBound >= readAt }.reduce(0) { $0 + $1.bodyBytesSent }
             #expect(reread == Int64(size) - cached.coveredByteCount, "\(server.timeline(for: Self.path))")
         }
@@ -942,8 +940,7 @@ import Testing
     static func waitUntilIdle(_ resource: Resource, origin: TestOrigin? = nil) async throws {
         #expect(try await waitUntilNoDownload(of: resource, within: .seconds(30)))
         guard let origin else { return }
-        for _ in 0..<(500 * TestTiming.slowdown) where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(origin.requestsBeingAnswered == 0)
+        #expect(try await origin.waitUntilAnswersEnd())
     }
 
     /// One slow short request does not make a fast connection look slow: a seek that the origin

@@ -96,7 +96,7 @@ import Testing
             let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
             let prefetched = Int64(3 * playerRate)
             try await film.prefetch(ByteRange(0, prefetched))
-            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await server.waitUntilAnswersEnd())
             server.resetRecords()
             var received = Data()
             let clock = ContinuousClock()
@@ -112,7 +112,7 @@ import Testing
                 try await Task.sleep(for: .seconds(Double(chunk.data.count) / Double(playerRate)))
             }
             let total = Int64(received.count)
-            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await server.waitUntilAnswersEnd())
             let requests = server.requests
             let fetched = prefetched + server.bodyBytesSent(for: Self.path)
             print("playing in real time: played \(total), cached \(fetched) in \(requests.count) requests")
@@ -132,7 +132,7 @@ import Testing
 
             while let chunk = try await iterator.next() { received.append(chunk.data) }
             #expect(TestData.sha256(received) == TestData.sha256(data))
-            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await server.waitUntilAnswersEnd())
             #expect(prefetched + server.bodyBytesSent(for: Self.path) == Int64(size), "each byte came from the origin once")
         }
     }
@@ -203,7 +203,7 @@ import Testing
             let film = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
             // 3 MB cached: the player's rate is known after a second of them.
             try await film.prefetch(ByteRange(0, Int64(3 * playerRate)))
-            for _ in 0..<100 where server.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await server.waitUntilAnswersEnd())
             server.resetRecords()
             let readerDone = Locked(false)
             let player = Task {

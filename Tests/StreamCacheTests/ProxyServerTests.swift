@@ -114,9 +114,9 @@ import Testing
 
             // Whatever was in flight ends within a couple of seconds; then a quiet second.
             try await Task.sleep(for: TestTiming.time(.seconds(2)))
-            let settled = origin.requests.count
+            let settled = origin.requestsArrived
             try await Task.sleep(for: .seconds(1))
-            #expect(origin.requests.count == settled, "the cache went on asking by itself: \(origin.requests.count - settled) requests in a second")
+            #expect(origin.requestsArrived == settled, "the cache went on asking by itself: \(origin.requestsArrived - settled) requests in a second")
         }
     }
 
@@ -353,9 +353,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(20)),
                     "the prefetch's downloads were cut")
             released.withLock { $0 = true }
-            for _ in 0..<50 where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(20)) }
-            try await Task.sleep(for: .milliseconds(300))
-            let late = origin.requests.filter { $0.path == "/long.flac" && $0.interval.lowerBound >= stoppedAt }
+            let late = try await origin.requests(arrivedSince: stoppedAt).filter { $0.path == "/long.flac" }
             #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
             // Stopping again, or one that is not running, is no error.
             #expect(try await Self.curl(api, auth + ["-X", "DELETE"]).status == 200)
@@ -404,6 +402,7 @@ import Testing
             let list = try JSONDecoder().decode(ControlAPI.ResourceList.self, from: try await Self.curl(api, auth).body)
             let listed = try #require(list.resources.first { $0.id == status.id })
             #expect(listed.bytesFromCache == 3_000_000, "the stream after the prefetch came from the cache")
+            #expect(try await origin.waitUntilAnswersEnd())
             #expect(origin.bodyBytesSent(for: "/music/b.flac") == 3_000_000)
 
             // The whole cache's totals: the prefetch fetched the file once, the stream read it from
@@ -597,7 +596,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(100)),
                     "the download must stop once nobody reads")
             // A request counts once its answer ends here, a cut one once this origin notices.
-            for _ in 0..<50 where origin.requestsBeingAnswered > 0 { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(try await origin.waitUntilAnswersEnd())
             let requests = origin.dataRequests(for: "/long.bin")
             // The reader's request and one part per other connection, none followed by another.
             #expect(requests.count <= 4, "\(requests.map { $0.range ?? "-" })")

@@ -45,6 +45,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let response = try await kind.make().send(HTTPRequest(url: server.url("/x")))
         #expect(response.status == 302)
         #expect(response.headers["Location"] == "/elsewhere")
+        #expect(try await server.waitUntilAnswersEnd())
         #expect(server.requests.count == 1)
     }
 
@@ -453,6 +454,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(server.requests.isEmpty, "held back, the origin cannot have sent the whole body")
         while let chunk = try await iterator.next() { received.append(chunk) }
         #expect(TestData.sha256(received) == TestData.sha256(data))
+        #expect(try await server.waitUntilAnswersEnd())
         #expect(server.requests.count == 1)
         #expect(server.requests.first?.bodyBytesSent == Int64(data.count))
     }
