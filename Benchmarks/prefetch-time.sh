@@ -5,7 +5,8 @@
 #   bash Benchmarks/prefetch-time.sh [BIN] [PROFILE]
 #     BIN:     a release `streamcache` binary (default, or "": this checkout's release build, built first).
 #     PROFILE: cloud (default: +40 ms per request, 4 MB/s per connection, 60 MB/s link), wan (+40 ms
-#              per request, one shared 10 MB/s link) or loopback, as ../shared/bench/run_all.sh sets them up.
+#              per request, one shared 10 MB/s link) or loopback, as ../shared/bench/run_all.sh sets them up;
+#              or slowcloud (cloud with 0.4 MB/s per connection, see serve-on-bench-origin.sh).
 #   Env: FILE (default test.mp3, 7.2 MB; rand30.bin is 31 MB), REPEATS (default 3), BENCH_DIR (default
 #        ../shared/bench). Starts the bench's origin for the profile (stopping one that runs with other
 #        settings) and stops it on exit.

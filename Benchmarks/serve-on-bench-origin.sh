@@ -4,7 +4,8 @@
 #   serve_on_bench_origin BIN PROFILE PORT NAME
 #     BIN:     a release `streamcache` binary, or "": this checkout's release build, built first.
 #     PROFILE: loopback (no shim), wan (+40 ms per request, one shared 10 MB/s link) or cloud (+40 ms
-#              per request, 4 MB/s per connection, 60 MB/s link), as ../shared/bench/run_all.sh sets them up.
+#              per request, 4 MB/s per connection, 60 MB/s link), as ../shared/bench/run_all.sh sets them up;
+#              or slowcloud (ours: cloud with each connection capped at 0.4 MB/s, a throttled service).
 #     PORT:    the proxy's port. NAME: its state directory is /tmp/streamcache-NAME.XXXXXX.
 #   Env: BENCH_DIR (default ../shared/bench), SERVE_ARGS (more `serve` options), KEEP_LOG (a path to
 #        copy the proxy's log to on exit).
@@ -25,6 +26,7 @@ serve_on_bench_origin() {
     loopback) export ORIGIN_DELAY_MS=0 ORIGIN_LINK_MBYTES=0 ORIGIN_CONN_MBYTES=0 ;;
     wan) export ORIGIN_DELAY_MS=40 ORIGIN_LINK_MBYTES=10 ORIGIN_CONN_MBYTES=0 ;;
     cloud) export ORIGIN_DELAY_MS=40 ORIGIN_LINK_MBYTES=60 ORIGIN_CONN_MBYTES=4 ;;
+    slowcloud) export ORIGIN_DELAY_MS=40 ORIGIN_LINK_MBYTES=60 ORIGIN_CONN_MBYTES=0.4 ;;
     *) echo "unknown profile $profile (loopback, wan, cloud)" >&2; exit 2 ;;
   esac
   export ORIGIN_RATE=0

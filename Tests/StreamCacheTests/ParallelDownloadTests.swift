@@ -450,6 +450,66 @@ import Testing
         }
     }
 
+    /// A prefetch on connections capped at 400 kB/s goes on all four. There its first request
+    /// takes 0.7 s to give its sample of one connection alone, and the parts wait for it
+    /// (``Resource/partsWaitForThePath(measuredBy:)``). Begun 250 ms in, the part that measures
+    /// whether connections gain made that sample a mix, nothing showed that they gain, and the
+    /// prefetch went on two connections (three in some runs) until its first request ended.
+    @Test func aColdPrefetchOnSlowCappedConnectionsGoesOnAllOfThem() async throws {
+        let size = 6_000_000
+        let (server, data) = try Self.origin(seed: 79, size: size)
+        defer { server.stop() }
+        // Not divided by the slowdown: slow enough for a sanitized engine to keep up with four.
+        server.bytesPerSecond = 400_000
+        // A machine too busy to take the bytes in as they come shows the origin one request at
+        // a time, whatever the engine asks for (see ``TestTiming/waitUntilTasksRunOnTime(within:)``).
+        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)))
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            try await song.prefetch()
+            #expect(try await song.isComplete)
+            #expect(try await Self.settledBytesSent(server, size: size) == Int64(size))
+            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
+            #expect(server.maximumConcurrency(for: Self.path) == 4, "\(server.timeline(for: Self.path))")
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+        }
+    }
+
+    /// A part that measures whether connections gain and is left receiving alone, the download
+    /// before it done first, gets one beside it, and then the others follow. Here the origin
+    /// holds the measuring part's answer until two others have ended (the first download's two
+    /// requests, 1.5 MB at 400 kB/s). Before, nothing then measured connections together, and
+    /// the prefetch went on that one part to its end; under the whole suite's first seconds the
+    /// engine took the first request's bytes in so late that the same happened by itself.
+    @Test func aMeasuringPartLeftAloneGetsACompanion() async throws {
+        let size = 6_000_000
+        let (server, data) = try Self.origin(seed: 81, size: size)
+        defer { server.stop() }
+        server.bytesPerSecond = 400_000
+        let held = Locked<String?>(nil)
+        server.faults = { _, _, headers, index in
+            guard index == 1 else { return nil }
+            held.withLock { $0 = headers["Range"] }
+            return .hold(until: { server.requests.count >= 2 })
+        }
+        // The fault's closure holds the server.
+        defer { server.faults = nil }
+        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)))
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            try await song.prefetch()
+            #expect(try await song.isComplete)
+            #expect(try await Self.settledBytesSent(server, size: size) == Int64(size))
+            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
+            // The held request was the measuring part's, not the first download's.
+            #expect(held.withLock { $0 }.map { !$0.hasPrefix("bytes=0-") } == true, "\(server.timeline(for: Self.path))")
+            // Left alone, it and the first download's requests were never more than two at once;
+            // with a companion, the parts follow (as many as the 4.2 MB left is worth: three, four).
+            #expect(server.maximumConcurrency(for: Self.path) >= 3, "\(server.timeline(for: Self.path))")
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+        }
+    }
+
     /// Parts start only once the download at the read's position has answered: a cold read's
     /// first bytes never share the link with the bytes after them, and an origin that refuses the
     /// file (a 401, a 404) gets one request, not one per connection. Here the file's length is

@@ -20,7 +20,8 @@ extension Resource {
     ///
     /// Nothing happens before the download at the start of `wanted` has answered, and received
     /// enough alone to tell the path's speed (``Download/hasMeasuredItsPath``, at most
-    /// ``longestWaitForThePath`` after its request left): the reader's first bytes never share
+    /// ``longestWaitForThePath`` after its request left, longer once its bytes are coming:
+    /// ``partsWaitForThePath(measuredBy:)``): the reader's first bytes never share
     /// the link with the parts after them, and the parts' own first bytes tell whether they add
     /// to that speed or take from it (``waitsForTheReadBeforeIt(_:)``). (Callers also wait until a
     /// reader streams: see ``partsServe(_:)``.) Nothing happens either while
@@ -33,8 +34,8 @@ extension Resource {
         let wanted = wanted.clamped(toLength: total)
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }) {
             guard head.opened else { return }
-            if !head.hasMeasuredItsPath, let sentAt = head.requestSentAt, ContinuousClock.now < sentAt + Self.longestWaitForThePath {
-                replanOnceMeasured(by: sentAt + Self.longestWaitForThePath)
+            if let next = partsWaitForThePath(measuredBy: head) {
+                replanOnceMeasured(by: next)
                 return
             }
         }
@@ -46,12 +47,16 @@ extension Resource {
         var sharers = Int64(maximum)
         func share() -> Int64 { min(configuration.parallelPartSize, max(configuration.initialSegmentSize, work / max(1, sharers))) }
         // While nothing tells whether connections side by side gain, one part finds out first
-        // (``measuringRequestLength``); the others follow once it has (its early sample plans
-        // the parts again), or never, on a link they would share.
+        // (``measuringRequestLength``), beside the download before it; the others follow once it
+        // has (its early sample plans the parts again), or never, on a link they would share. A
+        // part left receiving alone (the download before it ended first: on a machine too busy
+        // to take bytes in as they came, the first request's had all come before the part's
+        // began) gets one beside it, or nothing would ever measure them together, and the read
+        // went on one connection to its end.
         let measuring = measuringRequestLength
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
-            guard active.count < maximum, measuring == nil || !active.contains(where: \.isParallelPart) else { return }
+            guard active.count < maximum, measuring == nil || !active.contains(where: \.isParallelPart) || active.count < 2 else { return }
             // A read starts splitting only when it is long; once split, it goes on splitting its
             // tail in smaller parts, so the last bytes do not trail on one connection. Only parts
             // tell that it was split: another reader's download inside the range (a player's
@@ -122,10 +127,49 @@ extension Resource {
         return connectionsGain(minimumSpeedup: speedup) == true
     }
 
-    /// The longest a long read's parts wait for its first request to tell the path's speed,
-    /// from when that request left: a 256 KiB sample takes 65 ms at a cloud connection's 4 MB/s,
-    /// after a round trip of 40 ms or more. A slower path gets its parts without the measurement.
+    /// The longest a long read's parts wait for its first request to tell the path's speed
+    /// while none of its bytes has come, from when it left: a 256 KiB sample takes 65 ms at a
+    /// cloud connection's 4 MB/s, after a round trip of 40 ms or more. A request whose bytes come
+    /// gets longer (``partsWaitForThePath(measuredBy:)``); one that brings none gets its parts
+    /// without the measurement.
     static let longestWaitForThePath: Duration = .milliseconds(250)
+
+    /// Until when the parts of a long read wait for `head`, the download at its start, to tell
+    /// the path's speed (``Download/hasMeasuredItsPath``); `nil` when they need not wait.
+    ///
+    /// While no byte has come, ``longestWaitForThePath`` after the request left. Once its bytes
+    /// come, until they have come for ``longestWaitForASlowPath``, timed by when they arrived,
+    /// and never past ``longestWaitForAStalledPath`` after the request left: a 256 KiB sample
+    /// takes 0.7 s on a connection capped at 400 kB/s. Begun before, the part that measures
+    /// whether connections gain receives beside the first request, whose sample is then a mix
+    /// and tells nothing: with no figure of one connection alone, nothing showed that four gain,
+    /// and a song prefetched on such connections went on two of them until that request ended
+    /// (`Benchmarks/prefetch-time.sh` on the `slowcloud` profile: 7.2 MB in 10.7–13.2 s, 18 s on
+    /// one connection).
+    ///
+    /// Timed by arrival, not by the clock alone: on a machine too busy to take the bytes in as
+    /// they come (the test suite's first seconds), the clock ran out with one chunk taken in,
+    /// and the part began before the sample that the bytes already there would have given.
+    func partsWaitForThePath(measuredBy head: Download, at now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
+        guard !head.hasMeasuredItsPath, let sentAt = head.requestSentAt else { return nil }
+        guard let sample = head.requestSample?.transfer else {
+            let deadline = sentAt + Self.longestWaitForThePath
+            return now < deadline ? deadline : nil
+        }
+        let received = sample.lastByteAt - sample.firstByteAt
+        let stalled = sentAt + Self.longestWaitForAStalledPath
+        guard received < Self.longestWaitForASlowPath, now < stalled else { return nil }
+        return min(stalled, now + max(.milliseconds(20), Self.longestWaitForASlowPath - received))
+    }
+
+    /// How long a long read's first request may receive before its parts begin, if it has not
+    /// told the path's speed by then (``partsWaitForThePath(measuredBy:)``).
+    static let longestWaitForASlowPath: Duration = .milliseconds(1500)
+
+    /// The longest a long read's parts wait for its first request once its bytes have begun to
+    /// come, from when it left (``partsWaitForThePath(measuredBy:)``): bytes that stop coming
+    /// tell nothing more.
+    static let longestWaitForAStalledPath: Duration = .seconds(3)
 
     /// Plans the parts again at `deadline` (once), for a read whose first request may not have
     /// told the path's speed by then: it may not receive at all until a part is there.
