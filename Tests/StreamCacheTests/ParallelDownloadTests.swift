@@ -456,23 +456,8 @@ import Testing
     /// whether connections gain made that sample a mix, nothing showed that they gain, and the
     /// prefetch went on two connections (three in some runs) until its first request ended.
     @Test func aColdPrefetchOnSlowCappedConnectionsGoesOnAllOfThem() async throws {
-        let size = 6_000_000
-        let (server, data) = try Self.origin(seed: 79, size: size)
-        defer { server.stop() }
-        // Not divided by the slowdown: slow enough for a sanitized engine to keep up with four.
-        server.bytesPerSecond = 400_000
-        // A machine too busy to take the bytes in as they come shows the origin one request at
-        // a time, whatever the engine asks for (see ``TestTiming/waitUntilTasksRunOnTime(within:)``).
-        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)))
-        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
-            try await song.prefetch()
-            #expect(try await song.isComplete)
-            #expect(try await Self.settledBytesSent(server, size: size) == Int64(size))
-            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
-            #expect(server.maximumConcurrency(for: Self.path) == 4, "\(server.timeline(for: Self.path))")
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
-        }
+        let (concurrency, timeline) = try await Self.prefetchOnSlowCappedConnections(seed: 79)
+        #expect(concurrency == 4, "\(timeline)")
     }
 
     /// A part that measures whether connections gain and is left receiving alone, the download
@@ -482,31 +467,50 @@ import Testing
     /// the prefetch went on that one part to its end; under the whole suite's first seconds the
     /// engine took the first request's bytes in so late that the same happened by itself.
     @Test func aMeasuringPartLeftAloneGetsACompanion() async throws {
+        let held = Locked<String?>(nil)
+        let (concurrency, timeline) = try await Self.prefetchOnSlowCappedConnections(seed: 81) { server in
+            { _, _, headers, index in
+                guard index == 1 else { return nil }
+                held.withLock { $0 = headers["Range"] }
+                return .hold(until: { server.requests.count >= 2 })
+            }
+        }
+        // The held request was the measuring part's, not the first download's.
+        #expect(held.withLock { $0 }.map { !$0.hasPrefix("bytes=0-") } == true, "\(timeline)")
+        // Left alone, it and the first download's requests were never more than two at once;
+        // with a companion, the parts follow (as many as the 4.2 MB left is worth: three, four).
+        #expect(concurrency >= 3, "\(timeline)")
+    }
+
+    /// Prefetches a 6 MB file whole from an origin that sends each answer at 400 kB/s, with the
+    /// faults `faults` makes for it; checks what every prefetch must (complete, each byte sent
+    /// once, the origin's bytes), and returns the most requests the origin answered at once, with
+    /// its requests' timeline.
+    ///
+    /// The rate is not divided by the slowdown: slow enough for a sanitized engine to keep up
+    /// with four. It first waits until tasks run on time: a machine too busy to take the bytes
+    /// in as they come shows the origin one request at a time, whatever the engine asks for
+    /// (``TestTiming/waitUntilTasksRunOnTime(within:)``).
+    static func prefetchOnSlowCappedConnections(
+        seed: UInt64, faults: ((TestOrigin) -> @Sendable (String, String, HTTPHeaders, Int) -> TestOrigin.Fault?)? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (concurrency: Int, timeline: String) {
         let size = 6_000_000
-        let (server, data) = try Self.origin(seed: 81, size: size)
+        let (server, data) = try Self.origin(seed: seed, size: size)
         defer { server.stop() }
         server.bytesPerSecond = 400_000
-        let held = Locked<String?>(nil)
-        server.faults = { _, _, headers, index in
-            guard index == 1 else { return nil }
-            held.withLock { $0 = headers["Range"] }
-            return .hold(until: { server.requests.count >= 2 })
-        }
-        // The fault's closure holds the server.
+        server.faults = faults?(server)
+        // A fault's closure holds the server.
         defer { server.faults = nil }
-        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)))
-        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)), sourceLocation: sourceLocation)
+        return try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> (concurrency: Int, timeline: String) in
             let song = Self.resource(cache, server)
             try await song.prefetch()
-            #expect(try await song.isComplete)
-            #expect(try await Self.settledBytesSent(server, size: size) == Int64(size))
-            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))")
-            // The held request was the measuring part's, not the first download's.
-            #expect(held.withLock { $0 }.map { !$0.hasPrefix("bytes=0-") } == true, "\(server.timeline(for: Self.path))")
-            // Left alone, it and the first download's requests were never more than two at once;
-            // with a companion, the parts follow (as many as the 4.2 MB left is worth: three, four).
-            #expect(server.maximumConcurrency(for: Self.path) >= 3, "\(server.timeline(for: Self.path))")
-            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(try await song.isComplete, sourceLocation: sourceLocation)
+            #expect(try await Self.settledBytesSent(server, size: size) == Int64(size), sourceLocation: sourceLocation)
+            #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))", sourceLocation: sourceLocation)
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data), sourceLocation: sourceLocation)
+            return (server.maximumConcurrency(for: Self.path), server.timeline(for: Self.path))
         }
     }
 
