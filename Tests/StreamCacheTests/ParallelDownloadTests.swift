@@ -502,7 +502,7 @@ import Testing
         server.faults = faults?(server)
         // A fault's closure holds the server.
         defer { server.faults = nil }
-        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(150)), sourceLocation: sourceLocation)
+        #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(300)), sourceLocation: sourceLocation)
         return try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> (concurrency: Int, timeline: String) in
             let song = Self.resource(cache, server)
             try await song.prefetch()
