@@ -19,9 +19,8 @@ extension Resource {
     /// first.
     ///
     /// Nothing happens before the download at the start of `wanted` has answered, and received
-    /// enough alone to tell the path's speed (``Download/hasMeasuredItsPath``, at most
-    /// ``longestWaitForThePath`` after its request left, longer once its bytes are coming:
-    /// ``partsWaitForThePath(measuredBy:)``): the reader's first bytes never share
+    /// enough alone to tell the path's speed (``Download/hasMeasuredItsPath``; for how long at
+    /// most, ``partsWaitForThePath(measuredBy:)``): the reader's first bytes never share
     /// the link with the parts after them, and the parts' own first bytes tell whether they add
     /// to that speed or take from it (``waitsForTheReadBeforeIt(_:)``). (Callers also wait until a
     /// reader streams: see ``partsServe(_:)``.) Nothing happens either while
@@ -127,38 +126,32 @@ extension Resource {
         return connectionsGain(minimumSpeedup: speedup) == true
     }
 
-    /// The longest a long read's parts wait for its first request to tell the path's speed
-    /// while none of its bytes has come, from when it left: a 256 KiB sample takes 65 ms at a
-    /// cloud connection's 4 MB/s, after a round trip of 40 ms or more. A request whose bytes come
-    /// gets longer (``partsWaitForThePath(measuredBy:)``); one that brings none gets its parts
-    /// without the measurement.
-    static let longestWaitForThePath: Duration = .milliseconds(250)
-
-    /// Until when the parts of a long read wait for `head`, the download at its start, to tell
-    /// the path's speed (``Download/hasMeasuredItsPath``); `nil` when they need not wait.
+    /// Until when the parts of a long read wait for `head`, the download at its start, which has
+    /// answered, to tell the path's speed (``Download/hasMeasuredItsPath``); `nil` when they need
+    /// not wait.
     ///
-    /// While no byte has come, ``longestWaitForThePath`` after the request left. Once its bytes
-    /// come, until they have come for ``longestWaitForASlowPath``, timed by when they arrived,
-    /// and never past ``longestWaitForAStalledPath`` after the request left: a 256 KiB sample
-    /// takes 0.7 s on a connection capped at 400 kB/s. Begun before, the part that measures
-    /// whether connections gain receives beside the first request, whose sample is then a mix
-    /// and tells nothing: with no figure of one connection alone, nothing showed that four gain,
-    /// and a song prefetched on such connections went on two of them until that request ended
+    /// Until its body's bytes have come for ``longestWaitForASlowPath``, timed by when they
+    /// arrived, and never past ``longestWaitForAStalledPath`` after its request left: a 256 KiB
+    /// sample takes 65 ms at a cloud connection's 4 MB/s, 0.7 s at 400 kB/s. The parts used to
+    /// wait 250 ms after the request left at most. On a slow path the part that measures whether
+    /// connections gain then received beside the first request, whose sample was a mix and told
+    /// nothing: with no figure of one connection alone, nothing showed that four gain, and a song
+    /// prefetched on connections capped at 400 kB/s went on two of them until that request ended
     /// (`Benchmarks/prefetch-time.sh` on the `slowcloud` profile: 7.2 MB in 10.7–13.2 s, 18 s on
     /// one connection).
     ///
-    /// Timed by arrival, not by the clock alone: on a machine too busy to take the bytes in as
-    /// they come (the test suite's first seconds), the clock ran out with one chunk taken in,
-    /// and the part began before the sample that the bytes already there would have given.
+    /// Timed by arrival, and from the answer on, not by the clock alone: on a machine too busy to
+    /// take bytes in as they come (the test suite's first seconds), the 250 ms ran out before the
+    /// engine had taken in the answer's first chunk, or with one chunk taken in, and the part
+    /// began before the sample that the bytes already there would have given.
     func partsWaitForThePath(measuredBy head: Download, at now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
         guard !head.hasMeasuredItsPath, let sentAt = head.requestSentAt else { return nil }
-        guard let sample = head.requestSample?.transfer else {
-            let deadline = sentAt + Self.longestWaitForThePath
-            return now < deadline ? deadline : nil
-        }
-        let received = sample.lastByteAt - sample.firstByteAt
         let stalled = sentAt + Self.longestWaitForAStalledPath
-        guard received < Self.longestWaitForASlowPath, now < stalled else { return nil }
+        guard now < stalled else { return nil }
+        // The first bytes, which begin the sample, give no sign of their own: look again.
+        guard let sample = head.requestSample?.transfer else { return min(stalled, now + .milliseconds(100)) }
+        let received = sample.lastByteAt - sample.firstByteAt
+        guard received < Self.longestWaitForASlowPath else { return nil }
         return min(stalled, now + max(.milliseconds(20), Self.longestWaitForASlowPath - received))
     }
 
@@ -166,9 +159,9 @@ extension Resource {
     /// told the path's speed by then (``partsWaitForThePath(measuredBy:)``).
     static let longestWaitForASlowPath: Duration = .milliseconds(1500)
 
-    /// The longest a long read's parts wait for its first request once its bytes have begun to
-    /// come, from when it left (``partsWaitForThePath(measuredBy:)``): bytes that stop coming
-    /// tell nothing more.
+    /// The longest a long read's parts wait for its answered first request to tell the path's
+    /// speed, from when it left (``partsWaitForThePath(measuredBy:)``): an answer whose bytes
+    /// stop coming, or never come, tells nothing more.
     static let longestWaitForAStalledPath: Duration = .seconds(3)
 
     /// Plans the parts again at `deadline` (once), for a read whose first request may not have
