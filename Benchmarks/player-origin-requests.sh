@@ -22,11 +22,13 @@ serve_on_bench_origin "${1:-}" "$PROFILE" $PORT player
 URL=http://127.0.0.1:$PORT/benchtok/$FILE
 SIZE=$(stat -c %s "$BENCH_MEDIA/$FILE")
 TRACE=$(mktemp)
+STARTED=$(date +%s.%N)
 case $PLAYER in
   ffprobe) ffprobe -v trace -show_format "$URL" >/dev/null 2>"$TRACE" ;;
   ffseek) ffmpeg -nostdin -v trace -ss 150 -i "$URL" -t 5 -f null - 2>"$TRACE" ;;
   *) echo "unknown player $PLAYER (ffprobe, ffseek)" >&2; exit 2 ;;
 esac
+echo "player's run: $(awk -v a="$STARTED" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s"
 echo "player's requests:"
 grep -a "^Range: " "$TRACE" | tr -d '\r' | sed 's/^/  /' || true
 grep -a "Statistics:" "$TRACE" | sed 's/.*Statistics: /player read: /' | head -1 || true

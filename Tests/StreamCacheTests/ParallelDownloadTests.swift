@@ -482,17 +482,27 @@ import Testing
         #expect(concurrency >= 3, "\(timeline)")
     }
 
-    /// Prefetches a 6 MB file whole from an origin that sends each answer at 400 kB/s, with the
-    /// faults `faults` makes for it; checks what every prefetch must (complete, each byte sent
-    /// once, the origin's bytes), and returns the most requests the origin answered at once, with
-    /// its requests' timeline.
+    /// A player that reads a file whole as fast as it can (mpv filling its cache, `ffmpeg`) on
+    /// connections the origin caps at 400 kB/s gets its read split, though the file is shorter
+    /// than two parts: one connection would take 15 s for its 6 MB
+    /// (``Resource/takesLongOnOneConnection(_:)``). Before, it stayed on one.
+    @Test func aPlayersWholeReadOnSlowCappedConnectionsGoesOnSeveral() async throws {
+        let (concurrency, timeline) = try await Self.prefetchOnSlowCappedConnections(seed: 83, byReading: true)
+        #expect(concurrency >= 3, "\(timeline)")
+    }
+
+    /// Prefetches a 6 MB file whole (or reads it whole from its start, `byReading`) from an
+    /// origin that sends each answer at 400 kB/s, with the faults `faults` makes for it; checks
+    /// what every such fetch must (complete, each byte sent once, the origin's bytes), and
+    /// returns the most requests the origin answered at once, with its requests' timeline.
     ///
     /// The rate is not divided by the slowdown: slow enough for a sanitized engine to keep up
     /// with four. It first waits until tasks run on time: a machine too busy to take the bytes
     /// in as they come shows the origin one request at a time, whatever the engine asks for
     /// (``TestTiming/waitUntilTasksRunOnTime(within:)``).
     static func prefetchOnSlowCappedConnections(
-        seed: UInt64, faults: ((TestOrigin) -> @Sendable (String, String, HTTPHeaders, Int) -> TestOrigin.Fault?)? = nil,
+        seed: UInt64, byReading: Bool = false,
+        faults: ((TestOrigin) -> @Sendable (String, String, HTTPHeaders, Int) -> TestOrigin.Fault?)? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> (concurrency: Int, timeline: String) {
         let size = 6_000_000
@@ -505,7 +515,11 @@ import Testing
         #expect(try await TestTiming.waitUntilTasksRunOnTime(within: .seconds(300)), sourceLocation: sourceLocation)
         return try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> (concurrency: Int, timeline: String) in
             let song = Self.resource(cache, server)
-            try await song.prefetch()
+            if byReading {
+                #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data), sourceLocation: sourceLocation)
+            } else {
+                try await song.prefetch()
+            }
             #expect(try await song.isComplete, sourceLocation: sourceLocation)
             #expect(try await Self.settledBytesSent(server, size: size) == Int64(size), sourceLocation: sourceLocation)
             #expect(Self.servedRangesAreDisjoint(server), "\(server.timeline(for: Self.path))", sourceLocation: sourceLocation)

@@ -223,13 +223,39 @@ extension Resource {
     /// after its first kilobytes (`ffprobe` on an MP4 whose index is at the end), and whatever its
     /// parts have on the wire then is fetched for nothing: split from two first segments, such
     /// probes pulled 1.5 × the bytes on the `wan` profile (`ffprobe` 1.69 → 2.51 MB), so a
-    /// player's read waits for two parts.
+    /// player's read waits for two parts, or for two first segments that one connection takes
+    /// long to bring (``takesLongOnOneConnection(_:)``). Not a short read, however slow the
+    /// path: a reader's first request for a read long enough to split is a share of it
+    /// (``firstShare(ofALongRead:)``), at least a first segment, and a 100 kB read after a
+    /// request that a busy machine took in at a crawl asked for the 900 kB to the file's end.
     func isLongEnoughToSplit(_ wanted: ByteRange, kind: Download.Kind) -> Bool {
         switch kind {
         case .read: wanted.count > 2 * configuration.parallelPartSize
+            || (wanted.count > 2 * configuration.initialSegmentSize && takesLongOnOneConnection(wanted))
         case .prefetch, .background: wanted.count > 2 * configuration.initialSegmentSize
         }
     }
+
+    /// Whether the bytes missing in `wanted` take longer than ``longReadOnOneConnection`` at the
+    /// speed one connection alone was measured to reach (this resource's, else its host's);
+    /// `false` while none was.
+    ///
+    /// Two parts (16 MiB) take 4 s at a cloud connection's 4 MB/s, and a player's probe has left
+    /// long before. On a service that throttles each connection harder, a song is far shorter
+    /// than that and still takes long: at 400 kB/s (the `slowcloud` profile) a 7.2 MB MP3 read
+    /// whole by a player that fills its cache as fast as it can (mpv, `ffmpeg`, `curl`) came
+    /// over one connection in 18 s. A probe that leaves after the split costs each part what it
+    /// has on the wire, about a round trip's worth on such a link
+    /// (``updateIdleState(_:)``).
+    func takesLongOnOneConnection(_ wanted: ByteRange) -> Bool {
+        let measured = parallelGain.alone() ?? pathHost.flatMap { hostPaths.rates(of: $0).alone }
+        guard let speed = measured, speed > 0 else { return false }
+        return Double(missingByteCount(in: wanted)) / speed > Self.longReadOnOneConnection.timeInterval
+    }
+
+    /// How long the rest of a player's read may take on one connection before it is split
+    /// across several, whatever its length (``takesLongOnOneConnection(_:)``).
+    static let longReadOnOneConnection: Duration = .seconds(4)
 
     /// Whether long ranges of this resource are split across connections: more than one is
     /// allowed, the origin serves ranges of a known length, one connection is slow
