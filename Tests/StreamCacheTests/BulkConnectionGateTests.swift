@@ -193,7 +193,7 @@ import Testing
             #expect(read == played.prefix(65_536))
             prefetch.cancel()
             await cache.shutdown()
-            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+            #expect(try await origin.waitUntilAnswersEnd())
 
             let pinRequests = origin.requests.filter { $0.path == "/pinned.bin" }
             #expect(origin.maximumConcurrency(for: "/pinned.bin") <= 2, "the pin held \(origin.maximumConcurrency(for: "/pinned.bin")) connections")
@@ -234,7 +234,7 @@ import Testing
             let cancelled = ContinuousClock.now
             for prefetch in prefetches { prefetch.cancel() }
             await cache.shutdown()
-            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+            #expect(try await origin.waitUntilAnswersEnd())
             #expect(origin.maximumConcurrency(startedBefore: cancelled) == 2, "\(origin.requests.map { "\($0.path) \($0.range ?? "")" })")
         }
     }
@@ -273,7 +273,7 @@ import Testing
             #expect(read == file[Int(start)..<Int(start) + 65_536])
             prefetch.cancel()
             await cache.shutdown()
-            #expect(try await Self.eventually { origin.requestsBeingAnswered == 0 })
+            #expect(try await origin.waitUntilAnswersEnd())
 
             // The download that held the place and the part the reader came to, side by side;
             // without the reader, the part would have waited for the other to end.

@@ -55,7 +55,8 @@ extension Resource {
         let measuring = measuringRequestLength
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
-            guard active.count < maximum, measuring == nil || !active.contains(where: \.isParallelPart) || active.count < 2 else { return }
+            let measuringPartHasCompany = active.contains(where: \.isParallelPart) && active.count >= 2
+            guard active.count < maximum, measuring == nil || !measuringPartHasCompany else { return }
             // A read starts splitting only when it is long; once split, it goes on splitting its
             // tail in smaller parts, so the last bytes do not trail on one connection. Only parts
             // tell that it was split: another reader's download inside the range (a player's
