@@ -216,7 +216,8 @@ extension Resource {
     }
 
     /// Whether a read of `wanted` that is not split yet is long enough to be: more than two parts
-    /// for a player's read, more than two first segments for a prefetch or a background fill.
+    /// for a player's read (or a slow one, below), more than two first segments for a prefetch or
+    /// a background fill.
     ///
     /// A prefetch wants every byte, so parts cost it requests and nothing else: a 7.2 MB song
     /// prefetched on the benchmark's `cloud` profile took 2.07 s on one connection, 0.87 s split

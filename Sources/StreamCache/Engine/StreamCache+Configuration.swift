@@ -68,8 +68,10 @@ extension StreamCache {
         /// end, or the whole of it): a player's request that it drops at once starts no other.
         public var parallelDownloads: Int = 4
         /// The bytes each extra connection fetches before it takes the next part; a player's read
-        /// is split only when more than twice this is missing ahead of it. A prefetch or a
-        /// background fill, which wants every byte, is split from twice ``initialSegmentSize``.
+        /// is split only when more than twice this is missing ahead of it, or more than twice
+        /// ``initialSegmentSize`` that one connection alone was measured too slow to bring within
+        /// 4 s (a service that throttles each connection hard). A prefetch or a background fill,
+        /// which wants every byte, is split from twice ``initialSegmentSize``.
         public var parallelPartSize: Int64 = 8 << 20
         /// Of the connections the transport opens to one host (``Origin/connectionLimit``: 8 for
         /// both bundled transports), how many the downloads no reader waits for (prefetches,
