@@ -395,7 +395,9 @@ import Testing
     /// download runs inside its range: only parts tell that a read was split. `ffprobe` on an
     /// MP4 whose index is at the end reads the start, the index, then the start again; the
     /// index's download made the second read look split, and its parts fetched the rest of the
-    /// file (7.26 MB, where 1.76 MB do now).
+    /// file (7.26 MB, where 1.76 MB do now). A read split for its time on one connection
+    /// (``StreamCache/Configuration/longReadDuration``) is another matter, and turned off here:
+    /// 5 MB at this origin's 1 MB/s would be one, and in a full run on one core it was.
     @Test func aShortReadBesideAnotherReadersDownloadIsNotSplit() async throws {
         let (server, _) = try Self.origin(seed: 86)
         defer { server.stop() }
@@ -403,7 +405,10 @@ import Testing
         let data = TestData.random(count: size, seed: 87)
         server.setFile(Self.path, data: data)
         server.bytesPerSecond = TestTiming.rate(1_000_000)
-        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 4)(&configuration)
+            configuration.longReadDuration = nil
+        }) { (cache: StreamCache) async throws -> Void in
             let song = Self.resource(cache, server)
             let index = ByteRange(Int64(size - 2_000_000), Int64(size))
             let indexRead = Task { try await song.read(index).collect() }

@@ -238,9 +238,9 @@ extension Resource {
         }
     }
 
-    /// Whether the bytes missing in `wanted` take longer than ``longReadOnOneConnection`` at the
-    /// speed one connection alone was measured to reach (this resource's, else its host's);
-    /// `false` while none was.
+    /// Whether the bytes missing in `wanted` take longer than
+    /// ``StreamCache/Configuration/longReadDuration`` at the speed one connection alone was
+    /// measured to reach (this resource's, else its host's); `false` while none was.
     ///
     /// Two parts (16 MiB) take 4 s at a cloud connection's 4 MB/s, and a player's probe has left
     /// long before. On a service that throttles each connection harder, a song is far shorter
@@ -250,14 +250,11 @@ extension Resource {
     /// has on the wire, about a round trip's worth on such a link
     /// (``updateIdleState(_:)``).
     func takesLongOnOneConnection(_ wanted: ByteRange) -> Bool {
+        guard let longest = configuration.longReadDuration else { return false }
         let measured = parallelGain.alone() ?? pathHost.flatMap { hostPaths.rates(of: $0).alone }
         guard let speed = measured, speed > 0 else { return false }
-        return Double(missingByteCount(in: wanted)) / speed > Self.longReadOnOneConnection.timeInterval
+        return Double(missingByteCount(in: wanted)) / speed > longest.timeInterval
     }
-
-    /// How long the rest of a player's read may take on one connection before it is split
-    /// across several, whatever its length (``takesLongOnOneConnection(_:)``).
-    static let longReadOnOneConnection: Duration = .seconds(4)
 
     /// Whether long ranges of this resource are split across connections: more than one is
     /// allowed, the origin serves ranges of a known length, one connection is slow

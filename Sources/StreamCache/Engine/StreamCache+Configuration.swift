@@ -69,10 +69,18 @@ extension StreamCache {
         public var parallelDownloads: Int = 4
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice
-        /// ``initialSegmentSize`` that one connection alone was measured too slow to bring within
-        /// 4 s (a service that throttles each connection hard). A prefetch or a background fill,
-        /// which wants every byte, is split from twice ``initialSegmentSize``.
+        /// ``initialSegmentSize`` that one connection takes long to bring (``longReadDuration``).
+        /// A prefetch or a background fill, which wants every byte, is split from twice
+        /// ``initialSegmentSize``.
         public var parallelPartSize: Int64 = 8 << 20
+        /// How long one connection may take for what a player's read still misses (more than twice
+        /// ``initialSegmentSize`` of it) before the read is split like a long one, at the speed
+        /// one connection alone was measured to reach. Two parts take about 4 s at a cloud
+        /// connection's 4 MB/s, so only a service that throttles each connection harder is
+        /// concerned: at 400 kB/s a 7 MB song read whole by a player that fills its cache as fast
+        /// as it can (mpv, `ffmpeg`) comes in a third of the time. `nil` splits a player's read by
+        /// its length only.
+        public var longReadDuration: Duration? = .seconds(4)
         /// Of the connections the transport opens to one host (``Origin/connectionLimit``: 8 for
         /// both bundled transports), how many the downloads no reader waits for (prefetches,
         /// background fills, the extra parts of a long read) leave free, across every resource
