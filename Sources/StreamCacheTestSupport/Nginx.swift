@@ -31,7 +31,7 @@ public final class Nginx: Sendable {
     private let process: ChildProcess
     /// A socket bound to ``port`` with `SO_REUSEPORT`, never listening, for the server's whole
     /// life: nginx listens beside it, and once nginx has stopped it keeps the port from every
-    /// other server (see ``start(root:authorization:webDAV:tls:redirects:)``).
+    /// other server (see ``start(root:authorization:webDAV:tls:redirects:limits:)``).
     private let portHolder: Int32
 
     /// The nginx binary, or `nil` when not installed.
@@ -50,6 +50,25 @@ public final class Nginx: Sendable {
         public init(user: String, password: String) {
             self.user = user
             self.password = password
+        }
+    }
+
+    /// What nginx allows one client, as a service that limits a user's downloads does: the
+    /// requests it serves at once (`limit_conn`; one more is refused with `refusalStatus`) and the
+    /// bytes per second of each answer (`limit_rate`).
+    public struct ClientLimits: Sendable {
+        /// The requests served at once.
+        public var connections: Int
+        /// The status of a refused request: 429 or 503 (nginx's default).
+        public var refusalStatus: Int
+        /// Bytes per second of each answer, `nil` for no cap.
+        public var bytesPerSecond: Int?
+
+        /// Creates limits.
+        public init(connections: Int, refusalStatus: Int = 503, bytesPerSecond: Int? = nil) {
+            self.connections = connections
+            self.refusalStatus = refusalStatus
+            self.bytesPerSecond = bytesPerSecond
         }
     }
 
@@ -79,8 +98,9 @@ public final class Nginx: Sendable {
     ///   - webDAV: Serve WebDAV (`PROPFIND`, `PUT`, …) with Basic auth for this account.
     ///   - tls: Serve HTTPS only, with this authority's server certificate for `127.0.0.1`.
     ///   - redirects: Paths answered with `302 Found` to the URL given for each, instead of a file.
+    ///   - limits: What one client may have served at once, and how fast (`nil`: no limits).
     public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
-                             tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:]) async throws -> Nginx {
+                             tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:], limits: ClientLimits? = nil) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
@@ -90,7 +110,7 @@ public final class Nginx: Sendable {
         let (port, portHolder) = try FreePort.held()
         do {
             let process = try Self.launch(executable, prefix: prefix, port: port, root: root, loadModule: server.loadModule, auth: server.auth,
-                                          tls: tls, redirects: redirects)
+                                          tls: tls, redirects: redirects, limits: limits)
             guard await Self.waitUntilServing(process, port: port, pidFile: prefix.appendingPathComponent("nginx.pid")) else {
                 let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
                 process.signal(SIGKILL)
@@ -104,11 +124,11 @@ public final class Nginx: Sendable {
         }
     }
 
-    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:tls:redirects:)``),
+    /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:tls:redirects:limits:)``),
     /// and stops it afterwards, whether `body` returned or threw.
     public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, tls: TestCertificateAuthority? = nil,
-                                  redirects: [String: URL] = [:], _ body: (Nginx) async throws -> T) async throws -> T {
-        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls, redirects: redirects)
+                                  redirects: [String: URL] = [:], limits: ClientLimits? = nil, _ body: (Nginx) async throws -> T) async throws -> T {
+        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls, redirects: redirects, limits: limits)
         return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
@@ -137,10 +157,15 @@ public final class Nginx: Sendable {
 
     /// Writes the configuration for `port` and starts nginx in the foreground.
     private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
-                               tls: TestCertificateAuthority?, redirects: [String: URL]) throws -> ChildProcess {
+                               tls: TestCertificateAuthority?, redirects: [String: URL], limits: ClientLimits?) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
         let listen = tls.map { "listen 127.0.0.1:\(port) ssl reuseport; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
             ?? "listen 127.0.0.1:\(port) reuseport;"
+        let limitZone = limits == nil ? "" : "limit_conn_zone $binary_remote_addr zone=client:1m;"
+        let limitDirectives = limits.map { limits in
+            "limit_conn client \(limits.connections); limit_conn_status \(limits.refusalStatus);"
+                + (limits.bytesPerSecond.map { " limit_rate \($0);" } ?? "")
+        } ?? ""
         let redirectLocations = redirects.sorted { $0.key < $1.key }
             .map { "location = \($0.key) { return 302 \"\($0.value.absoluteString)\"; }" }.joined(separator: "\n")
         let config = """
@@ -163,10 +188,11 @@ public final class Nginx: Sendable {
             keepalive_requests 100000;
             types { audio/mpeg mp3; audio/mp4 m4a; application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/iso.segment m4s; video/mp4 mp4; }
             default_type application/octet-stream;
+            \(limitZone)
             server {
                 \(listen)
                 root \(root.path);
-                location / { \(auth) }
+                location / { \(auth) \(limitDirectives) }
                 \(redirectLocations)
             }
         }
@@ -207,7 +233,7 @@ public final class Nginx: Sendable {
     public func url(_ path: String) -> URL { URL(string: "\(scheme)://127.0.0.1:\(port)\(path)")! }
 
     /// Stops nginx (idempotent). Its port stays bound and refusing connections until the server
-    /// is released (see ``start(root:authorization:webDAV:tls:redirects:)``), so that a test of
+    /// is released (see ``start(root:authorization:webDAV:tls:redirects:limits:)``), so that a test of
     /// offline play meets a server that is down, not another test's server that took the port.
     public func stop() async {
         guard process.isRunning else { return }

@@ -22,6 +22,7 @@ final class HostPathMemory: Sendable {
     private static let mostHosts = 64
 
     private let paths = Locked([String: (path: Path, updated: ContinuousClock.Instant)]())
+    private let allowances = Locked([String: ConnectionAllowance]())
 
     /// Records `sample`, which a request (or a split read's parts together) to `host` gave at `now`.
     func record(_ sample: ParallelGain.Sample, host: String, at now: ContinuousClock.Instant = .now) {
@@ -45,5 +46,22 @@ final class HostPathMemory: Sendable {
             guard let path = paths[host]?.path else { return (nil, nil) }
             return (path.alone.maximum(at: now), path.together.maximum(at: now))
         }
+    }
+
+    /// Records that `host` refused one more connection at `now` while `inUse` were open to it
+    /// (``ConnectionAllowance``): the next files of the host split across no more.
+    func recordRefusal(host: String, whileUsing inUse: Int, at now: ContinuousClock.Instant = .now) {
+        allowances.withLock { allowances in
+            allowances[host, default: ConnectionAllowance()].recordRefusal(whileUsing: inUse, at: now)
+            if allowances.count > Self.mostHosts {
+                allowances = allowances.filter { $0.value.connections(at: now) != nil }
+            }
+        }
+    }
+
+    /// The connections `host` accepted at once when it last refused one more, within
+    /// ``ConnectionAllowance/memory`` before `now`; `nil` when it refused none.
+    func allowedConnections(of host: String, at now: ContinuousClock.Instant = .now) -> Int? {
+        allowances.withLock { $0[host]?.connections(at: now) }
     }
 }

@@ -66,6 +66,17 @@ extension Resource {
         /// Started by ``Resource/addParallelDownloads(in:kind:)`` as a part of a long range: its
         /// read counts as split from then on (its tail is split again as it shrinks).
         var isParallelPart = false
+        /// One of several connections that share a range, whose bytes the others can bring as well
+        /// (a part of a long range, a split seek's part after its first): its requests give way
+        /// when the origin refuses one more connection (``OriginRequest/givesWayWhenBusy``).
+        var isExtraConnection = false
+        /// A request of the download is out: planned (``Resource/nextSegment(id:)``) and its body
+        /// not yet at its end.
+        var hasARequestOut = false
+        /// The request out gives way when the origin refuses it for now (``OriginRequest/givesWayWhenBusy``):
+        /// an extra connection's, or a reader's while extra connections of the resource hold
+        /// theirs (``Resource/givesWayWhenBusy(_:)``).
+        var requestGivesWay = false
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
@@ -233,7 +244,7 @@ extension Resource {
             let isLast = part == parts - 1
             let partEnd = isLast ? start + wanted : partStart + partLength
             startDownload(at: partStart, limit: isLast ? limit : partEnd, kind: kind, firstRequestLength: partEnd - partStart,
-                          shortRead: isLast && shortRead, splitReadID: splitReadID)
+                          shortRead: isLast && shortRead, splitReadID: splitReadID, extraConnection: part > 0)
             partStart = partEnd
         }
     }
@@ -262,13 +273,13 @@ extension Resource {
     /// last reached (2 parts for that seek: 32 ms each). Fast links never split: there the
     /// transfer is shorter than the gain asked for.
     func shortReadParts(wanted: Int64) -> Int {
-        guard let gain = configuration.minimumParallelGain?.timeInterval, gain > 0, configuration.parallelDownloads > 1,
+        guard let gain = configuration.minimumParallelGain?.timeInterval, gain > 0, connectionsAllowed > 1,
               wanted < configuration.initialSegmentSize, info?.acceptsByteRanges == true, let throughput = connectionThroughput, throughput > 0,
               parallelConnectionsMayHelp
         else { return 1 }
         let transfer = Double(wanted) / throughput
         // No part smaller than one TCP window's worth: below that, the round trip is all there is.
-        let mostParts = Int(min(Int64(configuration.parallelDownloads), max(1, wanted / Self.smallestReadPart)))
+        let mostParts = Int(min(Int64(connectionsAllowed), max(1, wanted / Self.smallestReadPart)))
         var parts = 1
         while parts < mostParts, transfer / Double(parts) - transfer / Double(parts + 1) >= gain {
             parts += 1
@@ -298,14 +309,15 @@ extension Resource {
     /// download of a seek or a probe, whose read-ahead waits to see whether the player skims.
     /// `splitReadID` names the split short read whose part the first request is.
     /// `aheadOfItsReader` marks a part that begins past where its reader is (see
-    /// ``Download/readerReached``).
+    /// ``Download/readerReached``); such a part, and one marked `extraConnection`, gives way when
+    /// the origin refuses one more connection (``Download/isExtraConnection``).
     ///
     /// A download no reader waits for (`bulk`: by default a prefetch's or a background fill's; the
     /// extra parts of a long read too) waits for a place at the origin's host first (see
     /// ``BulkConnectionGate``), and plans its first request once it has one.
     func startDownload(at start: Int64, limit: Int64, kind: Download.Kind, wanted: Int64? = nil, continuesStream: Bool = false,
                        firstRequestLength: Int64? = nil, shortRead: Bool = false, splitReadID: Int? = nil, bulk: Bool? = nil,
-                       aheadOfItsReader: Bool = false) {
+                       aheadOfItsReader: Bool = false, extraConnection: Bool = false) {
         guard !isShuttingDown else { return }
         let id = makeID()
         var segment = configuration.initialSegmentSize
@@ -325,6 +337,7 @@ extension Resource {
         downloads[id]?.splitReadID = splitReadID
         downloads[id]?.readerReached = !aheadOfItsReader
         downloads[id]?.isParallelPart = aheadOfItsReader
+        downloads[id]?.isExtraConnection = aheadOfItsReader || extraConnection
         usage.begin(key)
         emit(.downloadStarted(ByteRange(start, limit)))
         logger.debug("download started", metadata: ["key": "\(key)", "start": "\(start)", "limit": "\(limit)"])
@@ -405,7 +418,9 @@ extension Resource {
     /// download has ended.
     func takePlace(for id: Int, at limit: OriginConnectionLimit, keptForReaders kept: Int) -> BulkConnectionGate.Ticket? {
         guard let download = downloads[id] else { return nil }
-        let ticket = connectionGate.makeTicket(host: limit.host, capacity: limit.connections - kept)
+        // Where the origin refused one more connection, one of those it accepts stays a reader's.
+        let refused = [connectionAllowance.connections(), hostPaths.allowedConnections(of: limit.host)].compactMap { $0 }.min()
+        let ticket = connectionGate.makeTicket(host: limit.host, capacity: min(limit.connections - kept, (refused ?? .max) - 1))
         downloads[id]?.gateTicket = ticket
         if download.readerWaits { connectionGate.admitNow(ticket) }
         return ticket
@@ -498,6 +513,7 @@ extension Resource {
     /// before it, if it waits (``waitsForTheReadBeforeIt(_:)``: between requests, it holds with
     /// nothing on the wire); one actor call per request boundary.
     func nextSegmentAfterAnyHold(id: Int) async throws -> (any Origin, OriginRequest)? {
+        downloads[id]?.hasARequestOut = false
         await holdReadAheadWhileSkimmingMayFollow(id: id)
         if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
         // A hold ends early when the cache shuts down: no request may follow then.
@@ -675,6 +691,11 @@ extension Resource {
             logger.debug("a download of an older version ended on its change", metadata: ["key": "\(key)"])
             error = nil
         }
+        if download.requestGivesWay, let refusal = error as? StreamCacheError, refusal.refusesOneMoreConnection {
+            // Its bytes are left to the connections the origin accepted; nobody's read fails.
+            noteRefusedConnection(of: download)
+            error = nil
+        }
         if let error, !(error is CancellationError) {
             let streamError = (error as? StreamCacheError)
                 ?? StreamCacheError(.cacheIOFailed, "The download failed: \(error)", underlying: SendableErrorDescription(error))
@@ -704,6 +725,43 @@ extension Resource {
         if readers.isEmpty, configuration.completesResourcesInBackground, error == nil, !endedOnAChange { startBackgroundCompletion() }
         // A read-ahead the reaper stopped (a stalled origin) leaves its hole too.
         if error == nil || error is CancellationError, !endedOnAChange { startFillingSmallGap() }
+    }
+
+    /// Whether `download`'s next request gives way when the origin refuses it for now
+    /// (``OriginRequest/givesWayWhenBusy``): an extra connection's always; a reader's while
+    /// extra connections of this resource hold theirs, since the origin then most likely refuses
+    /// it for them, and they make room (``noteRefusedConnection(of:)``). Retried by the origin's
+    /// policy instead, a reader's request was refused as long as two parts of 2 MiB held a
+    /// service's two connections, and its read failed after the fifth attempt, 1.5 s in.
+    func givesWayWhenBusy(_ download: Download) -> Bool {
+        download.isExtraConnection
+            || (readerCame(to: download) && downloads.values.contains { $0.id != download.id && $0.isExtraConnection && $0.hasARequestOut })
+    }
+
+    /// Whether a reader that still wants bytes has come into `download`'s window.
+    func readerCame(to download: Download) -> Bool {
+        readers.values.contains { download.isReached(byReaderAt: $0.position) && $0.position < $0.end }
+    }
+
+    /// Records that the origin refused `refused`'s request for now while this resource's other
+    /// downloads with a request out held their connections (``ConnectionAllowance``): it and the
+    /// other files of its host split across no more from now on.
+    ///
+    /// A reader that had come to the refused download's bytes needs a connection, and the origin
+    /// has none to spare: the extra connection farthest ahead of every reader gives its own back
+    /// at once, and the reader asks again (its download ended without an error: see
+    /// ``downloadEnded(id:error:)``).
+    func noteRefusedConnection(of refused: Download, at now: ContinuousClock.Instant = .now) {
+        let holding = downloads.values.filter(\.hasARequestOut)
+        connectionAllowance.recordRefusal(whileUsing: holding.count, at: now)
+        if let host = pathHost { hostPaths.recordRefusal(host: host, whileUsing: holding.count, at: now) }
+        logger.info("the origin refused one more connection; splitting across fewer",
+                    metadata: ["key": "\(key)", "connections": "\(connectionsAllowed)"])
+        guard readerCame(to: refused),
+              let farthest = holding.filter({ $0.isExtraConnection && !readerCame(to: $0) }).max(by: { $0.position < $1.position })
+        else { return }
+        logger.debug("a part gives its connection to a reader", metadata: ["key": "\(key)", "download": "\(farthest.id)"])
+        farthest.task?.cancel()
     }
 
     /// Cancels every download; used when the cache shuts down.

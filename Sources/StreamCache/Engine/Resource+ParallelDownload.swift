@@ -28,7 +28,7 @@ extension Resource {
     /// once connections side by side were measured to fetch no faster than one
     /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
     func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
-        let maximum = configuration.parallelDownloads
+        let maximum = connectionsAllowed
         guard splitsLongRanges, let total = info?.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
         if let head = downloads.values.first(where: { $0.window.contains(wanted.lowerBound) }) {
@@ -196,7 +196,7 @@ extension Resource {
     /// last requests of all connections end together, at the cost of a request or two each.
     func splitWorkShare() -> Int64? {
         guard splitsLongRanges, downloads.values.contains(where: \.isParallelPart) else { return nil }
-        let connections = Int64(configuration.parallelDownloads)
+        let connections = Int64(connectionsAllowed)
         let work = downloads.values.reduce(Int64(0)) { $0 + missingByteCount(in: $1.window) }
         return max(configuration.initialSegmentSize, (work + connections - 1) / connections)
     }
@@ -212,7 +212,7 @@ extension Resource {
         guard splitsLongRanges, let total = info?.totalLength else { return nil }
         let wanted = wanted.clamped(toLength: total)
         guard isLongEnoughToSplit(wanted, kind: .read) else { return nil }
-        return max(configuration.initialSegmentSize, missingByteCount(in: wanted) / Int64(configuration.parallelDownloads))
+        return max(configuration.initialSegmentSize, missingByteCount(in: wanted) / Int64(connectionsAllowed))
     }
 
     /// Whether a read of `wanted` that is not split yet is long enough to be: more than two parts
@@ -256,13 +256,22 @@ extension Resource {
         return Double(missingByteCount(in: wanted)) / speed > longest.timeInterval
     }
 
+    /// The most connections a download of this resource is split across:
+    /// ``StreamCache/Configuration/parallelDownloads``, or fewer while the origin lately refused
+    /// one more (this resource's or another file's of its host: ``ConnectionAllowance``).
+    var connectionsAllowed: Int {
+        let now = ContinuousClock.now
+        let refused = [connectionAllowance.connections(at: now), pathHost.flatMap { hostPaths.allowedConnections(of: $0, at: now) }]
+        return min(configuration.parallelDownloads, refused.compactMap { $0 }.min() ?? .max)
+    }
+
     /// Whether long ranges of this resource are split across connections: more than one is
-    /// allowed, the origin serves ranges of a known length, one connection is slow
+    /// allowed (``connectionsAllowed``), the origin serves ranges of a known length, one connection is slow
     /// (``StreamCache/Configuration/parallelDownloadThroughputLimit``) or not measured yet, and
     /// connections side by side were not seen to fetch no faster than one
     /// (``StreamCache/Configuration/minimumParallelSpeedup``).
     var splitsLongRanges: Bool {
-        guard configuration.parallelDownloads > 1, configuration.parallelPartSize > 0,
+        guard connectionsAllowed > 1, configuration.parallelPartSize > 0,
               info?.acceptsByteRanges == true, info?.totalLength != nil else { return false }
         if let ceiling = configuration.parallelDownloadThroughputLimit, let throughput = connectionThroughput, throughput >= ceiling {
             return false

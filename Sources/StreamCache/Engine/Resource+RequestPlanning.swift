@@ -72,6 +72,8 @@ extension Resource {
         download.requestWasHeld = false
         download.plannedUnder = info
         stopReceiving(&download)
+        download.hasARequestOut = true
+        download.requestGivesWay = givesWayWhenBusy(download)
         downloads[id] = download
         statistics.originRequests += 1
         logger.debug("origin request", metadata: ["key": "\(key)", "download": "\(id)", "kind": "\(download.kind)", "start": "\(download.position)",
@@ -79,7 +81,8 @@ extension Resource {
                                                    "part": "\(download.isParallelPart)", "readerReached": "\(download.readerReached)"])
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
         let end = download.rangeEnd == Int64.max ? Int64.max : download.rangeEnd
-        return (origin, OriginRequest(range: ByteRange(download.position, end), followingRanges: following, validator: validator))
+        return (origin, OriginRequest(range: ByteRange(download.position, end), followingRanges: following, validator: validator,
+                                      givesWayWhenBusy: download.requestGivesWay))
     }
 
     /// Whether downloads go on past cached bytes: the origin serves several ranges in one

@@ -93,6 +93,9 @@ public actor Resource {
     /// Whether this resource's connections side by side fetch faster than one alone (see
     /// ``StreamCache/Configuration/minimumParallelSpeedup``).
     var parallelGain = ParallelGain()
+    /// How many connections the origin lately accepted at once before it refused one more of this
+    /// resource's (``ConnectionAllowance``; the host's, in ``hostPaths``, counts too).
+    var connectionAllowance = ConnectionAllowance()
     /// The last download failures (at most 8), numbered: a reader whose wait ended for a re-plan
     /// just before the download failed would otherwise miss the error and start the download again.
     var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []

@@ -126,3 +126,12 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         return text
     }
 }
+
+extension StreamCacheError {
+    /// Whether the origin refused a request for now with a status that, for a request beside
+    /// others, says one connection too many (429, 503; Google's 403 `rateLimitExceeded` is given as
+    /// 429): see ``OriginRequest/givesWayWhenBusy``.
+    var refusesOneMoreConnection: Bool {
+        code == .originUnavailable && (httpStatus == 429 || httpStatus == 503)
+    }
+}

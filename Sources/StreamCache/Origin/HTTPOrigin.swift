@@ -153,7 +153,8 @@ public struct HTTPOrigin: Origin {
     }
 
     public func open(_ request: OriginRequest) async throws -> OriginResponse {
-        let first = try await openTryingMultipleRanges(range: request.range, following: request.followingRanges, validator: request.validator)
+        let first = try await openTryingMultipleRanges(range: request.range, following: request.followingRanges, validator: request.validator,
+                                                       givesWayWhenBusy: request.givesWayWhenBusy)
         let toTheEnd = first.info.totalLength.flatMap { $0 >= first.offset ? [ByteRange(first.offset, $0)] : nil }
         guard let ranges = first.ranges ?? toTheEnd, first.info.acceptsByteRanges else {
             return first
@@ -166,17 +167,19 @@ public struct HTTPOrigin: Origin {
     }
 
     /// Opens `range` and, in the same response when the host serves several ranges, `following`;
-    /// asks for `range` alone when the host answered with the whole file instead.
-    private func openTryingMultipleRanges(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
+    /// asks for `range` alone when the host answered with the whole file instead. `givesWayWhenBusy`:
+    /// see ``OriginRequest/givesWayWhenBusy``.
+    private func openTryingMultipleRanges(range: ByteRange?, following: [ByteRange], validator: Validator?,
+                                          givesWayWhenBusy: Bool = false) async throws -> OriginResponse {
         guard !following.isEmpty, configuration.multipleRanges != nil else {
-            return try await openOnce(range: range, following: [], validator: validator)
+            return try await openOnce(range: range, following: [], validator: validator, givesWayWhenBusy: givesWayWhenBusy)
         }
         do {
-            return try await openOnce(range: range, following: following, validator: validator)
+            return try await openOnce(range: range, following: following, validator: validator, givesWayWhenBusy: givesWayWhenBusy)
         } catch is MultipleRangesRefused {
             logger.info("the origin answered a request for several ranges with the whole file; asking for one at a time",
                         metadata: ["origin": "\(logDescription)"])
-            return try await openOnce(range: range, following: [], validator: validator)
+            return try await openOnce(range: range, following: [], validator: validator, givesWayWhenBusy: givesWayWhenBusy)
         }
     }
 
@@ -196,7 +199,9 @@ public struct HTTPOrigin: Origin {
     }
 
     /// One logical request: redirects, a credential refresh and transient retries, no body resume.
-    private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?) async throws -> OriginResponse {
+    /// A request that gives way when the origin is busy (`givesWayWhenBusy`) is tried twice at
+    /// most after a 429 or 503, which there most likely means one connection too many.
+    private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?, givesWayWhenBusy: Bool) async throws -> OriginResponse {
         var attempt = 1
         var refreshed = false
         var relocated = false
@@ -265,6 +270,12 @@ public struct HTTPOrigin: Origin {
             case 404, 410:
                 throw StreamCacheError(.notFound, "The origin has no resource at \(logDescription).", httpStatus: response.status, range: range)
             case 408, 425, 429, 500...599:
+                // Asked again once: a server may still count a connection whose answer has all
+                // gone out, and refuse the request the client sent right after it.
+                if givesWayWhenBusy, attempt >= 2, rateLimited || response.status == 429 || response.status == 503 {
+                    throw StreamCacheError(.originUnavailable, "The origin refused one more connection for now (HTTP \(response.status)).",
+                                           httpStatus: rateLimited ? 429 : response.status, range: range)
+                }
                 guard attempt < configuration.retry.maxAttempts else {
                     throw StreamCacheError(.originUnavailable, "The origin kept failing with HTTP \(response.status) after \(attempt) attempts.",
                                            httpStatus: response.status, range: range)

@@ -141,12 +141,22 @@ public struct OriginRequest: Sendable, Hashable {
     /// The version the cache holds. HTTP origins send it as `If-Range`, so a changed resource
     /// comes back whole (200) with its new validator instead of as a mix of versions.
     public var validator: Validator?
+    /// Whether the request gives way when the origin refuses it for now (HTTP 429 or 503, which
+    /// beside the cache's other requests most likely means one connection too many: a service
+    /// that limits a user's downloads at once). Such a request is tried twice; refused both
+    /// times, it throws ``StreamCacheError/Code/originUnavailable`` with that status, without the
+    /// further retries of ``HTTPOrigin/Configuration/retry``, and the cache uses fewer connections
+    /// to that host. The cache sets it for an extra connection of a download split across several
+    /// (a part of a long read, a split seek's second half), and for a reader's request while such
+    /// connections of the same file hold theirs (they then make room for it).
+    public var givesWayWhenBusy: Bool
 
     /// Creates a request.
-    public init(range: ByteRange?, followingRanges: [ByteRange] = [], validator: Validator? = nil) {
+    public init(range: ByteRange?, followingRanges: [ByteRange] = [], validator: Validator? = nil, givesWayWhenBusy: Bool = false) {
         self.range = range
         self.followingRanges = followingRanges
         self.validator = validator
+        self.givesWayWhenBusy = givesWayWhenBusy
     }
 }
 
