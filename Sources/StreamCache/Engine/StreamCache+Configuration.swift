@@ -66,6 +66,10 @@ extension StreamCache {
         /// has a connection of its own, and the others start only once its first bytes arrived
         /// and the reader streams (it read a quarter of ``initialSegmentSize`` of a read to the
         /// end, or the whole of it): a player's request that it drops at once starts no other.
+        /// Where the origin refuses one more connection (HTTP 429 or 503: a service that limits a
+        /// user's downloads at once), the refused one gives way and the files of that host use
+        /// no more connections than it accepted, for 10 minutes
+        /// (``OriginRequest/givesWayWhenBusy``).
         public var parallelDownloads: Int = 4
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice
