@@ -159,8 +159,12 @@ public final class Nginx: Sendable {
     private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
                                tls: TestCertificateAuthority?, redirects: [String: URL], limits: ClientLimits?) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
-        let listen = tls.map { "listen 127.0.0.1:\(port) ssl reuseport; ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
-            ?? "listen 127.0.0.1:\(port) reuseport;"
+        // Under limits, a small send buffer: nginx counts a request until it has handed its last
+        // bytes to the socket, and a loopback socket's buffer grows to megabytes, so a capped
+        // answer of 2 MiB ended for nginx long before the client had it.
+        let socketOptions = limits == nil ? "reuseport" : "reuseport sndbuf=64k"
+        let listen = tls.map { "listen 127.0.0.1:\(port) ssl \(socketOptions); ssl_certificate \($0.serverCertificate.path); ssl_certificate_key \($0.serverKey.path);" }
+            ?? "listen 127.0.0.1:\(port) \(socketOptions);"
         let limitZone = limits == nil ? "" : "limit_conn_zone $binary_remote_addr zone=client:1m;"
         let limitDirectives = limits.map { limits in
             "limit_conn client \(limits.connections); limit_conn_status \(limits.refusalStatus);"

@@ -4,7 +4,7 @@ import Testing
 /// What an origin's refusals of one more connection teach, on made-up clocks: the fewest
 /// connections it accepted within ``ConnectionAllowance/memory``, for the resource and for the
 /// other files of its host. The engine's use of it runs against a real nginx that limits a
-/// client's connections (`ParallelDownloadTests.aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossTwo`).
+/// client's connections (`ParallelDownloadTests.aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossIt`).
 @Suite struct ConnectionAllowanceTests {
     static let start = ContinuousClock.now
 

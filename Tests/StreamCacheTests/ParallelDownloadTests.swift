@@ -873,14 +873,19 @@ import Testing
     }
 
     /// A service that serves a user two downloads at once and refuses a third (nginx's
-    /// `limit_conn`, answering 429), each at about 1 MiB/s. A player's whole read of a 10 MB song is
-    /// split there: the parts the service refuses give way (after a second refusal), their bytes
-    /// come over the two connections it accepts, and the next song of the host is split across
-    /// two from the start. Before, each refused part was tried five times while the others held
-    /// the two connections, and the next song met the same refusals.
-    @Test func aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossTwo() async throws {
+    /// `limit_conn`, answering 429), each at 1 MiB/s. Two songs of 6 MB, read whole one after the
+    /// other, are split across its connections: the parts it refuses twice give way, their bytes
+    /// come over the connections it accepted, each byte once, and the host's limit is learned.
+    /// Where the first song's parts were refused twice (on an idle machine, every run), the next
+    /// song asks for no third connection. Before, each refused part was tried five times, nothing
+    /// was learned, and the next song's parts met the same refusals (four to eight).
+    ///
+    /// Where a part was refused once and let through on its second try (a loaded machine, whose
+    /// requests come further apart), nothing is learned from the first song, and the next song
+    /// finds the limit itself.
+    @Test func aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossIt() async throws {
         try await withTemporaryDirectory { root in
-            let songs = [("/song.mp3", TestData.random(count: 10_000_000, seed: 61)), ("/next.mp3", TestData.random(count: 6_000_000, seed: 62))]
+            let songs = [("/song.mp3", TestData.random(count: 6_000_000, seed: 61)), ("/next.mp3", TestData.random(count: 6_000_000, seed: 62))]
             for (path, data) in songs { try data.write(to: root.appendingPathComponent(String(path.dropFirst()))) }
             let limits = Nginx.ClientLimits(connections: 2, refusalStatus: 429, bytesPerSecond: 1 << 20)
             try await Nginx.serving(root: root, limits: limits) { nginx in
@@ -891,42 +896,48 @@ import Testing
                     configuration.parallelPartSize = 2 << 20
                     configuration.minimumParallelSpeedup = nil
                 }) { (cache: StreamCache) async throws -> Void in
+                    var allowed: [Int] = []
                     for (path, data) in songs {
                         let url = nginx.url(path)
                         let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
                         #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data), "\(path)")
                         #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
+                        allowed.append(await song.connectionsAllowed)
                     }
                     let log = await nginx.settledAccessLog()
                     func described(_ path: String) -> String {
                         log.filter { $0.path == path }.map { "\($0.status) \($0.range) \($0.bodyBytes) #\($0.connection)" }.joined(separator: "; ")
                     }
-                    // The file's bytes an answer carried: a multipart answer's body also has its parts' headers.
-                    func fileBytes(_ entry: Nginx.LogEntry) -> Int64 {
-                        let specs = entry.range.dropFirst("bytes=".count).split(separator: ",")
-                        guard specs.count > 1 else { return entry.bodyBytes }
-                        var length: Int64 = 0
-                        for spec in specs {
-                            let bounds = spec.split(separator: "-").compactMap { Int64($0) }
-                            if bounds.count == 2 { length += bounds[1] - bounds[0] + 1 }
-                        }
-                        return min(entry.bodyBytes, length)
-                    }
                     for (path, data) in songs {
                         let served = log.filter { $0.path == path && $0.status == 206 }
-                        // Once each, but for what a part stopped to make room for the reader had on the wire.
-                        let bytes = served.reduce(0) { $0 + fileBytes($1) }
+                        // Once each, but for what a part stopped to make room for a reader had on the wire.
+                        let bytes = served.reduce(0) { $0 + Self.fileBytes($1) }
                         #expect(bytes >= Int64(data.count) && bytes <= Int64(data.count) + 256 << 10, "each byte once: \(described(path))")
-                        #expect(Set(served.map(\.connection)).count >= 2, "split across connections: \(described(path))")
                     }
-                    // The next song asks for no third connection. A request sent right as another
-                    // ended may still be refused (the server has not yet counted that one out), on
-                    // a loaded machine now and then: two at most. Before, each refused part was
-                    // tried five times.
-                    #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 2, "\(described("/next.mp3"))")
+                    #expect(Set(log.filter { $0.path == "/song.mp3" && $0.status == 206 }.map(\.connection)).count >= 2,
+                            "split across connections: \(described("/song.mp3"))")
+                    // The service's two, or one where the other's answer had not come in yet.
+                    #expect((1...2).contains(allowed[1]), "learned \(allowed): \(described("/song.mp3")) | \(described("/next.mp3"))")
+                    if allowed[0] < 4 {
+                        // One refusal is allowed for a request sent just as another ended.
+                        #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 1, "\(described("/next.mp3"))")
+                    }
                 }
             }
         }
+    }
+
+    /// The bytes of the file an nginx answer carried: a multipart answer's body also has its
+    /// parts' headers.
+    static func fileBytes(_ entry: Nginx.LogEntry) -> Int64 {
+        let specs = entry.range.dropFirst("bytes=".count).split(separator: ",")
+        guard specs.count > 1 else { return entry.bodyBytes }
+        var length: Int64 = 0
+        for spec in specs {
+            let bounds = spec.split(separator: "-").compactMap { Int64($0) }
+            if bounds.count == 2 { length += bounds[1] - bounds[0] + 1 }
+        }
+        return min(entry.bodyBytes, length)
     }
 
     /// Once a resource has measured that connections side by side gain (cloud storage capping

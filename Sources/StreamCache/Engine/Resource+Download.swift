@@ -70,13 +70,11 @@ extension Resource {
         /// (a part of a long range, a split seek's part after its first): its requests give way
         /// when the origin refuses one more connection (``OriginRequest/givesWayWhenBusy``).
         var isExtraConnection = false
-        /// A request of the download is out: planned (``Resource/nextSegment(id:)``) and its body
-        /// not yet at its end.
-        var hasARequestOut = false
-        /// The request out gives way when the origin refuses it for now (``OriginRequest/givesWayWhenBusy``):
-        /// an extra connection's, or a reader's while extra connections of the resource hold
-        /// theirs (``Resource/givesWayWhenBusy(_:)``).
-        var requestGivesWay = false
+        /// The origin is answering a request of the download: its answer came
+        /// (``Resource/downloadOpened(id:response:sentAt:)``) and its body is not at its end yet.
+        /// Such downloads hold the origin's connections; a request planned but not answered yet
+        /// may still be refused.
+        var isBeingAnswered = false
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
@@ -513,7 +511,7 @@ extension Resource {
     /// before it, if it waits (``waitsForTheReadBeforeIt(_:)``: between requests, it holds with
     /// nothing on the wire); one actor call per request boundary.
     func nextSegmentAfterAnyHold(id: Int) async throws -> (any Origin, OriginRequest)? {
-        downloads[id]?.hasARequestOut = false
+        downloads[id]?.isBeingAnswered = false
         await holdReadAheadWhileSkimmingMayFollow(id: id)
         if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
         // A hold ends early when the cache shuts down: no request may follow then.
@@ -576,6 +574,7 @@ extension Resource {
         if response.confirmsVersion { markVerified() }
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
+        download.isBeingAnswered = true
         download.requestSentAt = sentAt
         download.position = response.offset
         if response.offset < download.segmentStartPosition {
@@ -691,9 +690,8 @@ extension Resource {
             logger.debug("a download of an older version ended on its change", metadata: ["key": "\(key)"])
             error = nil
         }
-        if download.requestGivesWay, let refusal = error as? StreamCacheError, refusal.refusesOneMoreConnection {
+        if let refusal = error as? StreamCacheError, refusal.refusesOneMoreConnection, makesRoom(afterARefusalOf: download) {
             // Its bytes are left to the connections the origin accepted; nobody's read fails.
-            noteRefusedConnection(of: download)
             error = nil
         }
         if let error, !(error is CancellationError) {
@@ -727,41 +725,39 @@ extension Resource {
         if error == nil || error is CancellationError, !endedOnAChange { startFillingSmallGap() }
     }
 
-    /// Whether `download`'s next request gives way when the origin refuses it for now
-    /// (``OriginRequest/givesWayWhenBusy``): an extra connection's always; a reader's while
-    /// extra connections of this resource hold theirs, since the origin then most likely refuses
-    /// it for them, and they make room (``noteRefusedConnection(of:)``). Retried by the origin's
-    /// policy instead, a reader's request was refused as long as two parts of 2 MiB held a
-    /// service's two connections, and its read failed after the fifth attempt, 1.5 s in.
-    func givesWayWhenBusy(_ download: Download) -> Bool {
-        download.isExtraConnection
-            || (readerCame(to: download) && downloads.values.contains { $0.id != download.id && $0.isExtraConnection && $0.hasARequestOut })
-    }
-
     /// Whether a reader that still wants bytes has come into `download`'s window.
     func readerCame(to download: Download) -> Bool {
         readers.values.contains { download.isReached(byReaderAt: $0.position) && $0.position < $0.end }
     }
 
-    /// Records that the origin refused `refused`'s request for now while this resource's other
-    /// downloads with a request out held their connections (``ConnectionAllowance``): it and the
-    /// other files of its host split across no more from now on.
+    /// Takes `refused`, which ended on the origin's refusal of its request for now (429, 503),
+    /// as the origin saying one connection too many, and returns whether that ends it without a
+    /// failure: when it was an extra connection (``Download/isExtraConnection``), or a reader's
+    /// while extra connections of this resource held theirs.
     ///
-    /// A reader that had come to the refused download's bytes needs a connection, and the origin
-    /// has none to spare: the extra connection farthest ahead of every reader gives its own back
-    /// at once, and the reader asks again (its download ended without an error: see
-    /// ``downloadEnded(id:error:)``).
-    func noteRefusedConnection(of refused: Download, at now: ContinuousClock.Instant = .now) {
-        let holding = downloads.values.filter(\.hasARequestOut)
+    /// The connections on which the origin was answering this resource's other downloads are then what the
+    /// origin accepts (``ConnectionAllowance``): the resource and the other files of its host
+    /// split across no more from now on. A reader that had come to the refused download's bytes
+    /// needs a connection, so the extra connection farthest ahead of every reader ends after its
+    /// request in flight, and the reader asks again (with the retry policy's patience each time).
+    /// Cancelling that request at once would have freed its connection sooner, but what it had on
+    /// the wire was lost: 3.7 MB of a 31 MB read behind a throttling proxy, fetched twice.
+    /// Left as it was, a reader's request kept being refused while two parts of 2 MiB held a
+    /// service's two connections, and its read failed after the fifth attempt.
+    func makesRoom(afterARefusalOf refused: Download, at now: ContinuousClock.Instant = .now) -> Bool {
+        let holding = downloads.values.filter(\.isBeingAnswered)
+        let readerWaits = readerCame(to: refused)
+        let farthest = readerWaits ? holding.filter({ $0.isExtraConnection && !readerCame(to: $0) }).max(by: { $0.position < $1.position }) : nil
+        guard refused.isExtraConnection || farthest != nil else { return false }
         connectionAllowance.recordRefusal(whileUsing: holding.count, at: now)
         if let host = pathHost { hostPaths.recordRefusal(host: host, whileUsing: holding.count, at: now) }
         logger.info("the origin refused one more connection; splitting across fewer",
                     metadata: ["key": "\(key)", "connections": "\(connectionsAllowed)"])
-        guard readerCame(to: refused),
-              let farthest = holding.filter({ $0.isExtraConnection && !readerCame(to: $0) }).max(by: { $0.position < $1.position })
-        else { return }
-        logger.debug("a part gives its connection to a reader", metadata: ["key": "\(key)", "download": "\(farthest.id)"])
-        farthest.task?.cancel()
+        if let farthest, let part = downloads[farthest.id] {
+            logger.debug("a part ends after its request to make room for a reader", metadata: ["key": "\(key)", "download": "\(part.id)"])
+            downloads[part.id]?.limit = min(part.limit, max(part.position, part.segmentEnd))
+        }
+        return true
     }
 
     /// Cancels every download; used when the cache shuts down.

@@ -72,8 +72,6 @@ extension Resource {
         download.requestWasHeld = false
         download.plannedUnder = info
         stopReceiving(&download)
-        download.hasARequestOut = true
-        download.requestGivesWay = givesWayWhenBusy(download)
         downloads[id] = download
         statistics.originRequests += 1
         logger.debug("origin request", metadata: ["key": "\(key)", "download": "\(id)", "kind": "\(download.kind)", "start": "\(download.position)",
@@ -82,7 +80,7 @@ extension Resource {
         let validator = info?.validator.ifRangeValue != nil ? info?.validator : nil
         let end = download.rangeEnd == Int64.max ? Int64.max : download.rangeEnd
         return (origin, OriginRequest(range: ByteRange(download.position, end), followingRanges: following, validator: validator,
-                                      givesWayWhenBusy: download.requestGivesWay))
+                                      givesWayWhenBusy: download.isExtraConnection))
     }
 
     /// Whether downloads go on past cached bytes: the origin serves several ranges in one

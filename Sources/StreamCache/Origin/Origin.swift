@@ -147,8 +147,7 @@ public struct OriginRequest: Sendable, Hashable {
     /// times, it throws ``StreamCacheError/Code/originUnavailable`` with that status, without the
     /// further retries of ``HTTPOrigin/Configuration/retry``, and the cache uses fewer connections
     /// to that host. The cache sets it for an extra connection of a download split across several
-    /// (a part of a long read, a split seek's second half), and for a reader's request while such
-    /// connections of the same file hold theirs (they then make room for it).
+    /// (a part of a long read, a split seek's second half), whose bytes the others can bring.
     public var givesWayWhenBusy: Bool
 
     /// Creates a request.
