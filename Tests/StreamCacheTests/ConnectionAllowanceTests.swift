@@ -12,8 +12,8 @@ import Testing
         #expect(ConnectionAllowance().connections(at: Self.start) == nil)
     }
 
-    /// Two parts refused together each see the other's request still out: the second one's
-    /// count is the one that holds.
+    /// Refusals a moment apart may count different numbers of answers under way (one had just
+    /// ended, or not yet come in): the fewest holds.
     @Test func theFewestConnectionsSeenAtARefusalHold() {
         var allowance = ConnectionAllowance()
         allowance.recordRefusal(whileUsing: 3, at: Self.start)

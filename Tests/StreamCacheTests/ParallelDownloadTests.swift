@@ -880,9 +880,8 @@ import Testing
     /// song asks for no third connection. Before, each refused part was tried five times, nothing
     /// was learned, and the next song's parts met the same refusals (four to eight).
     ///
-    /// Where a part was refused once and let through on its second try (a loaded machine, whose
-    /// requests come further apart), nothing is learned from the first song, and the next song
-    /// finds the limit itself.
+    /// Where a part was refused once and let through on its second try, or not at all (a loaded
+    /// machine, whose requests come further apart), nothing is learned from that song.
     @Test func aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossIt() async throws {
         try await withTemporaryDirectory { root in
             let songs = [("/song.mp3", TestData.random(count: 6_000_000, seed: 61)), ("/next.mp3", TestData.random(count: 6_000_000, seed: 62))]
@@ -916,12 +915,22 @@ import Testing
                     }
                     #expect(Set(log.filter { $0.path == "/song.mp3" && $0.status == 206 }.map(\.connection)).count >= 2,
                             "split across connections: \(described("/song.mp3"))")
-                    // The service's two, or one where the other's answer had not come in yet.
-                    #expect((1...2).contains(allowed[1]), "learned \(allowed): \(described("/song.mp3")) | \(described("/next.mp3"))")
-                    if allowed[0] < 4 {
-                        // One refusal is allowed for a request sent just as another ended.
-                        #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 1, "\(described("/next.mp3"))")
+                    // A part refused twice gave way: its range was not served after. The limit is
+                    // then learned, the service's two (or one, where the other answer had not come
+                    // in yet); a part refused once and let through teaches nothing (the first song
+                    // under the sanitizer: its requests came too far apart to be refused at all).
+                    func aPartGaveWay(_ path: String) -> Bool {
+                        let refused = Dictionary(grouping: log.filter { $0.path == path && $0.status == 429 }, by: \.range)
+                        let served = Set(log.filter { $0.path == path && $0.status == 206 }.map(\.range))
+                        return refused.contains { $0.value.count >= 2 && !served.contains($0.key) }
                     }
+                    let learned = "learned \(allowed): \(described("/song.mp3")) | \(described("/next.mp3"))"
+                    if aPartGaveWay("/song.mp3") {
+                        #expect((1...2).contains(allowed[0]), "\(learned)")
+                        // One refusal is allowed for a request sent just as another ended.
+                        #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 1, "\(learned)")
+                    }
+                    if aPartGaveWay("/next.mp3") { #expect((1...2).contains(allowed[1]), "\(learned)") }
                 }
             }
         }
