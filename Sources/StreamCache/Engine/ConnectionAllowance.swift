@@ -1,4 +1,4 @@
-/// How many connections at once an origin host lately accepted from one download, as it showed by
+/// How many connections at once an origin host lately accepted from one file's downloads, as it showed by
 /// refusing one more for now (HTTP 429, 503, or Google's 403 `rateLimitExceeded`).
 ///
 /// Services limit a user's downloads at once, not only their speed: nginx's `limit_conn` answers
@@ -12,7 +12,7 @@
 /// refused.
 ///
 /// A refusal may also come from a service that was busy for a moment; it is forgotten after
-/// ``memory``, and the next split finds out again, at the cost of one refused request.
+/// ``memory``, and the next split finds out again, at the cost of a refused request or two.
 struct ConnectionAllowance: Sendable {
     /// How long a refusal counts: a service's limit on a user's downloads stays as it is for far
     /// longer than one song, and finding it again costs a refused request each time.
