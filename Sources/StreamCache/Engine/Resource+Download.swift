@@ -417,8 +417,8 @@ extension Resource {
     func takePlace(for id: Int, at limit: OriginConnectionLimit, keptForReaders kept: Int) -> BulkConnectionGate.Ticket? {
         guard let download = downloads[id] else { return nil }
         // Where the origin refused one more connection, one of those it accepts stays a reader's.
-        let refused = [connectionAllowance.connections(), hostPaths.allowedConnections(of: limit.host)].compactMap { $0 }.min()
-        let ticket = connectionGate.makeTicket(host: limit.host, capacity: min(limit.connections - kept, (refused ?? .max) - 1))
+        let accepted = connectionsAcceptedLately(byHost: limit.host) ?? .max
+        let ticket = connectionGate.makeTicket(host: limit.host, capacity: min(limit.connections - kept, accepted - 1))
         downloads[id]?.gateTicket = ticket
         if download.readerWaits { connectionGate.admitNow(ticket) }
         return ticket

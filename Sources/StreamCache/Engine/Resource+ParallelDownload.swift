@@ -260,9 +260,14 @@ extension Resource {
     /// ``StreamCache/Configuration/parallelDownloads``, or fewer while the origin lately refused
     /// one more (this resource's or another file's of its host: ``ConnectionAllowance``).
     var connectionsAllowed: Int {
-        let now = ContinuousClock.now
-        let refused = [connectionAllowance.connections(at: now), pathHost.flatMap { hostPaths.allowedConnections(of: $0, at: now) }]
-        return min(configuration.parallelDownloads, refused.compactMap { $0 }.min() ?? .max)
+        min(configuration.parallelDownloads, connectionsAcceptedLately(byHost: pathHost) ?? .max)
+    }
+
+    /// The fewest connections the origin accepted at once when it last refused one more of this
+    /// resource's, or of another file of `host` (``ConnectionAllowance``); `nil` when it refused
+    /// none lately.
+    func connectionsAcceptedLately(byHost host: String?, at now: ContinuousClock.Instant = .now) -> Int? {
+        [connectionAllowance.connections(at: now), host.flatMap { hostPaths.allowedConnections(of: $0, at: now) }].compactMap { $0 }.min()
     }
 
     /// Whether long ranges of this resource are split across connections: more than one is
