@@ -1,5 +1,6 @@
 import Foundation
 import StreamCache
+import StreamCacheHTTPClient
 @testable import StreamCacheSources
 import StreamCacheTestSupport
 import Testing
@@ -56,5 +57,44 @@ import Testing
 
         let fresh = ResolvingLocator(logDescription: "test", versionLifetime: .zero, resolve: resolve)
         await #expect(throws: StreamCacheError.self) { try await fresh.target() }
+    }
+
+    /// Downloads side by side share a link. One that comes back to the link another download
+    /// resolved may find it dead too (a service's budget of bytes per link spent by the others'
+    /// answers): it resolves once more instead of reporting a missing file. A request asks
+    /// twice at most, and never twice for the same dead link.
+    @Test func aDownloadThatFindsTheNewLinkDeadTooResolvesOnceMore() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let data = TestData.random(count: 300_000, seed: 90)
+        origin.setFile("/file", data: data)
+        // The first `dead` links answer 404 (no file there), the next ones serve the file.
+        func read(deadLinks dead: Int, sameDeadLinkAgain: Bool = false) async throws -> Data {
+            let resolutions = Locked(0)
+            let locator = ResolvingLocator(logDescription: "test", initial: DownloadTarget(url: origin.url("/gone0"), sendsCredentials: false, expires: true),
+                                           versionLifetime: .seconds(3600)) {
+                let count = resolutions.withLock { $0 += 1; return $0 }
+                let path = sameDeadLinkAgain ? "/gone0" : count < dead ? "/gone\(count)" : "/file"
+                return DownloadTarget(url: origin.url(path), sendsCredentials: false, expires: true)
+            }
+            return try await withTemporaryCache { cache in
+                let url = origin.url("/file")
+                return try await cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(locator: locator, transport: AsyncHTTPClientTransport.shared))
+                    .read(from: 0).collect()
+            }
+        }
+        func deadRequests() -> [String] { origin.requests.map(\.path).filter { $0.hasPrefix("/gone") } }
+
+        #expect(TestData.sha256(try await read(deadLinks: 2)) == TestData.sha256(data))
+        #expect(deadRequests() == ["/gone0", "/gone1"])
+
+        origin.resetRecords()
+        let missing = await #expect(throws: StreamCacheError.self) { try await read(deadLinks: 3) }
+        #expect(missing?.code == .notFound)
+        #expect(deadRequests() == ["/gone0", "/gone1", "/gone2"], "asked for a third link")
+
+        origin.resetRecords()
+        await #expect(throws: StreamCacheError.self) { try await read(deadLinks: 1, sameDeadLinkAgain: true) }
+        #expect(deadRequests() == ["/gone0", "/gone0"], "the same dead link asked for again")
     }
 }

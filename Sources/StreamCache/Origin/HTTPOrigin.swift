@@ -78,8 +78,9 @@ public struct HTTPOrigin: Origin {
 
     /// Creates an origin whose download target comes from `locator` (a cloud service's links).
     ///
-    /// A target that answers 403, 404 or 410 and may expire is resolved again once per request,
-    /// and the download carries on from the same byte; credentials go only to targets that want them.
+    /// A target that answers 403, 404 or 410 and may expire is resolved again (at most twice per
+    /// request, once per dead link), and the download carries on from the same byte; credentials
+    /// go only to targets that want them.
     ///
     /// - Parameters:
     ///   - locator: Resolves where to download from.
@@ -204,7 +205,8 @@ public struct HTTPOrigin: Origin {
     private func openOnce(range: ByteRange?, following: [ByteRange], validator: Validator?, givesWayWhenBusy: Bool) async throws -> OriginResponse {
         var attempt = 1
         var refreshed = false
-        var relocated = false
+        var relocations = 0
+        var deadTarget: DownloadTarget?
         while true {
             let target = try await locator.target()
             let (response, sentCredentials, answeredBy) = try await sendFollowingRedirects(target: target, ranges: range.map { [$0] + following } ?? [],
@@ -220,10 +222,13 @@ public struct HTTPOrigin: Origin {
                 rateLimited = RetryPolicy.isRateLimit(status: 403, body: body)
             }
             if response.status != 200, response.status != 206 { response.body.discard() }
-            if !relocated, !rateLimited, target.isDead(answering: response.status) {
+            if relocations < Self.mostRelocations, target != deadTarget, !rateLimited, target.isDead(answering: response.status) {
                 // An expired link, or a version the service no longer keeps: resolve a new one
-                // and ask again for the same bytes.
-                relocated = true
+                // and ask again for the same bytes. The next link may be dead too when another
+                // request resolved it a while ago: several downloads share a link, and a service
+                // that gives each link a budget of bytes or requests has had it spent by them.
+                relocations += 1
+                deadTarget = target
                 if await locator.targetFailed(target, status: response.status) {
                     logger.info("download link resolved again after \(response.status)", metadata: ["origin": "\(logDescription)"])
                     continue
@@ -287,6 +292,12 @@ public struct HTTPOrigin: Origin {
             }
         }
     }
+
+    /// The most times one request resolves its link again (``DownloadLocator/targetFailed(_:status:)``)
+    /// before a dead link's 404 or 410 counts as a missing file: once for its own link, once
+    /// more for a link another request resolved that died meanwhile. A locator that hands out the
+    /// same dead link again is not asked twice for it.
+    static let mostRelocations = 2
 
     /// What the service's API said about the resource overrides what the download's headers say,
     /// except the version the response itself reports (``DownloadTarget/versionHeader``).
