@@ -13,9 +13,9 @@ import Testing
     /// `connections` requests receiving `eachRate` bytes per second each, side by side from
     /// `start` for 100 ms; returns what the first of them did meanwhile.
     static func sideBySide(_ connections: Int, eachRate: Double, from start: Int, in gain: inout ParallelGain) -> ParallelGain.Overlap {
-        let marks = (0..<connections).map { _ in gain.beginReceiving(at: at(start)) }
-        gain.noteReceived(Int64(Double(connections) * eachRate / 10))
-        let overlaps = marks.map { gain.endReceiving(since: $0, startedAt: at(start), at: at(start + 100)) }
+        for request in 0..<connections { gain.beginReceiving(request, at: at(start)) }
+        for request in 0..<connections { gain.noteReceived(Int64(eachRate / 10), by: request, at: at(start + 100)) }
+        let overlaps = (0..<connections).map { gain.endReceiving($0, startedAt: at(start), at: at(start + 100)) }
         return overlaps[0]
     }
 
@@ -52,15 +52,15 @@ import Testing
     /// four received meanwhile is the link's 10 MB/s.
     @Test func aRequestJoinedByOthersOnASharedLinkShowsNoGain() {
         var gain = ParallelGain()
-        let first = gain.beginReceiving(at: Self.at(0))
-        gain.noteReceived(1_000_000)
-        let early = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(100))
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.noteReceived(1_000_000, by: 0, at: Self.at(100))
+        let early = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(100))
         #expect(abs(early.connections - 1) < 1e-9)
         gain.record(rate: 10_000_000, during: early, at: Self.at(100))
-        let parts = (0..<3).map { _ in gain.beginReceiving(at: Self.at(100)) }
-        gain.noteReceived(4 * 250_000)
-        for part in parts { gain.endReceiving(since: part, startedAt: Self.at(100), at: Self.at(200)) }
-        let whole = gain.endReceiving(since: first, startedAt: Self.at(0), at: Self.at(200))
+        for part in 1...3 { gain.beginReceiving(part, at: Self.at(100)) }
+        for request in 0...3 { gain.noteReceived(250_000, by: request, at: Self.at(200)) }
+        for part in 1...3 { gain.endReceiving(part, startedAt: Self.at(100), at: Self.at(200)) }
+        let whole = gain.endReceiving(0, startedAt: Self.at(0), at: Self.at(200))
         #expect(abs(whole.connections - 2.5) < 1e-9)
         gain.record(rate: 6_250_000, during: whole, at: Self.at(200))
         #expect(gain.together(at: Self.at(200)).map { abs($0 - 10_000_000) < 1 } == true, "\(String(describing: gain.together(at: Self.at(200))))")
@@ -134,11 +134,12 @@ import Testing
     /// A request that overlapped another for a part of its time only is no sample of either kind.
     @Test func aRequestThatOverlappedOthersInPartIsLeftOut() {
         var gain = ParallelGain()
-        let long = gain.beginReceiving(at: Self.at(0))
-        let short = gain.beginReceiving(at: Self.at(50))
-        gain.noteReceived(1_000_000)
-        gain.endReceiving(since: short, startedAt: Self.at(50), at: Self.at(100))
-        let overlap = gain.endReceiving(since: long, startedAt: Self.at(0), at: Self.at(200))
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.beginReceiving(1, at: Self.at(50))
+        gain.noteReceived(200_000, by: 1, at: Self.at(100))
+        gain.endReceiving(1, startedAt: Self.at(50), at: Self.at(100))
+        gain.noteReceived(800_000, by: 0, at: Self.at(200))
+        let overlap = gain.endReceiving(0, startedAt: Self.at(0), at: Self.at(200))
         #expect(abs(overlap.connections - 1.25) < 1e-9)
         gain.record(rate: 4_000_000, during: overlap)
         #expect(gain.alone(at: Self.at(200)) == nil && gain.together(at: Self.at(200)) == nil)
@@ -153,19 +154,117 @@ import Testing
     @Test func aShortSampleThatIsPartlyAloneTellsNeitherKind() {
         var gain = ParallelGain()
         let rate = 400_000.0
-        let first = gain.beginReceiving(at: Self.at(0))
-        gain.noteReceived(200_000)
-        let untilTheParts = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(500))
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.noteReceived(200_000, by: 0, at: Self.at(500))
+        let untilTheParts = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500))
         #expect(untilTheParts.tellsOneKind && untilTheParts.aloneShare == 1 && abs(untilTheParts.connections - 1) < 1e-9)
-        let parts = (0..<3).map { _ in gain.beginReceiving(at: Self.at(500)) }
-        gain.noteReceived(60_000)
-        let mixed = gain.overlap(since: first, startedAt: Self.at(0), at: Self.at(650))
+        for part in 1...3 { gain.beginReceiving(part, at: Self.at(500)) }
+        // Each part's first chunk came at once (it counts as no bytes), its second not yet.
+        for request in 1...3 { gain.noteReceived(0, by: request, at: Self.at(501)) }
+        gain.noteReceived(60_000, by: 0, at: Self.at(650))
+        let mixed = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(650))
         #expect(abs(mixed.aloneShare - 500.0 / 650) < 1e-9 && abs(mixed.connections - 1100.0 / 650) < 1e-9)
         #expect(!mixed.tellsOneKind, "\(mixed)")
-        #expect(mixed.allRequestsRate.map { abs($0 - rate) < 1 } == true, "the parts' time counted, not yet their bytes")
-        gain.noteReceived(4 * 64 << 10)
-        let part = gain.overlap(since: parts[0], startedAt: Self.at(500), at: Self.at(1150))
+        for request in 1...3 { gain.noteReceived(0, by: request, at: Self.at(650)) }
+        let told = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(650))
+        #expect(told.allRequestsRate.map { abs($0 - rate) < 1 } == true, "the parts' time counted, not yet their bytes")
+        for request in 0...3 { gain.noteReceived(64 << 10, by: request, at: Self.at(1150)) }
+        let part = gain.overlap(of: 1, startedAt: Self.at(500), at: Self.at(1150))
         #expect(part.tellsOneKind && part.aloneShare == 0 && abs(part.connections - 4) < 1e-9)
+    }
+
+    /// A long read's first request and its part, each on a connection capped at 400 kB/s, where
+    /// the first request's task runs late (a starved machine): when the part has received 256 KiB
+    /// after its first chunk, the first request has told only what came in the part's first
+    /// 200 ms. Counted as told, both together received 522 kB/s, no gain over one alone; what
+    /// they received is known only once the first request has told the rest, and then it is
+    /// 800 kB/s.
+    @Test func bytesARequestBesideHasNotToldYetAreWaitedForNotTakenForNone() throws {
+        var gain = ParallelGain()
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.noteReceived(200_000, by: 0, at: Self.at(500))
+        gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500)), at: Self.at(500))
+        gain.beginReceiving(1, at: Self.at(500))
+        gain.noteReceived(80_000, by: 0, at: Self.at(700))
+        gain.noteReceived(262_000, by: 1, at: Self.at(1155))
+        let early = gain.overlap(of: 1, startedAt: Self.at(500), at: Self.at(1155))
+        #expect(early.receivedTogether && early.tellsOneKind, "\(early)")
+        #expect(early.allRequestsRate == nil, "the first request has told 200 ms of the part's 655: \(early)")
+        // Late, the first request tells what it received meanwhile.
+        gain.noteReceived(182_000, by: 0, at: Self.at(1155))
+        let told = gain.overlap(of: 1, startedAt: Self.at(500), at: Self.at(1155))
+        let together = try #require(told.allRequestsRate)
+        #expect(abs(together - 800_000) < 1, "\(told)")
+        gain.record(rate: 400_000, during: told, at: Self.at(1155))
+        #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(1155)) == true)
+        // Bytes that arrived before the part's first ones are none of its sample, whenever told.
+        gain.beginReceiving(2, at: Self.at(1200))
+        gain.noteReceived(50_000, by: 0, at: Self.at(1190))
+        gain.noteReceived(40_000, by: 0, at: Self.at(1300))
+        gain.noteReceived(40_000, by: 2, at: Self.at(1300))
+        gain.noteReceived(40_000, by: 1, at: Self.at(1300))
+        let later = gain.endReceiving(2, startedAt: Self.at(1200), at: Self.at(1300))
+        #expect(later.allRequestsRate.map { abs($0 - 1_200_000) < 1 } == true, "\(later)")
+    }
+
+    /// A part that ends before the late first request beside it has told its bytes over the
+    /// part's time is held and recorded once it has: dropped, the read it measured for had to
+    /// measure again. One whose neighbour tells nothing for 3 s is dropped: that one stalled.
+    @Test func aSampleThatEndsBeforeALateRequestToldIsRecordedOnceItHas() throws {
+        var gain = ParallelGain()
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.noteReceived(200_000, by: 0, at: Self.at(500))
+        gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500)), at: Self.at(500))
+        gain.beginReceiving(1, at: Self.at(500))
+        gain.noteReceived(80_000, by: 0, at: Self.at(700))
+        gain.noteReceived(262_000, by: 1, at: Self.at(1155))
+        let ended = gain.endReceiving(1, startedAt: Self.at(500), at: Self.at(1155), holdingASampleOf: 400_000)
+        #expect(ended.receivedTogether && ended.allRequestsRate == nil && gain.holdsASample, "\(ended)")
+        #expect(gain.record(rate: 400_000, during: ended, at: Self.at(1155)) == nil)
+        #expect(gain.helps(minimumSpeedup: 1.4, now: Self.at(1155)) == nil && gain.takeLateSamples().isEmpty)
+        // The first request tells the rest.
+        gain.noteReceived(182_000, by: 0, at: Self.at(1155))
+        let late = gain.takeLateSamples()
+        #expect(late.count == 1, "\(late)")
+        if case .together(let together) = late.first { #expect(abs(together - 800_000) < 1) } else { Issue.record("\(late)") }
+        #expect(!gain.holdsASample && gain.helps(minimumSpeedup: 1.4, now: Self.at(1155)) == true)
+        #expect(gain.takeLateSamples().isEmpty, "taken once")
+
+        // The first request stalls: a sample beside it waits 3 s, then goes.
+        gain.beginReceiving(2, at: Self.at(1200))
+        gain.noteReceived(400_000, by: 2, at: Self.at(2000))
+        gain.endReceiving(2, startedAt: Self.at(1200), at: Self.at(2000), holdingASampleOf: 500_000)
+        #expect(gain.holdsASample)
+        gain.beginReceiving(3, at: Self.at(4000))
+        gain.noteReceived(100_000, by: 3, at: Self.at(4900))
+        #expect(gain.holdsASample, "2.9 s after it ended")
+        gain.noteReceived(10_000, by: 3, at: Self.at(5000))
+        #expect(!gain.holdsASample && gain.takeLateSamples().isEmpty, "dropped 3 s after it ended")
+    }
+
+    /// A first request whose task runs late tells of its first bytes after a part, begun later,
+    /// told of its own: it counts from when its bytes arrived, beside the part from the part's
+    /// first bytes. Counted as the requests told (a running count integrated up to the latest
+    /// time told), it received beside nobody until the part began and then beside nothing at all:
+    /// 0 connections on average, no sample of either kind.
+    @Test func aRequestThatTellsLateCountsFromWhenItsBytesArrived() throws {
+        var gain = ParallelGain()
+        gain.beginReceiving(1, at: Self.at(500))
+        gain.noteReceived(0, by: 1, at: Self.at(500))
+        gain.beginReceiving(0, at: Self.at(0))
+        gain.noteReceived(200_000, by: 0, at: Self.at(500))
+        let alone = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500))
+        #expect(abs(alone.connections - 1) < 1e-9 && alone.aloneShare == 1, "\(alone)")
+        for request in 0...1 { gain.noteReceived(262_000, by: request, at: Self.at(1155)) }
+        let part = gain.overlap(of: 1, startedAt: Self.at(500), at: Self.at(1155))
+        #expect(abs(part.connections - 2) < 1e-9 && part.aloneShare == 0, "\(part)")
+        #expect(abs(try #require(part.allRequestsRate) - 800_000) < 1, "\(part)")
+        let first = gain.endReceiving(0, startedAt: Self.at(0), at: Self.at(1155))
+        #expect(abs(first.connections - 1810.0 / 1155) < 1e-9 && abs(first.aloneShare - 500.0 / 1155) < 1e-9, "\(first)")
+        // The part, ended later, still counts the first request's time beside it.
+        gain.noteReceived(200_000, by: 1, at: Self.at(1655))
+        let ended = gain.endReceiving(1, startedAt: Self.at(500), at: Self.at(1655))
+        #expect(abs(ended.connections - 1810.0 / 1155) < 1e-9 && abs(ended.aloneShare - 500.0 / 1155) < 1e-9, "\(ended)")
     }
 
     /// Two parts of a split read that a shared link delivers one after the other: each part alone

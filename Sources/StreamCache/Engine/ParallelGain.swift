@@ -51,17 +51,10 @@ struct ParallelGain: Sendable {
         }
     }
 
-    /// Where a request's sample begins (``beginReceiving(at:)``): the time integral of the
-    /// requests receiving, and the bytes all of them had received, at its first bytes.
-    struct Mark: Sendable {
-        fileprivate let receivingSeconds: Double
-        fileprivate let aloneSeconds: Double
-        fileprivate let bytes: Int64
-    }
-
     /// What the resource's requests did while one of them received: how many received on
     /// average, itself included, and the bytes per second all of them received after their first
-    /// chunks (``noteReceived(_:)``; `nil` when no time passed).
+    /// chunks (``noteReceived(_:by:at:)``; `nil` when no time passed, or while a request beside
+    /// it has not told what it received over most of that time).
     struct Overlap: Sendable {
         let connections: Double
         let allRequestsRate: Double?
@@ -106,15 +99,49 @@ struct ParallelGain: Sendable {
         case together(Double)
     }
 
-    /// How many of the resource's requests are receiving (from their first bytes until they end).
-    private(set) var receiving = 0
-    /// The time integral of ``receiving`` in seconds, up to ``integratedUntil``.
-    private var receivingSeconds: Double = 0
-    /// The seconds during which exactly one request was receiving, up to ``integratedUntil``.
-    private var aloneSeconds: Double = 0
-    /// The bytes the resource's receiving requests have received after their first chunks.
-    private var bytesReceived: Int64 = 0
-    private var integratedUntil: ContinuousClock.Instant?
+    /// The requests receiving (from their first bytes until they end), by the identifier each
+    /// began with: when its first bytes arrived, and when the last bytes it has told of arrived.
+    /// What all requests received is known up to the earliest of the latter.
+    private var receiving: [Int: (since: ContinuousClock.Instant, told: ContinuousClock.Instant)] = [:]
+    /// When the requests that ended received, from their first bytes to their last, for as long
+    /// as a request still receiving began before they ended.
+    ///
+    /// Spans, not a running count of the requests receiving integrated over time: requests tell
+    /// of their bytes in an order of their own (a task running late tells of bytes that arrived
+    /// before those another one told of already), and a count integrated as they tell went back
+    /// in time for the late one: a part beside a late first request measured 0 connections.
+    private var endedSpans: [(request: Int, since: ContinuousClock.Instant, until: ContinuousClock.Instant)] = []
+    /// Samples of requests that ended beside others before those had told what they received
+    /// over the request's time (``endReceiving(_:startedAt:at:holdingASampleOf:)``), recorded
+    /// once they have (``lateSamples``).
+    private var heldSamples: [HeldSample] = []
+    /// Samples recorded from ``heldSamples`` since ``takeLateSamples()`` last took them.
+    private var lateSamples: [Sample] = []
+
+    /// A request's sample of several, held until the requests beside it have told their bytes.
+    private struct HeldSample {
+        let request: Int
+        let rate: Double
+        let start: ContinuousClock.Instant
+        let end: ContinuousClock.Instant
+    }
+
+    /// How long after a held sample's request ended the requests beside it may take to tell
+    /// their bytes: one that tells nothing for longer has stalled, not run late.
+    static let longestWaitForALateRequest: Duration = .seconds(3)
+    /// The bytes the receiving requests received after their first chunks, by when the transport
+    /// received them, in the order of that time: what all requests received over a stretch of
+    /// time counts the bytes that arrived within it, not those told within it.
+    private var arrivals: [Arrival] = []
+
+    /// Bytes that arrived at one time (or within ``ParallelGain/arrivalResolution`` after it).
+    private struct Arrival {
+        let at: ContinuousClock.Instant
+        let count: Int64
+    }
+
+    /// How close in time arrivals are counted as one.
+    static let arrivalResolution: Duration = .milliseconds(1)
     /// Bytes per second of requests that received alone: the best within ``memory``, else the
     /// last one.
     private var aloneRates = WindowedMaximum(window: Self.memory)
@@ -153,59 +180,164 @@ struct ParallelGain: Sendable {
         aloneRates.maximum(at: now) != nil && togetherRates.maximum(at: now) != nil
     }
 
-    /// A request starts receiving; returns the mark its ``endReceiving(since:startedAt:at:)`` takes.
-    mutating func beginReceiving(at now: ContinuousClock.Instant = .now) -> Mark {
-        integrate(until: now)
-        receiving += 1
-        return Mark(receivingSeconds: receivingSeconds, aloneSeconds: aloneSeconds, bytes: bytesReceived)
+    /// Request `request` (an identifier of the caller's, unique among those receiving) starts
+    /// receiving: its first bytes arrived at `now`.
+    mutating func beginReceiving(_ request: Int, at now: ContinuousClock.Instant) {
+        receiving[request] = (now, now)
     }
 
-    /// `count` bytes of a receiving request arrived after its first chunk.
-    mutating func noteReceived(_ count: Int64) {
-        bytesReceived += count
+    /// Bytes of receiving request `request` arrived at `now`, of which `count` came after its first
+    /// chunk (0 for bytes of the first chunk, which tell when it got to, not how fast).
+    mutating func noteReceived(_ count: Int64, by request: Int, at now: ContinuousClock.Instant) {
+        guard let told = receiving[request]?.told else { return }
+        receiving[request]?.told = max(told, now)
+        defer { if !heldSamples.isEmpty, now > told { recordHeldSamplesNowKnown(at: now) } }
+        guard count > 0 else { return }
+        if let last = arrivals.last, last.at > now {
+            arrivals.insert(Arrival(at: now, count: count), at: firstArrival(after: now))
+        } else if let last = arrivals.last, now - last.at < Self.arrivalResolution {
+            // One entry per millisecond at most: a long request alone at 60 MB/s keeps a few
+            // thousand entries, not one per socket read.
+            arrivals[arrivals.count - 1] = Arrival(at: last.at, count: last.count + count)
+        } else {
+            arrivals.append(Arrival(at: now, count: count))
+        }
     }
 
-    /// A request stops receiving (finished, cut, or failed); returns what the requests did since
-    /// `mark` (its ``beginReceiving(at:)``, at its first bytes, `start`).
+    /// Request `request` stops receiving (finished, cut, or failed): its last bytes arrived at
+    /// `now`. Returns what the requests did from its first bytes, `start`, until then.
+    ///
+    /// With `rate`, its speed as a sample: when it received beside others that have not told
+    /// what they received over its time (the overlap's ``Overlap/allRequestsRate`` is `nil`), the
+    /// sample is held and recorded once they have, or dropped if they tell nothing for
+    /// ``longestWaitForALateRequest``. A request that ended before a late one told would
+    /// otherwise tell nothing, and a read whose measuring part ended so measured again.
     @discardableResult
-    mutating func endReceiving(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant = .now) -> Overlap {
-        integrate(until: now)
-        receiving = max(0, receiving - 1)
-        return overlap(since: mark, startedAt: start, receivingSeconds: receivingSeconds, aloneSeconds: aloneSeconds, at: now, orIfNoTimePassed: 1)
+    mutating func endReceiving(_ request: Int, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant,
+                               holdingASampleOf rate: Double? = nil) -> Overlap {
+        let overlap = overlap(of: request, startedAt: start, at: now)
+        if let rate, overlap.receivedTogether, overlap.tellsOneKind, overlap.allRequestsRate == nil {
+            heldSamples.append(HeldSample(request: request, rate: rate, start: start, end: now))
+        }
+        if let since = receiving.removeValue(forKey: request)?.since, now > since { endedSpans.append((request, since, now)) }
+        recordHeldSamplesNowKnown(at: now)
+        forgetWhatNoSampleCounts()
+        return overlap
     }
 
-    /// What the requests did from `start` (a request's first bytes, when ``beginReceiving(at:)``
-    /// gave it `mark`) until `now`: what ``endReceiving(since:startedAt:at:)`` would return,
-    /// without ending the request.
-    func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Overlap {
-        let totals = integrals(until: now)
-        return overlap(since: mark, startedAt: start, receivingSeconds: totals.receiving, aloneSeconds: totals.alone, at: now,
-                       orIfNoTimePassed: Double(max(1, receiving)))
+    /// Whether a sample of several is held until late requests tell their bytes: what it tells
+    /// is on its way.
+    var holdsASample: Bool { !heldSamples.isEmpty }
+
+    /// The samples recorded since the last call once late requests had told their bytes (see
+    /// ``endReceiving(_:startedAt:at:holdingASampleOf:)``), for the caller to act on.
+    mutating func takeLateSamples() -> [Sample] {
+        defer { lateSamples.removeAll() }
+        return lateSamples
     }
 
-    private func overlap(since mark: Mark, startedAt start: ContinuousClock.Instant, receivingSeconds seconds: Double,
-                         aloneSeconds alone: Double, at now: ContinuousClock.Instant, orIfNoTimePassed connections: Double) -> Overlap {
+    /// Records each held sample whose time the requests beside it have told by now, and drops
+    /// those they left untold for too long.
+    private mutating func recordHeldSamplesNowKnown(at now: ContinuousClock.Instant) {
+        var waiting: [HeldSample] = []
+        for held in heldSamples {
+            let overlap = overlap(of: held.request, startedAt: held.start, at: held.end)
+            if overlap.allRequestsRate != nil {
+                if let sample = record(rate: held.rate, during: overlap, at: held.end) { lateSamples.append(sample) }
+            } else if now - held.end < Self.longestWaitForALateRequest {
+                waiting.append(held)
+            }
+        }
+        heldSamples = waiting
+    }
+
+    /// What the requests did from `start` (request `request`'s first bytes) until `now`: what
+    /// ``endReceiving(_:startedAt:at:)`` would return, without ending the request.
+    func overlap(of request: Int, startedAt start: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Overlap {
         let elapsed = (now - start).timeInterval
         guard elapsed > 0 else {
+            let connections = Double(max(1, receiving.count))
             return Overlap(connections: connections, allRequestsRate: nil, aloneShare: connections < Self.aloneBelow ? 1 : 0)
         }
-        return Overlap(connections: (seconds - mark.receivingSeconds) / elapsed, allRequestsRate: Double(bytesReceived - mark.bytes) / elapsed,
-                       aloneShare: min(1, (alone - mark.aloneSeconds) / elapsed))
+        // The requests receiving go on until `now` as far as this sample is concerned.
+        var spans: [(since: ContinuousClock.Instant, until: ContinuousClock.Instant)] =
+            endedSpans.filter { $0.request != request }.map { (since: $0.since, until: $0.until) }
+        for (other, state) in receiving where other != request { spans.append((state.since, now)) }
+        spans.append((start, now))
+        let time = Self.receivingTime(of: spans, from: start, to: now)
+        // What all received is counted up to where each request beside this one has told its
+        // bytes, and this one up to `now`.
+        var known = now
+        for (other, state) in receiving where other != request && state.since < now { known = min(known, state.told) }
+        let knownSeconds = (known - start).timeInterval
+        let allRequestsRate = knownSeconds >= elapsed * Self.knownShareOfASample
+            ? Double(bytesArrived(after: start, upTo: known)) / knownSeconds : nil
+        return Overlap(connections: time.total / elapsed, allRequestsRate: allRequestsRate, aloneShare: min(1, time.alone / elapsed))
     }
 
-    /// Brings ``receivingSeconds`` and ``aloneSeconds`` up to `now` (``integrals(until:)``).
-    private mutating func integrate(until now: ContinuousClock.Instant) {
-        if let last = integratedUntil, now <= last { return }
-        (receivingSeconds, aloneSeconds) = integrals(until: now)
-        integratedUntil = now
+    /// The share of a sample's time over which the bytes of every request beside it must be
+    /// known before what all of them received counts: a request whose task runs late has told
+    /// less than it received, and counted as received, its missing bytes would make connections
+    /// side by side look like one (a long read's part on connections capped at 400 kB/s, beside
+    /// a first request that had not yet told a second's worth, measured both together at 501 kB/s).
+    static let knownShareOfASample = 0.5
+
+    /// Within `start`...`end`: the seconds of all `spans` together (two requests receiving for a
+    /// second count two), and the seconds during which exactly one of them received.
+    static func receivingTime(of spans: [(since: ContinuousClock.Instant, until: ContinuousClock.Instant)],
+                              from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> (total: Double, alone: Double) {
+        var changes: [(at: ContinuousClock.Instant, step: Int)] = []
+        var total = 0.0
+        for span in spans {
+            let from = max(span.since, start), until = min(span.until, end)
+            guard until > from else { continue }
+            total += (until - from).timeInterval
+            changes.append((from, 1))
+            changes.append((until, -1))
+        }
+        changes.sort { $0.at < $1.at }
+        var alone = 0.0, count = 0
+        var last = start
+        for change in changes {
+            if count == 1 { alone += (change.at - last).timeInterval }
+            count += change.step
+            last = change.at
+        }
+        return (total, alone)
     }
 
-    /// ``receivingSeconds`` and ``aloneSeconds`` with the time since the last change added: the
-    /// requests receiving meanwhile times that time, and that time if one alone received.
-    private func integrals(until now: ContinuousClock.Instant) -> (receiving: Double, alone: Double) {
-        guard let last = integratedUntil, now > last else { return (receivingSeconds, aloneSeconds) }
-        let step = (now - last).timeInterval
-        return (receivingSeconds + Double(receiving) * step, aloneSeconds + (receiving == 1 ? step : 0))
+    /// The bytes that arrived after `start`, up to and including `end`.
+    private func bytesArrived(after start: ContinuousClock.Instant, upTo end: ContinuousClock.Instant) -> Int64 {
+        var total: Int64 = 0
+        var index = firstArrival(after: start)
+        while index < arrivals.count, arrivals[index].at <= end {
+            total += arrivals[index].count
+            index += 1
+        }
+        return total
+    }
+
+    /// The index of the first arrival later than `instant` (``arrivals`` is in the order of time).
+    private func firstArrival(after instant: ContinuousClock.Instant) -> Int {
+        var low = 0, high = arrivals.count
+        while low < high {
+            let middle = (low + high) / 2
+            if arrivals[middle].at <= instant { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Drops the arrivals and spans that end before the first bytes of every request still
+    /// receiving and every held sample: no sample begins before those.
+    private mutating func forgetWhatNoSampleCounts() {
+        guard let earliest = (receiving.values.map(\.since) + heldSamples.map(\.start)).min() else {
+            arrivals.removeAll(keepingCapacity: true)
+            endedSpans.removeAll(keepingCapacity: true)
+            return
+        }
+        let stale = firstArrival(after: earliest) // arrivals at `earliest` itself count for no sample either
+        if stale > 0 { arrivals.removeFirst(stale) }
+        endedSpans.removeAll { $0.until <= earliest }
     }
 
     /// Records the request that received `rate` bytes per second during `overlap`. Alone (fewer
@@ -221,7 +353,8 @@ struct ParallelGain: Sendable {
     /// (``HostPathMemory``).
     @discardableResult
     mutating func record(rate: Double, during overlap: Overlap, at now: ContinuousClock.Instant = .now) -> Sample? {
-        guard rate > 0, overlap.connections >= 1 else { return nil }
+        // A request counts itself: an average below one is a sum of seconds rounded down.
+        guard rate > 0, overlap.connections > 0.999 else { return nil }
         if overlap.receivedAlone {
             aloneRates.record(rate, at: now)
             return .alone(rate)

@@ -78,8 +78,8 @@ extension Resource {
         /// Bytes per second of the download's last complete request, if it was long enough to tell.
         var throughput: Double?
         /// The request in flight as a sample of ``Resource/parallelGain``, from its first bytes
-        /// on, with the mark ``ParallelGain/beginReceiving(at:)`` gave it then.
-        var requestSample: (transfer: ParallelGain.TransferSample, receivingMark: ParallelGain.Mark)?
+        /// on (``ParallelGain/beginReceiving(_:at:)``).
+        var requestSample: ParallelGain.TransferSample?
         /// The request in flight gave its early sample (``Resource/recordEarlySample(of:at:)``).
         var gaveEarlySample = false
         /// The request in flight was held back (``Resource/holdBehindTheReadBeforeIt(id:)``): its
@@ -654,7 +654,7 @@ extension Resource {
             if reachedIdleLimit(&download) { goOn = false }
         }
         downloads[id] = download
-        if download.gaveEarlySample, !sampledBefore { replanParallelDownloads() }
+        if (download.gaveEarlySample && !sampledBefore) || actOnLateSamples() { replanParallelDownloads() }
         releaseHeldPartsWhoseTurnCame()
         guard goOn, waitsForTheReadBeforeIt(download) else { return goOn }
         await holdBehindTheReadBeforeIt(id: id)
@@ -676,6 +676,7 @@ extension Resource {
         // there (a skim, the cache shutting down) leaves the queue.
         if let ticket = download.gateTicket { connectionGate.leave(ticket) }
         stopReceiving(&download)
+        actOnLateSamples()
         if let splitReadID = download.splitReadID { parallelGain.dropSplitRead(id: splitReadID) }
         usage.end(key)
         scheduleCommit()

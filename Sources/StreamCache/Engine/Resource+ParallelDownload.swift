@@ -53,6 +53,9 @@ extension Resource {
         // began) gets one beside it, or nothing would ever measure them together, and the read
         // went on one connection to its end.
         let measuring = measuringRequestLength
+        // A measuring part whose sample waits for a late request to tell its bytes has measured:
+        // another would only cost a request (``ParallelGain/holdsASample``).
+        guard measuring == nil || !parallelGain.holdsASample else { return }
         for _ in 0..<maximum {
             let active = downloads.values.filter { $0.window.overlaps(wanted) }
             let measuringPartHasCompany = active.contains(where: \.isParallelPart) && active.count >= 2
@@ -150,7 +153,7 @@ extension Resource {
         let stalled = sentAt + Self.longestWaitForAStalledPath
         guard now < stalled else { return nil }
         // The first bytes, which begin the sample, give no sign of their own: look again.
-        guard let sample = head.requestSample?.transfer else { return min(stalled, now + .milliseconds(100)) }
+        guard let sample = head.requestSample else { return min(stalled, now + .milliseconds(100)) }
         let received = sample.lastByteAt - sample.firstByteAt
         guard received < Self.longestWaitForASlowPath else { return nil }
         return min(stalled, now + max(.milliseconds(20), Self.longestWaitForASlowPath - received))

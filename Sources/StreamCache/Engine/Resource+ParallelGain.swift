@@ -19,10 +19,13 @@ extension Resource {
                 let roundTrip = now - sentAt
                 shortestRoundTrip = shortestRoundTrip.map { min($0, roundTrip) } ?? roundTrip
             }
-            download.requestSample = (ParallelGain.TransferSample(firstBytes: bytes, at: now), parallelGain.beginReceiving(at: now))
-        } else if download.requestSample?.transfer.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now) == true {
-            parallelGain.noteReceived(bytes)
+            download.requestSample = ParallelGain.TransferSample(firstBytes: bytes, at: now)
+            parallelGain.beginReceiving(download.id, at: now)
+        } else if download.requestSample?.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now) == true {
+            parallelGain.noteReceived(bytes, by: download.id, at: now)
             recordEarlySample(of: &download, at: now)
+        } else {
+            parallelGain.noteReceived(0, by: download.id, at: now)
         }
     }
 
@@ -41,9 +44,10 @@ extension Resource {
     /// outweighs its time alone.
     func recordEarlySample(of download: inout Download, at now: ContinuousClock.Instant) {
         guard !download.gaveEarlySample, download.splitReadID == nil, let sample = download.requestSample,
-              let rate = sample.transfer.rate(smallest: Self.earlySampleBytes) else { return }
-        let overlap = parallelGain.overlap(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt, at: now)
-        guard overlap.tellsOneKind else { return }
+              let rate = sample.rate(smallest: Self.earlySampleBytes) else { return }
+        let overlap = parallelGain.overlap(of: download.id, startedAt: sample.firstByteAt, at: now)
+        // Beside others, it waits until they have told what they received over its time.
+        guard overlap.tellsOneKind, overlap.receivedAlone || overlap.allRequestsRate != nil else { return }
         download.gaveEarlySample = true
         shareWithTheHost(parallelGain.record(rate: rate, during: overlap, at: now), at: now)
     }
@@ -116,30 +120,43 @@ extension Resource {
         }
     }
 
-    /// Ends the request sample of `download` without recording it: a new request begins, or the
-    /// download ended before its request did. Returns what the requests did meanwhile, and the
+    /// Ends the request sample of `download`: a new request begins, or the download ended before
+    /// its request did, or (with `rate`, its speed) it is recorded
+    /// (``recordParallelGainSample(of:)``). Returns what the requests did meanwhile, and the
     /// sample.
     @discardableResult
-    func stopReceiving(_ download: inout Download) -> (overlap: ParallelGain.Overlap, transfer: ParallelGain.TransferSample)? {
+    func stopReceiving(_ download: inout Download, sampling rate: Double? = nil)
+        -> (overlap: ParallelGain.Overlap, transfer: ParallelGain.TransferSample)? {
         guard let sample = download.requestSample else { return nil }
         download.requestSample = nil
-        let overlap = parallelGain.endReceiving(since: sample.receivingMark, startedAt: sample.transfer.firstByteAt,
-                                                at: sample.transfer.lastByteAt)
-        return (overlap, sample.transfer)
+        let overlap = parallelGain.endReceiving(download.id, startedAt: sample.firstByteAt, at: sample.lastByteAt, holdingASampleOf: rate)
+        return (overlap, sample)
+    }
+
+    /// Shares the samples ``parallelGain`` recorded late (a request's, held until the requests
+    /// beside it told their bytes) with the host, and plans the parts again: they may have
+    /// waited for what these tell. Returns whether there were any.
+    @discardableResult
+    func actOnLateSamples() -> Bool {
+        let late = parallelGain.takeLateSamples()
+        for sample in late { shareWithTheHost(sample) }
+        return !late.isEmpty
     }
 
     /// Hands the request that `download` just completed to ``parallelGain``: its speed after the
     /// first chunk and the connections receiving meanwhile. A request too short to tell (less than
     /// ``smallestGainSample`` after its first chunk) is not counted.
     func recordParallelGainSample(of download: inout Download) {
-        let ended = stopReceiving(&download)
+        let rate = download.splitReadID == nil ? download.requestSample?.rate(smallest: Self.smallestGainSample) : nil
+        let ended = stopReceiving(&download, sampling: rate)
         if let splitReadID = download.splitReadID {
             // A part of a split short read: the read as a whole is the sample.
             download.splitReadID = nil
             shareWithTheHost(parallelGain.finishSplitReadPart(id: splitReadID, smallestSample: Self.smallestGainSample))
             return
         }
-        guard let ended, let rate = ended.transfer.rate(smallest: Self.smallestGainSample) else { return }
+        guard let ended, let rate else { return }
+        // Beside late requests, ``ParallelGain`` holds the sample until they tell: nothing now.
         shareWithTheHost(parallelGain.record(rate: rate, during: ended.overlap))
     }
 
