@@ -129,6 +129,7 @@ struct ParallelGain: Sendable {
     /// How long after a held sample's request ended the requests beside it may take to tell
     /// their bytes: one that tells nothing for longer has stalled, not run late.
     static let longestWaitForALateRequest: Duration = .seconds(3)
+
     /// The bytes the receiving requests received after their first chunks, by when the transport
     /// received them, in the order of that time: what all requests received over a stretch of
     /// time counts the bytes that arrived within it, not those told within it.
@@ -142,6 +143,7 @@ struct ParallelGain: Sendable {
 
     /// How close in time arrivals are counted as one.
     static let arrivalResolution: Duration = .milliseconds(1)
+
     /// Bytes per second of requests that received alone: the best within ``memory``, else the
     /// last one.
     private var aloneRates = WindowedMaximum(window: Self.memory)
