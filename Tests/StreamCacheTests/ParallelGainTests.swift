@@ -173,6 +173,20 @@ import Testing
         #expect(part.tellsOneKind && part.aloneShare == 0 && abs(part.connections - 4) < 1e-9)
     }
 
+    /// A long read's first request (0) alone at 400 kB/s for 500 ms, recorded as one alone, then its
+    /// part (1) beside it at 400 kB/s each until 1155 ms, where the first request's task runs late:
+    /// it has told only its bytes up to 700 ms, the part all of its 256 KiB after its first chunk.
+    static func partBesideALateFirstRequest() -> ParallelGain {
+        var gain = ParallelGain()
+        gain.beginReceiving(0, at: at(0))
+        gain.noteReceived(200_000, by: 0, at: at(500))
+        gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: at(0), at: at(500)), at: at(500))
+        gain.beginReceiving(1, at: at(500))
+        gain.noteReceived(80_000, by: 0, at: at(700))
+        gain.noteReceived(262_000, by: 1, at: at(1155))
+        return gain
+    }
+
     /// A long read's first request and its part, each on a connection capped at 400 kB/s, where
     /// the first request's task runs late (a starved machine): when the part has received 256 KiB
     /// after its first chunk, the first request has told only what came in the part's first
@@ -180,13 +194,7 @@ import Testing
     /// they received is known only once the first request has told the rest, and then it is
     /// 800 kB/s.
     @Test func bytesARequestBesideHasNotToldYetAreWaitedForNotTakenForNone() throws {
-        var gain = ParallelGain()
-        gain.beginReceiving(0, at: Self.at(0))
-        gain.noteReceived(200_000, by: 0, at: Self.at(500))
-        gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500)), at: Self.at(500))
-        gain.beginReceiving(1, at: Self.at(500))
-        gain.noteReceived(80_000, by: 0, at: Self.at(700))
-        gain.noteReceived(262_000, by: 1, at: Self.at(1155))
+        var gain = Self.partBesideALateFirstRequest()
         let early = gain.overlap(of: 1, startedAt: Self.at(500), at: Self.at(1155))
         #expect(early.receivedTogether && early.tellsOneKind, "\(early)")
         #expect(early.allRequestsRate == nil, "the first request has told 200 ms of the part's 655: \(early)")
@@ -211,13 +219,7 @@ import Testing
     /// part's time is held and recorded once it has: dropped, the read it measured for had to
     /// measure again. One whose neighbour tells nothing for 3 s is dropped: that one stalled.
     @Test func aSampleThatEndsBeforeALateRequestToldIsRecordedOnceItHas() throws {
-        var gain = ParallelGain()
-        gain.beginReceiving(0, at: Self.at(0))
-        gain.noteReceived(200_000, by: 0, at: Self.at(500))
-        gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(500)), at: Self.at(500))
-        gain.beginReceiving(1, at: Self.at(500))
-        gain.noteReceived(80_000, by: 0, at: Self.at(700))
-        gain.noteReceived(262_000, by: 1, at: Self.at(1155))
+        var gain = Self.partBesideALateFirstRequest()
         let ended = gain.endReceiving(1, startedAt: Self.at(500), at: Self.at(1155), holdingASampleOf: 400_000)
         #expect(ended.receivedTogether && ended.allRequestsRate == nil && gain.holdsASample, "\(ended)")
         #expect(gain.record(rate: 400_000, during: ended, at: Self.at(1155)) == nil)
