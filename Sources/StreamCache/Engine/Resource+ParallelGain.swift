@@ -134,8 +134,8 @@ extension Resource {
     }
 
     /// Shares the samples ``parallelGain`` recorded late (a request's, held until the requests
-    /// beside it told their bytes) with the host, and plans the parts again: they may have
-    /// waited for what these tell. Returns whether there were any.
+    /// beside it told their bytes) with the host. Returns whether there were any: the parts may
+    /// have waited for what they tell, and the caller plans them again.
     @discardableResult
     func actOnLateSamples() -> Bool {
         let late = parallelGain.takeLateSamples()
