@@ -130,6 +130,7 @@ public final class TestOrigin: @unchecked Sendable {
         var requestCount = 0
         /// Requests whose answer is being written (recorded in ``requests`` once it ends).
         var answering = 0
+        var mostAnswersAtOnce: Int?
         var stopped = false
         var listening = false
     }
@@ -229,6 +230,14 @@ public final class TestOrigin: @unchecked Sendable {
     public var bytesPerSecond: Int? {
         get { state.withLock { $0.bytesPerSecond } }
         set { state.withLock { $0.bytesPerSecond = newValue } }
+    }
+
+    /// Refuses a request with 429 while this many answers are being written, as a service that
+    /// limits a user's downloads at once does (nginx's `limit_conn`); `nil` for no limit. Can be
+    /// changed while requests come: a service busy for a moment, then not.
+    public var mostAnswersAtOnce: Int? {
+        get { state.withLock { $0.mostAnswersAtOnce } }
+        set { state.withLock { $0.mostAnswersAtOnce = newValue } }
     }
 
     /// Caps the body rate of all responses together, or `nil` for no cap: one link that every
@@ -466,10 +475,10 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Writes one response. Returns whether the connection may be reused.
     private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders, body requestBody: Data) -> Bool {
-        let (faultProvider, index) = state.withLock { state in
+        let (faultProvider, index, overLimit) = state.withLock { state in
             state.requestCount += 1
             state.answering += 1
-            return (state.faults, state.requestCount - 1)
+            return (state.faults, state.requestCount - 1, state.mostAnswersAtOnce.map { state.answering > $0 } ?? false)
         }
         defer { state.withLock { $0.answering -= 1 } }
         // The fault script runs first, so it may change the file this very request sees.
@@ -513,6 +522,7 @@ public final class TestOrigin: @unchecked Sendable {
             record(0, 0)
             return false
         }
+        if overLimit { return simple(429) }
         if case .status(let code, let extra) = fault { return simple(code, extra) }
         if case .refusal(let code, let json) = fault { return simple(code, ["Content-Type": "application/json"], body: json) }
         if case .redirect(let location) = fault { return simple(302, ["Location": location]) }
@@ -697,6 +707,7 @@ public final class TestOrigin: @unchecked Sendable {
         case 403: "Forbidden"
         case 404: "Not Found"
         case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
         case 500: "Internal Server Error"
         case 503: "Service Unavailable"
         default: "Status"

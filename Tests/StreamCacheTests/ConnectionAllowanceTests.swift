@@ -2,11 +2,13 @@
 import Testing
 
 /// What an origin's refusals of one more connection teach, on made-up clocks: the fewest
-/// connections it accepted within ``ConnectionAllowance/memory``, for the resource and for the
-/// other files of its host. The engine's use of it runs against a real nginx that limits a
+/// connections it accepted, one more tried after each hold, the hold doubled by a refused probe,
+/// for the resource and for the other files of its host. The engine's use of it runs against a real nginx that limits a
 /// client's connections (`ParallelDownloadTests.aServiceThatServesTwoDownloadsAtOnceGetsReadsSplitAcrossIt`).
 @Suite struct ConnectionAllowanceTests {
     static let start = ContinuousClock.now
+    /// The default first hold, a minute: ``aRefusedProbeDoublesTheHold()`` spells out the holds it doubles to.
+    static let firstHold = ConnectionAllowance().firstHold
 
     @Test func nothingIsKnownUntilARefusal() {
         #expect(ConnectionAllowance().connections(at: Self.start) == nil)
@@ -29,16 +31,76 @@ import Testing
         #expect(allowance.connections(at: Self.start) == 1)
     }
 
-    /// A service busy for a moment does not hold the downloads back for good: after the memory
-    /// the next split finds out again, and a refusal then starts from what it shows.
+    /// A service busy for a moment does not hold the downloads back for long: a minute after its
+    /// refusal one more connection is tried, and one more each minute after that.
+    @Test func aRefusalsCountGrowsByOneEachHold() {
+        var allowance = ConnectionAllowance()
+        allowance.recordRefusal(whileUsing: 1, at: Self.start)
+        let hold = Self.firstHold
+        #expect(allowance.connections(at: Self.start + hold - .seconds(1)) == 1)
+        #expect(allowance.connections(at: Self.start + hold) == 2)
+        #expect(allowance.connections(at: Self.start + hold * 3) == 4)
+    }
+
+    /// A probe the service refuses again teaches the count once more, and the next probe waits
+    /// twice as long, up to the longest hold: a limit that stays costs a refused connection
+    /// less and less often.
+    @Test func aRefusedProbeDoublesTheHold() {
+        var allowance = ConnectionAllowance()
+        var now = Self.start
+        allowance.recordRefusal(whileUsing: 2, at: now)
+        var holds: [Duration] = []
+        var hold = Self.firstHold
+        for _ in 0..<6 {
+            // The probe: one more than the service accepts, refused while its two are in use.
+            now += hold
+            #expect(allowance.connections(at: now) == 3)
+            allowance.recordRefusal(whileUsing: 2, at: now)
+            hold = Self.holdBeforeTheNextConnection(allowance, from: now) ?? .zero
+            holds.append(hold)
+        }
+        #expect(holds == [.seconds(120), .seconds(240), .seconds(480), .seconds(600), .seconds(600), .seconds(600)])
+    }
+
+    /// A second refusal within the hold (the other part refused with the first) is the same
+    /// episode: it may lower the count, and leaves the hold as it was.
+    @Test func aRefusalWithinTheHoldKeepsIt() {
+        var allowance = ConnectionAllowance()
+        allowance.recordRefusal(whileUsing: 3, at: Self.start)
+        allowance.recordRefusal(whileUsing: 2, at: Self.start + .seconds(30))
+        #expect(Self.holdBeforeTheNextConnection(allowance, from: Self.start + .seconds(30)) == Self.firstHold)
+        #expect(allowance.connections(at: Self.start + .seconds(31)) == 2)
+    }
+
+    /// A probe refused at a higher count than before teaches that count: the service accepted it.
+    @Test func aProbeRefusedHigherUpTeachesTheHigherCount() {
+        var allowance = ConnectionAllowance()
+        allowance.recordRefusal(whileUsing: 1, at: Self.start)
+        let probe = Self.start + Self.firstHold * 2
+        #expect(allowance.connections(at: probe) == 3)
+        allowance.recordRefusal(whileUsing: 2, at: probe)
+        #expect(allowance.connections(at: probe + .seconds(1)) == 2)
+    }
+
+    /// A refusal is forgotten after the memory, and the next one starts with the first hold again.
     @Test func aRefusalIsForgottenAfterTheMemory() {
         var allowance = ConnectionAllowance()
         allowance.recordRefusal(whileUsing: 1, at: Self.start)
-        let later = Self.start + ConnectionAllowance.memory
-        #expect(allowance.connections(at: later - .seconds(1)) == 1)
+        allowance.recordRefusal(whileUsing: 1, at: Self.start + Self.firstHold)
+        let later = Self.start + Self.firstHold + ConnectionAllowance().memory
+        #expect(allowance.connections(at: later - .seconds(1)) != nil)
         #expect(allowance.connections(at: later) == nil)
         allowance.recordRefusal(whileUsing: 3, at: later)
         #expect(allowance.connections(at: later) == 3)
+        #expect(Self.holdBeforeTheNextConnection(allowance, from: later) == Self.firstHold)
+    }
+
+    /// How long after `refusal` the allowance first grants one more connection, found second by
+    /// second (bounded by the longest hold and a second).
+    static func holdBeforeTheNextConnection(_ allowance: ConnectionAllowance, from refusal: ContinuousClock.Instant) -> Duration? {
+        guard let count = allowance.connections(at: refusal) else { return nil }
+        let longest = Int(ConnectionAllowance().longestHold.components.seconds)
+        return (1...longest + 1).lazy.map { Duration.seconds($0) }.first { allowance.connections(at: refusal + $0) != count }
     }
 
     /// Each host keeps its own; a file of another host is not held back.

@@ -49,7 +49,7 @@ import Testing
     /// The bytes of the file the origin sent never overlap: no byte came twice. Every part of a
     /// multipart answer counts; a range asked for again because the origin sent the first range
     /// of a multi-range request only does not.
-    static func servedRangesAreDisjoint(_ server: TestOrigin) -> Bool {
+    static func servedRangesAreDisjoint(_ server: TestOrigin, path: String = path) -> Bool {
         let ranges = server.dataRequests(for: path).flatMap(\.servedRanges).sorted { $0.lowerBound < $1.lowerBound }
         return zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }
     }
@@ -937,6 +937,70 @@ import Testing
                     if aPartGaveWay("/next.mp3") { #expect((1...3).contains(allowed[1]), "\(learned)") }
                 }
             }
+        }
+    }
+
+    /// A service busy for a moment gets its connections back: a song read while the origin
+    /// answers two requests at once (429 past them) learns that count; the service then takes
+    /// more, and the next song of the host is split across more connections again, one more
+    /// allowed per ``StreamCache/Configuration/connectionProbeInterval`` (a second here), with no
+    /// refusal. Before, the count held for ten minutes: the next song stayed on two connections.
+    ///
+    /// The origin holds the first answers after 512 KiB until one of the song's parts has been
+    /// refused twice (which makes it give way, and the engine learn), then stops refusing; the
+    /// next song's answers until it answers three at once. Under the full suite's load the
+    /// engine's requests otherwise came too far apart to meet the limit at all.
+    @Test func aServiceBusyForAMomentGetsItsConnectionsBackOneAtATime() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let (busy, next) = ("/busy.mp3", "/next.mp3")
+        let songs = [busy: TestData.random(count: 6 << 20, seed: 63), next: TestData.random(count: 6 << 20, seed: 64)]
+        for (path, data) in songs { server.setFile(path, data: data) }
+        server.bytesPerSecond = TestTiming.rate(4_000_000)
+        server.mostAnswersAtOnce = 2
+        let partGaveWay: @Sendable () -> Bool = { [server] in
+            let refused = Dictionary(grouping: server.requests.filter { $0.path == busy && $0.status == 429 }, by: { $0.headers["Range"] })
+            guard refused.contains(where: { $0.value.count >= 2 }) else { return false }
+            server.mostAnswersAtOnce = nil
+            return true
+        }
+        let threeAtOnce = Locked(false)
+        let nextIsSplit: @Sendable () -> Bool = { [server] in
+            threeAtOnce.withLock { seen in
+                if server.requestsBeingAnswered >= 3 { seen = true }
+                return seen
+            }
+        }
+        server.faults = { _, path, _, _ in .pause(afterBytes: 512 << 10, until: path == busy ? partGaveWay : nextIsSplit) }
+        // The closures hold the server.
+        defer { server.faults = nil }
+        try await withTemporaryCache(configure: { configuration in
+            Self.configure(connections: 4)(&configuration)
+            configuration.parallelPartSize = 1 << 20
+            configuration.minimumParallelSpeedup = nil
+            configuration.connectionProbeInterval = .seconds(1)
+        }) { (cache: StreamCache) async throws -> Void in
+            func read(_ path: String) async throws {
+                let song = Self.resource(cache, server, path: path)
+                #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(songs[path]!), "\(path)")
+                try await Self.waitUntilIdle(song, origin: server)
+            }
+            try await read(busy)
+            #expect(partGaveWay(), "a part was refused twice: \(server.timeline(for: busy))")
+            // One more a second from the count learned (two, or one where the other answer had
+            // not come in yet): four within three seconds of the refusal.
+            let song = Self.resource(cache, server, path: next)
+            var allowed = await song.connectionsAllowed
+            for _ in 0..<100 where allowed < 4 {
+                try await Task.sleep(for: .milliseconds(100))
+                allowed = await song.connectionsAllowed
+            }
+            #expect(allowed == 4, "allowed \(allowed) ten seconds after the busy song: \(server.timeline(for: busy))")
+            try await read(next)
+            #expect(!server.requests.contains { $0.path == next && $0.status == 429 })
+            let concurrency = server.maximumConcurrency(for: next)
+            #expect(concurrency >= 3, "at once: \(concurrency): \(server.timeline(for: next))")
+            #expect(Self.servedRangesAreDisjoint(server, path: next), "\(server.timeline(for: next))")
         }
     }
 

@@ -23,6 +23,15 @@ final class HostPathMemory: Sendable {
 
     private let paths = Locked([String: (path: Path, updated: ContinuousClock.Instant)]())
     private let allowances = Locked([String: ConnectionAllowance]())
+    /// The first hold of each host's ``ConnectionAllowance``.
+    private let connectionProbeInterval: Duration
+
+    /// - Parameter connectionProbeInterval: how long a host's refusal of one more connection
+    ///   holds its files to the connections it accepted before one more is tried
+    ///   (``StreamCache/Configuration/connectionProbeInterval``).
+    init(connectionProbeInterval: Duration = .seconds(60)) {
+        self.connectionProbeInterval = connectionProbeInterval
+    }
 
     /// Records `sample`, which a request (or a split read's parts together) to `host` gave at `now`.
     func record(_ sample: ParallelGain.Sample, host: String, at now: ContinuousClock.Instant = .now) {
@@ -52,15 +61,16 @@ final class HostPathMemory: Sendable {
     /// (``ConnectionAllowance``): the next files of the host split across no more.
     func recordRefusal(host: String, whileUsing inUse: Int, at now: ContinuousClock.Instant = .now) {
         allowances.withLock { allowances in
-            allowances[host, default: ConnectionAllowance()].recordRefusal(whileUsing: inUse, at: now)
+            allowances[host, default: ConnectionAllowance(firstHold: connectionProbeInterval)].recordRefusal(whileUsing: inUse, at: now)
             if allowances.count > Self.mostHosts {
                 allowances = allowances.filter { $0.value.connections(at: now) != nil }
             }
         }
     }
 
-    /// The connections `host` accepted at once when it last refused one more, within
-    /// ``ConnectionAllowance/memory`` before `now`; `nil` when it refused none.
+    /// The connections `host` is taken to accept at once at `now` (``ConnectionAllowance``): what
+    /// it accepted when it last refused one more, and one more for each hold since; `nil` when it
+    /// refused none within ``ConnectionAllowance/memory``.
     func allowedConnections(of host: String, at now: ContinuousClock.Instant = .now) -> Int? {
         allowances.withLock { $0[host]?.connections(at: now) }
     }

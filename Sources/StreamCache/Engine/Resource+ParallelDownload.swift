@@ -266,9 +266,9 @@ extension Resource {
         min(configuration.parallelDownloads, connectionsAcceptedLately(byHost: pathHost) ?? .max)
     }
 
-    /// The fewest connections the origin accepted at once when it last refused one more of this
-    /// resource's, or of another file of `host` (``ConnectionAllowance``); `nil` when it refused
-    /// none lately.
+    /// The fewest connections the origin is taken to accept at once, by what it showed when it
+    /// last refused one more of this resource's or of another file of `host`, and the probes
+    /// since (``ConnectionAllowance``); `nil` when it refused none lately.
     func connectionsAcceptedLately(byHost host: String?, at now: ContinuousClock.Instant = .now) -> Int? {
         [connectionAllowance.connections(at: now), host.flatMap { hostPaths.allowedConnections(of: $0, at: now) }].compactMap { $0 }.min()
     }

@@ -95,7 +95,7 @@ public actor Resource {
     var parallelGain = ParallelGain()
     /// How many connections the origin lately accepted at once before it refused one more of this
     /// resource's (``ConnectionAllowance``; the host's, in ``hostPaths``, counts too).
-    var connectionAllowance = ConnectionAllowance()
+    var connectionAllowance: ConnectionAllowance
     /// The last download failures (at most 8), numbered: a reader whose wait ended for a re-plan
     /// just before the download failed would otherwise miss the error and start the download again.
     var recentFailures: [(number: Int, window: ByteRange, error: StreamCacheError)] = []
@@ -166,6 +166,7 @@ public actor Resource {
         self.openFiles = openFiles
         self.connectionGate = connectionGate
         self.hostPaths = hostPaths
+        self.connectionAllowance = ConnectionAllowance(firstHold: configuration.connectionProbeInterval)
         self.metrics = metrics
         self.onCommit = onCommit
     }

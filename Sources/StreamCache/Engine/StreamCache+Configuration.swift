@@ -68,9 +68,16 @@ extension StreamCache {
         /// end, or the whole of it): a player's request that it drops at once starts no other.
         /// Where the origin refuses one more connection (HTTP 429 or 503: a service that limits a
         /// user's downloads at once), the refused one gives way and the files of that host use
-        /// no more connections than it accepted, for 10 minutes
+        /// no more connections than it accepted, one more after each ``connectionProbeInterval``
         /// (``OriginRequest/givesWayWhenBusy``).
         public var parallelDownloads: Int = 4
+        /// After an origin refuses one more connection, how long the files of its host stay on
+        /// the connections it accepted before one more is tried; another after each such
+        /// interval. A try the origin refuses again teaches the count again and doubles the
+        /// interval, up to ten times this: a service that was busy for a moment gets its
+        /// connections back within minutes, and one whose limit stays is asked for one more
+        /// connection less and less often. A refusal is forgotten after sixty times this.
+        public var connectionProbeInterval: Duration = .seconds(60)
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice
         /// ``initialSegmentSize`` that one connection takes long to bring (``longReadDuration``).

@@ -33,7 +33,7 @@ public final class StreamCache: Sendable {
     /// Shared by every resource: downloads no reader waits for leave connections free per host.
     private let connectionGate = BulkConnectionGate()
     /// Shared by every resource: what each origin host's connections were measured to do.
-    private let hostPaths = HostPathMemory()
+    private let hostPaths: HostPathMemory
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
     private let metrics: CacheMetrics
@@ -57,6 +57,7 @@ public final class StreamCache: Sendable {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
         resources = ResidentResources(limit: configuration.maximumRecentResources)
+        hostPaths = HostPathMemory(connectionProbeInterval: configuration.connectionProbeInterval)
         metrics = CacheMetrics(factory: configuration.metricsFactory)
         let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
         self.openFiles = openFiles
