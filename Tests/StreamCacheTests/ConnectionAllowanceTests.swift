@@ -95,6 +95,14 @@ import Testing
         #expect(Self.holdBeforeTheNextConnection(allowance, from: later) == Self.firstHold)
     }
 
+    /// A hold of zero from a configuration would divide by zero: it is taken as a millisecond.
+    @Test func aZeroIntervalIsAMillisecond() {
+        var allowance = ConnectionAllowance(firstHold: .zero)
+        allowance.recordRefusal(whileUsing: 2, at: Self.start)
+        #expect(allowance.connections(at: Self.start) == 2)
+        #expect(allowance.connections(at: Self.start + .milliseconds(1)) == 3)
+    }
+
     /// How long after `refusal` the allowance first grants one more connection, found second by
     /// second (bounded by the longest hold and a second).
     static func holdBeforeTheNextConnection(_ allowance: ConnectionAllowance, from refusal: ContinuousClock.Instant) -> Duration? {

@@ -35,9 +35,11 @@ struct ConnectionAllowance: Sendable {
     private var refusedAt: ContinuousClock.Instant?
     private var hold: Duration
 
+    /// - Parameter firstHold: the hold after a first refusal, kept within a millisecond and a
+    ///   day (the holds are divided into and multiplied).
     init(firstHold: Duration = .seconds(60)) {
-        self.firstHold = firstHold
-        hold = firstHold
+        self.firstHold = min(max(firstHold, .milliseconds(1)), .seconds(86_400))
+        hold = self.firstHold
     }
 
     /// Records that the origin refused one more connection at `now` while `inUse` of this

@@ -76,7 +76,8 @@ extension StreamCache {
         /// interval. A try the origin refuses again teaches the count again and doubles the
         /// interval, up to ten times this: a service that was busy for a moment gets its
         /// connections back within minutes, and one whose limit stays is asked for one more
-        /// connection less and less often. A refusal is forgotten after sixty times this.
+        /// connection less and less often. A refusal is forgotten after sixty times this. Taken
+        /// as at least a millisecond and at most a day.
         public var connectionProbeInterval: Duration = .seconds(60)
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice
