@@ -5,11 +5,16 @@
 # through, as a service's own throttle does): two files read whole, one after the other,
 # directly and through a fresh `streamcache serve --folder` per binary and round. Prints for each
 # read its HTTP status, seconds and MB/s, the bytes the origin sent (200 and 206) / the file's size, and how
-# many requests it refused. The binaries take turns, round by round.
+# many requests it refused, and the most answers it had under way at once. The binaries take
+# turns, round by round.
 #
 #   bash Benchmarks/limited-service.sh BIN [BIN...]
 #     BIN: a release `streamcache` binary (swift build -c release --static-swift-stdlib --product streamcache).
 #   Env: CONNECTIONS (requests served at once, default 2), RATE (MB/s per connection, default 4),
+#        BUSY_FOR=SECONDS: a service busy for a moment. Only the first of FILES is read under the
+#        limit; after that many seconds the others are read from the same host without one
+#        (nginx's /free/ location), through the same `serve`: how many connections the proxy
+#        uses once the service takes more again.
 #        FILES (of the bench's media, default "rand30.bin test.mp3"),
 #        ROUNDS (default 3), BENCH_DIR (default ../shared/bench, whose gen_media.sh makes the files),
 #        SHOW_LOG=1 (print the origin's log lines of each read: range, status, body bytes).
@@ -33,7 +38,7 @@ error_log $WORK/error.log warn;
 pid $WORK/nginx.pid;
 events { worker_connections 256; }
 http {
-    log_format limited '\$uri\t\$http_range\t\$status\t\$body_bytes_sent';
+    log_format limited '\$uri\t\$http_range\t\$status\t\$body_bytes_sent\t\$msec\t\$request_time';
     access_log $WORK/access.log limited;
     client_body_temp_path $WORK/body;
     proxy_temp_path $WORK/proxy;
@@ -47,6 +52,7 @@ http {
         listen 127.0.0.1:$NGINX_PORT;
         root $MEDIA;
         location / { limit_conn client ${CONNECTIONS:-2}; limit_conn_status 429; }
+        location /free/ { alias $MEDIA/; }
     }
 }
 EOF
@@ -62,18 +68,25 @@ for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$ORIGIN_PORT/" &&
 # One read of FILE from URL: status, time, and what the origin logged for the file meanwhile.
 read_once() {
   local label=$1 url=$2 file=$3 size
-  size=$(stat -c %s "$MEDIA/$file")
+  size=$(stat -c %s "$MEDIA/${file#free/}")
   : >"$WORK/access.log"
   result=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$url")
   # nginx logs a request once its body is sent.
   sleep 0.5
   awk -F'\t' -v f="/$file" -v size="$size" -v label="$label" -v result="$result" '
-    $1 == f && ($3 == 200 || $3 == 206) { bytes += $4 }
+    $1 == f && ($3 == 200 || $3 == 206) { bytes += $4; n++; end[n] = $5; start[n] = $5 - $6 }
     $1 == f && $3 == 429 { refused++ }
     END {
       split(result, r, " ")
-      printf "%-28s %-18s HTTP %s  %6.2f s  %5.2f MB/s  origin bytes / size %.3f  refused %d\n",
-        label, f, r[1], r[2], size / r[2] / 1e6, bytes / size, refused
+      # The most answers under way at once: at the start of each, those begun and not ended.
+      most = 0
+      for (i = 1; i <= n; i++) {
+        c = 0
+        for (j = 1; j <= n; j++) if (start[j] <= start[i] && end[j] > start[i]) c++
+        if (c > most) most = c
+      }
+      printf "%-28s %-18s HTTP %s  %6.2f s  %5.2f MB/s  origin bytes / size %.3f  refused %d  at once %d\n",
+        label, f, r[1], r[2], size / r[2] / 1e6, bytes / size, refused, most
     }' "$WORK/access.log"
   if [ -n "${SHOW_LOG:-}" ]; then awk -F'\t' -v f="/$file" '$1 == f {print "    " $2, $3, $4}' "$WORK/access.log"; fi
 }
@@ -86,7 +99,12 @@ for round in $(seq "${ROUNDS:-3}"); do
       --control-token-file "$WORK/token" >"$WORK/serve.log" 2>&1 &
     SERVE=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.05; done
-    for file in $FILES; do read_once "$(basename "$BIN")" "http://127.0.0.1:$PROXY_PORT/tok/$file" "$file"; done
+    first=1
+    for file in $FILES; do
+      if [ -n "${BUSY_FOR:-}" ] && [ $first = 0 ]; then sleep "$BUSY_FOR"; file=free/$file; fi
+      first=0
+      read_once "$(basename "$BIN")" "http://127.0.0.1:$PROXY_PORT/tok/$file" "$file"
+    done
     kill $SERVE
     wait $SERVE 2>/dev/null || true
     SERVE=""

@@ -232,7 +232,7 @@ public final class TestOrigin: @unchecked Sendable {
         set { state.withLock { $0.bytesPerSecond = newValue } }
     }
 
-    /// Refuses a request with 429 while this many answers are being written, as a service that
+    /// Refuses a request with 429 when this many answers are already being written, as a service that
     /// limits a user's downloads at once does (nginx's `limit_conn`); `nil` for no limit. Can be
     /// changed while requests come: a service busy for a moment, then not.
     public var mostAnswersAtOnce: Int? {
