@@ -17,7 +17,8 @@
 #        uses once the service takes more again.
 #        FILES (of the bench's media, default "rand30.bin test.mp3"),
 #        ROUNDS (default 3), BENCH_DIR (default ../shared/bench, whose gen_media.sh makes the files),
-#        SHOW_LOG=1 (print the origin's log lines of each read: range, status, body bytes).
+#        SHOW_LOG=1 (print the origin's log lines of each read: range, status, body bytes),
+#        SERVE_ARGS (more arguments for `serve`, e.g. -vv), KEEP_LOG=DIR (keep each serve's log there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "give at least one streamcache binary" >&2; exit 64; }
@@ -95,7 +96,7 @@ for round in $(seq "${ROUNDS:-3}"); do
   for file in $FILES; do read_once "direct (one connection)" "http://127.0.0.1:$ORIGIN_PORT/$file" "$file"; done
   for BIN in "$@"; do
     cache="$WORK/cache-$round-$(basename "$BIN")"
-    "$BIN" serve --folder "http://127.0.0.1:$ORIGIN_PORT/" --url-token tok --port $PROXY_PORT --cache-dir "$cache" \
+    "$BIN" serve --folder "http://127.0.0.1:$ORIGIN_PORT/" --url-token tok --port $PROXY_PORT --cache-dir "$cache" ${SERVE_ARGS:-} \
       --control-token-file "$WORK/token" >"$WORK/serve.log" 2>&1 &
     SERVE=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.05; done
@@ -108,5 +109,6 @@ for round in $(seq "${ROUNDS:-3}"); do
     kill $SERVE
     wait $SERVE 2>/dev/null || true
     SERVE=""
+    if [ -n "${KEEP_LOG:-}" ]; then cp "$WORK/serve.log" "$KEEP_LOG/serve-$round-$(basename "$BIN").log"; fi
   done
 done

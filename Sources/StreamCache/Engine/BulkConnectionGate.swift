@@ -11,7 +11,8 @@
 /// first (media3's `PriorityTaskManager` makes the same choice for playback and downloads).
 ///
 /// A download holds its place from its first request to its end. One that a reader comes to
-/// wait for while it waits here is let through at once (``admitNow(_:)``).
+/// wait for while it waits here is let through at once (``admitNow(_:)``); one that a reader comes
+/// to once through gives its place back (``leave(_:)``): it is the reader's download from then on.
 final class BulkConnectionGate: Sendable {
     /// A download's place in the gate.
     struct Ticket: Hashable, Sendable {

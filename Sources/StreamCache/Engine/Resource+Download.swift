@@ -107,6 +107,8 @@ extension Resource {
         var gateTicket: BulkConnectionGate.Ticket?
         /// A reader came to wait for it: once it has a place at the gate, it goes at once.
         var readerWaits = false
+        /// It went through the gate (``gateTicket``) and planned its first request.
+        var passedGate = false
 
         init(id: Int, start: Int64, position: Int64, limit: Int64, kind: Kind, segmentEnd: Int64, rangeEnd: Int64, segmentSize: Int64,
              segmentStartPosition: Int64, startedForShortRead: Bool = false) {
@@ -159,10 +161,7 @@ extension Resource {
             releaseHold(of: id)
             // A reader waits for it now: it goes past the gate, if it still waits there (or, while
             // it finds out its host, as soon as it gets a place).
-            if !prefetch {
-                downloads[id]?.readerWaits = true
-                if let ticket = download.gateTicket { connectionGate.admitNow(ticket) }
-            }
+            if !prefetch { readerCame(toDownload: id) }
             if joins(download, at: offset) { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts,
             // cutting its request in flight there if it reaches that far.
@@ -426,7 +425,8 @@ extension Resource {
 
     /// The first request of download `id`, planned on the actor.
     func planFirstRequest(id: Int) -> Result<(any Origin, OriginRequest)?, any Error> {
-        Result { try nextSegment(id: id) }
+        if downloads[id]?.gateTicket != nil { downloads[id]?.passedGate = true }
+        return Result { try nextSegment(id: id) }
     }
 
     /// The download loop: request the next segment, write each chunk where it belongs, report it,
