@@ -23,6 +23,9 @@ struct ConnectionAllowance: Sendable {
     /// tried (``StreamCache/Configuration/connectionProbeInterval``, a minute by default): past
     /// a moment's burst of load, short beside a song.
     let firstHold: Duration
+    /// ``firstHold`` unless configured otherwise: the default of
+    /// ``StreamCache/Configuration/connectionProbeInterval``.
+    static let defaultFirstHold: Duration = .seconds(60)
     /// The longest hold, reached by doubling while each probe is refused: ten times the first.
     /// A service's limit on a user's downloads stays as it is for far longer than one song, and
     /// each probe costs a refused request or two.
@@ -37,7 +40,7 @@ struct ConnectionAllowance: Sendable {
 
     /// - Parameter firstHold: the hold after a first refusal, kept within a millisecond and a
     ///   day (the holds are divided into and multiplied).
-    init(firstHold: Duration = .seconds(60)) {
+    init(firstHold: Duration = defaultFirstHold) {
         self.firstHold = min(max(firstHold, .milliseconds(1)), .seconds(86_400))
         hold = self.firstHold
     }

@@ -29,7 +29,7 @@ final class HostPathMemory: Sendable {
     /// - Parameter connectionProbeInterval: how long a host's refusal of one more connection
     ///   holds its files to the connections it accepted before one more is tried
     ///   (``StreamCache/Configuration/connectionProbeInterval``).
-    init(connectionProbeInterval: Duration = .seconds(60)) {
+    init(connectionProbeInterval: Duration = ConnectionAllowance.defaultFirstHold) {
         self.connectionProbeInterval = connectionProbeInterval
     }
 

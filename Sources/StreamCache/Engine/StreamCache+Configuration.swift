@@ -78,7 +78,7 @@ extension StreamCache {
         /// connections back within minutes, and one whose limit stays is asked for one more
         /// connection less and less often. A refusal is forgotten after sixty times this. Taken
         /// as at least a millisecond and at most a day.
-        public var connectionProbeInterval: Duration = .seconds(60)
+        public var connectionProbeInterval: Duration = ConnectionAllowance.defaultFirstHold
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice
         /// ``initialSegmentSize`` that one connection takes long to bring (``longReadDuration``).
