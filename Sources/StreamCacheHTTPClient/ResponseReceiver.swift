@@ -71,7 +71,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     private let idleReadTimeout: TimeAmount
 
     init(bufferLimit: Int, idleReadTimeout: Duration, transport: AsyncHTTPClientTransport) {
-        buffer = AsyncBuffer(limit: bufferLimit)
+        buffer = HTTPBody.makeBuffer(limit: bufferLimit)
         self.idleReadTimeout = idleReadTimeout.timeAmount
         self.transport = transport
         buffer.setOnDrain { [weak self] in self?.resumeReading() }

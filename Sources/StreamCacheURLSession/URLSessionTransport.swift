@@ -66,7 +66,7 @@ public final class URLSessionTransport: HTTPTransport {
         if !request.headers.contains("User-Agent") { urlRequest.setValue("StreamCache/1", forHTTPHeaderField: "User-Agent") }
 
         let task = session.dataTask(with: urlRequest)
-        let buffer = AsyncBuffer<HTTPBody.Chunk>(limit: bufferLimit)
+        let buffer = HTTPBody.makeBuffer(limit: bufferLimit)
         let control = TaskControl()
         buffer.setOnCancel { [weak task] in if let task { control.cancel(task) } }
         buffer.setOnDrain { [weak task] in if let task { control.resumeIfDrained(task, buffer: buffer) } }

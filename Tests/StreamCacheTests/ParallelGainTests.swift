@@ -176,9 +176,9 @@ import Testing
     /// A long read's first request (0) alone at 400 kB/s for 500 ms, recorded as one alone, then its
     /// part (1) beside it at 400 kB/s each until 1155 ms, where the first request's task runs late:
     /// it has told only its bytes up to 700 ms, the part all of its 256 KiB after its first chunk.
-    static func partBesideALateFirstRequest() -> ParallelGain {
+    static func partBesideALateFirstRequest(newestArrivalOfTheFirst: (@Sendable () -> ContinuousClock.Instant?)? = nil) -> ParallelGain {
         var gain = ParallelGain()
-        gain.beginReceiving(0, at: at(0))
+        gain.beginReceiving(0, at: at(0), newestArrival: newestArrivalOfTheFirst)
         gain.noteReceived(200_000, by: 0, at: at(500))
         gain.record(rate: 400_000, during: gain.overlap(of: 0, startedAt: at(0), at: at(500)), at: at(500))
         gain.beginReceiving(1, at: at(500))
@@ -242,6 +242,36 @@ import Testing
         #expect(gain.holdsASample, "2.9 s after it ended")
         gain.noteReceived(10_000, by: 3, at: Self.at(5000))
         #expect(!gain.holdsASample && gain.takeLateSamples().isEmpty, "dropped 3 s after it ended")
+    }
+
+    /// The same first request and part, where the transport says when each request's newest
+    /// bytes arrived (``HTTPBody/newestArrival``). The first request has bytes that arrived and
+    /// it has not told: the part's sample is held past 3 s, however long its task runs late
+    /// (under the whole suite, more than 3 s: the sample was dropped, and the prefetch it measured
+    /// for ran on two connections for 3 s more), and recorded once it tells.
+    @Test func aSampleBesideARequestWithBytesUntoldIsHeldUntilItTellsThem() throws {
+        let newest = (first: Locked(Self.at(1150)), other: Locked(Self.at(5000)))
+        var gain = Self.partBesideALateFirstRequest(newestArrivalOfTheFirst: { newest.first.withLock { $0 } })
+        gain.endReceiving(1, startedAt: Self.at(500), at: Self.at(1155), holdingASampleOf: 400_000)
+        #expect(gain.holdsASample)
+        gain.beginReceiving(2, at: Self.at(4000), newestArrival: { newest.other.withLock { $0 } })
+        gain.noteReceived(100_000, by: 2, at: Self.at(5000))
+        #expect(gain.holdsASample && gain.takeLateSamples().isEmpty, "3.8 s after it ended, the first request still has bytes untold")
+        gain.noteReceived(182_000, by: 0, at: Self.at(1150))
+        let late = gain.takeLateSamples()
+        if case .together(let together) = late.first { #expect(abs(together - 800_000) < 1e4, "\(late)") } else { Issue.record("\(late)") }
+        #expect(!gain.holdsASample)
+    }
+
+    /// A request whose transport says it has told all it received stopped receiving: what it
+    /// received is known up to now, though it told nothing for a while (its origin went quiet).
+    /// A sample beside it is recorded at once, and none is held for it.
+    @Test func aRequestThatHasToldAllItsTransportReceivedIsKnownUpToNow() throws {
+        var gain = Self.partBesideALateFirstRequest(newestArrivalOfTheFirst: { Self.at(700) })
+        let ended = gain.endReceiving(1, startedAt: Self.at(500), at: Self.at(1155), holdingASampleOf: 400_000)
+        #expect(!gain.holdsASample)
+        // 80 kB of the first request and 262 kB of the part in 655 ms.
+        #expect(abs(try #require(ended.allRequestsRate) - 342_000 / 0.655) < 1, "\(ended)")
     }
 
     /// A first request whose task runs late tells of its first bytes after a part, begun later,

@@ -279,6 +279,9 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         // The whole body fits in the transport's buffer: it is all there long before this wakes.
         try await Task.sleep(for: .seconds(1))
         let asked = ContinuousClock.now
+        // The body says when its newest bytes came before the consumer has taken any: a task that
+        // runs late has bytes untold (`ParallelGain`).
+        let newestBeforeReading = try #require(response.body.newestArrival)
         var iterator = response.body.makeAsyncIterator()
         var received = Data()
         var arrivals: [ContinuousClock.Instant] = []
@@ -291,6 +294,35 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         #expect(first >= sent && first < asked - .milliseconds(500),
                 "the first chunk arrived \(first - sent) after the request was sent, the consumer asked \(asked - sent) after it")
         #expect(zip(arrivals, arrivals.dropFirst()).allSatisfy { $0 <= $1 }, "arrivals in order")
+        #expect(newestBeforeReading == arrivals.last && response.body.newestArrival == arrivals.last)
+    }
+
+    /// An ``HTTPOrigin``'s body, which checks the range and resumes a broken one, says when the
+    /// transport received its newest bytes as the transport's own body does; a body of several
+    /// ranges too (`multipart/byteranges`), whose boundaries it drops.
+    @Test(arguments: [false, true])
+    func anOriginsBodySaysWhenItsNewestBytesArrived(severalRanges: Bool) async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.servesMultipleRanges = true
+        let data = TestData.random(count: 300_000, seed: 37)
+        server.setFile("/file", data: data)
+        let origin = HTTPOrigin(url: server.url("/file"), transport: TransportKind.asyncHTTPClient.make())
+        let request = severalRanges ? OriginRequest(range: ByteRange(0, 100_000), followingRanges: [ByteRange(200_000, 300_000)])
+            : OriginRequest(range: ByteRange(0, 300_000))
+        let response = try await origin.open(request)
+        var iterator = response.body.makeAsyncIterator()
+        var newest: ContinuousClock.Instant?
+        var received = Data()
+        while let chunk = try await iterator.nextChunk() {
+            received.append(chunk.data)
+            newest = chunk.arrivedAt
+        }
+        #expect(received == (severalRanges ? data[0..<100_000] + data[200_000..<300_000] : data))
+        #expect(server.requests.count == 1)
+        let told = try #require(newest)
+        let said = try #require(response.body.newestArrival)
+        #expect(said >= told && said - told < .seconds(1), "said \(said - told) after the newest bytes told")
     }
 
     static var isLinuxURLSession: Bool {

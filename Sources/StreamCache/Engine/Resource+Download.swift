@@ -43,6 +43,9 @@ extension Resource {
         var segmentStartedAt: ContinuousClock.Instant = .now
         /// When the download's task sent its request in flight (``Resource/bytesOnTheWire(_:)``).
         var requestSentAt: ContinuousClock.Instant?
+        /// The answer in flight's body, which says when its newest bytes arrived, taken in or not
+        /// (``HTTPBody/newestArrival``, for ``ParallelGain``).
+        var answerBody: HTTPBody?
         var segmentStartPosition: Int64
         var opened = false
         /// When the download last became unneeded (no reader in its window), and how far it may
@@ -512,6 +515,7 @@ extension Resource {
     /// nothing on the wire); one actor call per request boundary.
     func nextSegmentAfterAnyHold(id: Int) async throws -> (any Origin, OriginRequest)? {
         downloads[id]?.isBeingAnswered = false
+        downloads[id]?.answerBody = nil
         await holdReadAheadWhileSkimmingMayFollow(id: id)
         if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
         // A hold ends early when the cache shuts down: no request may follow then.
@@ -576,6 +580,7 @@ extension Resource {
         download.opened = true
         download.isBeingAnswered = true
         download.requestSentAt = sentAt
+        download.answerBody = response.body
         download.position = response.offset
         if response.offset < download.segmentStartPosition {
             // The origin ignored the range: the body starts at 0 and must be followed to the end.

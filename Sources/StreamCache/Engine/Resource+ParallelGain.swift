@@ -20,7 +20,9 @@ extension Resource {
                 shortestRoundTrip = shortestRoundTrip.map { min($0, roundTrip) } ?? roundTrip
             }
             download.requestSample = ParallelGain.TransferSample(firstBytes: bytes, at: now)
-            parallelGain.beginReceiving(download.id, at: now)
+            var newestArrival: (@Sendable () -> ContinuousClock.Instant?)?
+            if let body = download.answerBody { newestArrival = { body.newestArrival } }
+            parallelGain.beginReceiving(download.id, at: now, newestArrival: newestArrival)
         } else if download.requestSample?.note(bytes, firstChunkWindow: Self.firstChunkWindow, at: now) == true {
             parallelGain.noteReceived(bytes, by: download.id, at: now)
             recordEarlySample(of: &download, at: now)

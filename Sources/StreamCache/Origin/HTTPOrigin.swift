@@ -551,6 +551,9 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
         }
         body.discard()
     }
+
+    /// The current body's: `nil` from a re-open until its first chunk, when nothing can be said.
+    var newestArrival: ContinuousClock.Instant? { current.withLock { $0.body }.newestArrival }
 }
 
 /// A member of a JSON object that is kept only when it is a string: headers such as

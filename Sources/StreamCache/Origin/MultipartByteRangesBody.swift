@@ -65,6 +65,10 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         body.discard()
     }
 
+    /// The transport's: what it received includes the boundaries and part heads, which tell no
+    /// bytes, so a body whose newest chunk held only those looks untold until the next payload.
+    var newestArrival: ContinuousClock.Instant? { body.newestArrival }
+
     /// Parses the next chunk of the body; `false` once it has ended (after its last part).
     private func receive() async throws -> Bool {
         if let deferredError { throw deferredError }

@@ -26,13 +26,28 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
         var taken = 0
         var onCancel: (@Sendable () -> Void)?
         var onDrain: (@Sendable () -> Void)?
+        /// The stamp of the newest element accepted (see ``stamp``).
+        var newestStamp: ContinuousClock.Instant?
     }
 
     private let state = Locked(State())
     /// The weight above which producers are held back.
     package let limit: Int
 
-    package init(limit: Int) { self.limit = limit }
+    /// What time an element carries, if the buffer keeps the newest (``newestStamp``).
+    private let stamp: (@Sendable (Element) -> ContinuousClock.Instant)?
+
+    /// A buffer that holds producers back above `limit`; with `stamp`, it keeps the time the
+    /// newest element it accepted carries.
+    package init(limit: Int, stamp: (@Sendable (Element) -> ContinuousClock.Instant)? = nil) {
+        self.limit = limit
+        self.stamp = stamp
+    }
+
+    /// The time the newest element accepted carries (``init(limit:stamp:)``), taken or not;
+    /// `nil` before the first, or without a `stamp`. A consumer that has handled every element
+    /// up to this time has handled all that came.
+    package var newestStamp: ContinuousClock.Instant? { state.withLock { $0.newestStamp } }
 
     /// Sets the action run once when the consumer stops listening. Runs at once if it already has.
     package func setOnCancel(_ action: @escaping @Sendable () -> Void) {
@@ -70,6 +85,7 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
         let (consumer, acceptance): (CheckedContinuation<Element?, any Error>?, Acceptance) = state.withLock { state in
             guard state.terminal == nil, !state.isCancelled else { return (nil, .refused) }
             state.accepted += 1
+            if let stamp { state.newestStamp = stamp(element) }
             if let consumer = state.consumer {
                 state.consumer = nil
                 state.taken += 1

@@ -140,6 +140,26 @@ public struct HTTPBody: AsyncSequence, Sendable {
 
     package init(buffer: AsyncBuffer<Chunk>) { self.source = .buffer(buffer) }
 
+    /// A buffer for a transport to push a body's chunks into, for ``init(buffer:)``: it keeps
+    /// when the newest chunk arrived (``newestArrival``).
+    package static func makeBuffer(limit: Int) -> AsyncBuffer<Chunk> {
+        AsyncBuffer(limit: limit, stamp: { $0.arrivedAt })
+    }
+
+    /// When the transport received the newest chunk of the body so far, whether or not the
+    /// consumer has taken it in; `nil` before the first chunk, or when the body's source does not
+    /// say (``HTTPBodySource/newestArrival``).
+    ///
+    /// A consumer that has handled every chunk that arrived up to this time has handled all that
+    /// came: the engine tells so a transfer that stopped receiving from one whose task is late
+    /// to take its bytes in (see `ParallelGain`), which only the transport can tell apart.
+    public var newestArrival: ContinuousClock.Instant? {
+        switch source {
+        case .buffer(let buffer): buffer.newestStamp
+        case .pull(let source): source.newestArrival
+        }
+    }
+
     /// A body whose chunks `source` produces when the consumer asks, in the consumer's task: no
     /// task and no buffer of its own, so each chunk costs no extra thread hop.
     public init(pulling source: any HTTPBodySource) { self.source = .pull(source) }
@@ -147,7 +167,7 @@ public struct HTTPBody: AsyncSequence, Sendable {
     /// A body with the given chunks, already complete. Useful for tests and for transports that
     /// received the whole body at once.
     public init(chunks: [Data]) {
-        let buffer = AsyncBuffer<Chunk>(limit: Int.max)
+        let buffer = Self.makeBuffer(limit: Int.max)
         for chunk in chunks { buffer.offer(Chunk(chunk), weight: chunk.count) }
         buffer.finish()
         self.source = .buffer(buffer)
@@ -162,7 +182,7 @@ public struct HTTPBody: AsyncSequence, Sendable {
         bufferLimit: Int = 1 << 20,
         producer: @escaping @Sendable (_ write: @escaping @Sendable (Data) async throws -> Void) async throws -> Void
     ) -> HTTPBody {
-        let buffer = AsyncBuffer<Chunk>(limit: bufferLimit)
+        let buffer = makeBuffer(limit: bufferLimit)
         let task = Task {
             do {
                 try await producer { chunk in try await buffer.send(Chunk(chunk), weight: chunk.count) }
@@ -250,6 +270,10 @@ public protocol HTTPBodySource: AnyObject, Sendable {
     /// else `nil`: also at the end and on an error, which ``nextChunk()`` then reports. The
     /// default implementation returns `nil`.
     func readyChunk() -> HTTPBody.Chunk?
+    /// When the transport received the newest chunk of the body so far, taken or not (see
+    /// ``HTTPBody/newestArrival``); `nil` before the first, or when the source cannot tell. The
+    /// default implementation returns `nil`. Called from any thread, at any time.
+    var newestArrival: ContinuousClock.Instant? { get }
     /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
     func cancel()
 }
@@ -260,4 +284,6 @@ extension HTTPBodySource {
     }
 
     public func readyChunk() -> HTTPBody.Chunk? { nil }
+
+    public var newestArrival: ContinuousClock.Instant? { nil }
 }
