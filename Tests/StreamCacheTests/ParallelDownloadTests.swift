@@ -465,6 +465,24 @@ import Testing
         #expect(concurrency == 4, "\(timeline)")
     }
 
+    /// The parts of a range wait for the download that fetches its first byte the cache lacks
+    /// (``Resource/downloadServingTheStart(of:)``), not for one at its first byte: a reader stands
+    /// where it was last handed bytes, and its task may take them in well after its download
+    /// wrote more. Looked up at the reader's position, a download 64 KiB past it was not found,
+    /// and the parts of a cold prefetch began without waiting for its first request to measure
+    /// one connection alone (under the whole suite, 0.3 s into it, and the prefetch went on two
+    /// connections where four were expected, ``aColdPrefetchOnSlowCappedConnectionsGoesOnAllOfThem()``).
+    @Test func thePartsOfARangeWaitForTheDownloadOfItsFirstMissingByte() async throws {
+        let (server, _) = try Self.origin(seed: 91, size: 1_000_000)
+        defer { server.stop() }
+        try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
+            let song = Self.resource(cache, server)
+            let found = await song.downloadsServingTheStartBesideALaggingReader()
+            #expect(found.fromTheReader == 900 && found.fromTheDownload == 900, "\(found)")
+            #expect(found.allCached == nil, "\(found)")
+        }
+    }
+
     /// A part that measures whether connections gain and is left receiving alone, the download
     /// before it done first, gets one beside it, and then the others follow. Here the origin
     /// holds the measuring part's answer until two others have ended (the first download's two
@@ -1305,6 +1323,22 @@ extension Resource {
     /// What a resource learns when one connection alone measured far faster than a link of
     /// a few MB/s: once connections side by side are measured on it, they show no gain (see
     /// ``ParallelGain``).
+    /// With bytes 0–64 KiB cached by a download (id 900) now at 64 KiB, what fetches the start of
+    /// the file for a reader still at 0, for one at 64 KiB, and for the cached bytes alone; the
+    /// state is put back afterwards.
+    func downloadsServingTheStartBesideALaggingReader() -> (fromTheReader: Int?, fromTheDownload: Int?, allCached: Int?) {
+        let cached = ByteRange(0, 65_536)
+        available.insert(cached)
+        downloads[900] = Download(id: 900, start: 0, position: cached.upperBound, limit: 1_000_000, kind: .prefetch, segmentEnd: 1_000_000,
+                                  rangeEnd: 1_000_000, segmentSize: 1 << 20, segmentStartPosition: 0)
+        defer {
+            downloads[900] = nil
+            available = RangeSet()
+        }
+        return (downloadServingTheStart(of: ByteRange(0, 1_000_000))?.id, downloadServingTheStart(of: ByteRange(cached.upperBound, 1_000_000))?.id,
+                downloadServingTheStart(of: cached)?.id)
+    }
+
     func learnThatConnectionsShareOneLink() {
         parallelGain.record(rate: 100_000_000, during: ParallelGain.Overlap(connections: 1, allRequestsRate: 100_000_000))
     }
