@@ -155,9 +155,9 @@ struct ParallelGain: Sendable {
     /// their bytes, when one of them cannot say whether it has bytes untold
     /// (``HTTPBody/newestArrival``): one that tells nothing for longer is taken to have
     /// stalled, not run late. When they all can say, a late one is waited for up to ``memory``:
-    /// one that stalled has told all, and holds nothing back. A prefetch's first request whose
-    /// task ran more than 3 s late under the whole test suite had its measuring part's sample
-    /// dropped, and the prefetch measured again, two connections on, 3 s later.
+    /// one that stalled has told all, and holds nothing back. The whole test suite on one core
+    /// runs a download task more than 3 s behind its transfer at times, and the sample beside it
+    /// was lost: a read still to measure then measured again.
     static let longestWaitForALateRequest: Duration = .seconds(3)
 
     /// The bytes the receiving requests received after their first chunks, by when the transport
