@@ -1,5 +1,5 @@
 import Foundation
-import StreamCache
+@testable import StreamCache
 import StreamCacheTestSupport
 import StreamCacheURLSession
 import Testing
@@ -246,6 +246,37 @@ import Testing
                 offset += piece.count
             }
         }
+    }
+
+    /// A multipart body says its newest bytes arrived when the newest of the file's bytes did:
+    /// a chunk of boundaries and part heads alone, once parsed, brings none, and a consumer that
+    /// has taken every payload byte has taken all it received (``ParallelGain`` and the idle
+    /// downloads' reaper tell a late task from a stalled origin by it). A chunk not parsed yet
+    /// counts as it arrives.
+    @Test func aMultipartBodysNewestArrivalIsItsNewestPayloads() async throws {
+        let buffer = HTTPBody.makeBuffer(limit: 1 << 20)
+        let start = ContinuousClock.now
+        let stamps = (0..<3).map { start + .milliseconds(10 * $0) }
+        let chunks = ["\r\n--b\r\nContent-Range: bytes 0-3/20\r\n\r\nabcd", "\r\n--b\r\nContent-Range: bytes 10-13/20\r\n\r\n", "wxyz\r\n--b--\r\n"]
+        let offer = { (index: Int) in _ = buffer.offer(HTTPBody.Chunk(Data(chunks[index].utf8), arrivedAt: stamps[index]), weight: chunks[index].utf8.count) }
+        offer(0)
+        offer(1)
+        let body = MultipartByteRangesBody(body: HTTPBody(buffer: buffer), boundary: "b", expected: [ByteRange(0, 4), ByteRange(10, 14)])
+        #expect(try await body.readFirstPartHead() == 20)
+        let first = try #require(try await body.nextChunk())
+        #expect(first.data == Data("abcd".utf8) && first.arrivedAt == stamps[0])
+        // The second chunk is the transport's newest, and not parsed yet.
+        #expect(body.newestArrival == stamps[1])
+        // Parsed, it holds no payload: nothing waits.
+        #expect(body.readyChunk() == nil)
+        #expect(body.newestArrival == stamps[0])
+        offer(2)
+        #expect(body.newestArrival == stamps[2])
+        let second = try #require(try await body.nextChunk())
+        #expect(second.data == Data("wxyz".utf8) && second.arrivedAt == stamps[2])
+        #expect(body.newestArrival == stamps[2])
+        buffer.finish()
+        #expect(try await body.nextChunk() == nil)
     }
 
     /// A body that stops before its last part, or that carries fewer parts than asked, is a bad

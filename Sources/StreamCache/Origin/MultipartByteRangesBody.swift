@@ -20,6 +20,9 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     private var ended = false
     /// A parse error met by ``readyChunk()``, which cannot throw: the next ``nextChunk()`` does.
     private var deferredError: (any Error)?
+    /// When the newest chunk the parser took arrived, and the newest that held payload: read by
+    /// ``newestArrival`` from any thread.
+    private let parsed = Locked<(taken: ContinuousClock.Instant?, payload: ContinuousClock.Instant?)>((nil, nil))
 
     /// Reads `body`, whose parts must be `expected`, separated by `boundary`.
     init(body: HTTPBody, boundary: String, expected: [ByteRange]) {
@@ -52,7 +55,7 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         while pending.isEmpty {
             guard !ended, deferredError == nil, let chunk = iterator.readyChunk() else { return nil }
             do {
-                pending += try parser.parse(chunk.data).map { HTTPBody.Chunk($0, arrivedAt: chunk.arrivedAt) }
+                try parse(chunk)
             } catch {
                 deferredError = error
                 return nil
@@ -65,9 +68,15 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         body.discard()
     }
 
-    /// The transport's: what it received includes the boundaries and part heads, which tell no
-    /// bytes, so a body whose newest chunk held only those looks untold until the next payload.
-    var newestArrival: ContinuousClock.Instant? { body.newestArrival }
+    /// The transport's, unless the parser has taken every chunk the transport received: then the
+    /// newest that held payload. A chunk of boundaries and part heads alone brings none of the
+    /// file's bytes, and a consumer that has taken all the payload has taken all there is.
+    var newestArrival: ContinuousClock.Instant? {
+        guard let newest = body.newestArrival else { return nil }
+        let (taken, payload) = parsed.withLock { ($0.taken, $0.payload) }
+        guard let taken, newest <= taken else { return newest }
+        return payload
+    }
 
     /// Parses the next chunk of the body; `false` once it has ended (after its last part).
     private func receive() async throws -> Bool {
@@ -78,7 +87,17 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
             try parser.finish()
             return false
         }
-        pending += try parser.parse(chunk.data).map { HTTPBody.Chunk($0, arrivedAt: chunk.arrivedAt) }
+        try parse(chunk)
         return true
+    }
+
+    /// Parses `chunk` of the body into ``pending``.
+    private func parse(_ chunk: HTTPBody.Chunk) throws {
+        let pieces = try parser.parse(chunk.data)
+        pending += pieces.map { HTTPBody.Chunk($0, arrivedAt: chunk.arrivedAt) }
+        parsed.withLock { parsed in
+            parsed.taken = chunk.arrivedAt
+            if !pieces.isEmpty { parsed.payload = chunk.arrivedAt }
+        }
     }
 }
