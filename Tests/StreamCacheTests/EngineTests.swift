@@ -297,6 +297,31 @@ import Testing
         }
     }
 
+    /// Nor does the watch take a download for stalled whose task runs late (a busy machine)
+    /// while its transport holds bytes it has not written: cancelled, it would throw away what
+    /// the origin sent, for the next reader to fetch again.
+    @Test func aDownloadWhoseTaskRunsLateWithBytesWaitingIsNotTakenForStalled() async throws {
+        let (server, data) = try makeOrigin(size: 4_000_000)
+        // The first request (256 KiB) arrives in about 0.26 s, in small chunks; its download
+        // takes 128 KiB, which ends the read, and the rest 0.9 s later: the second watch (0.4 s
+        // each) begins and ends meanwhile, and comes 0.8 s after the last bytes arrived, within
+        // the three watches that bytes may wait.
+        server.bytesPerSecond = 1_000_000
+        try await withTemporaryCache(configure: { $0.idleDownloadGracePeriod = .milliseconds(400) }) { cache in
+            let url = server.url(Self.path)
+            let transport = LateConsumerTransport(wrapping: URLSessionTransport.shared, before: 128 << 10, hold: .milliseconds(900))
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+            #expect(try await song.read(ByteRange(0, 100_000)).collect() == data[0..<100_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            let cached = try await song.cachedRanges
+            // The origin counts a request's bytes once its answer is written.
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(50)) }
+            let sent = server.bodyBytesSent(for: Self.path)
+            #expect(sent == cached.coveredByteCount, "the origin sent \(sent) bytes, the cache kept \(cached)")
+            #expect(cached.contains(ByteRange(0, 256 << 10)), "the first request came whole: \(cached)")
+        }
+    }
+
     /// A download that stops its read-ahead a little short of cached bytes closes the hole: a
     /// player replaying the stretch (and reading a little further, since cached bytes come faster)
     /// would otherwise need the origin for it. Nothing is fetched twice.

@@ -46,6 +46,10 @@ extension Resource {
         /// The answer in flight's body, which says when its newest bytes arrived, taken in or not
         /// (``HTTPBody/newestArrival``, for ``ParallelGain``).
         var answerBody: HTTPBody?
+        /// When the newest bytes the download wrote of its answer in flight arrived: where its
+        /// body's ``HTTPBody/newestArrival`` is later, bytes wait in its transport
+        /// (``Resource/madeProgress(_:since:now:)``).
+        var newestWrittenArrival: ContinuousClock.Instant?
         var segmentStartPosition: Int64
         var opened = false
         /// When the download last became unneeded (no reader in its window), and how far it may
@@ -581,6 +585,7 @@ extension Resource {
         download.isBeingAnswered = true
         download.requestSentAt = sentAt
         download.answerBody = response.body
+        download.newestWrittenArrival = nil
         download.position = response.offset
         if response.offset < download.segmentStartPosition {
             // The origin ignored the range: the body starts at 0 and must be followed to the end.
@@ -627,6 +632,7 @@ extension Resource {
         for arrival in run.arrivals {
             noteTransfer(of: arrival.count, by: &download, arrivedAt: arrival.at)
         }
+        if let newest = run.arrivals.last?.at { download.newestWrittenArrival = max(newest, download.newestWrittenArrival ?? newest) }
         download.received += range.count
         download.position = range.upperBound
         if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {

@@ -138,8 +138,9 @@ extension Resource {
     }
 
     /// After the last reader leaves, watches read downloads once per grace period and cancels
-    /// those that made no progress during it (a stalled origin). A download that makes progress
-    /// stops by itself at the end of its request in flight (see ``nextSegment(id:)``).
+    /// those that made no progress during it (a stalled origin; see ``madeProgress(_:since:now:)``).
+    /// A download that makes progress stops by itself at the end of its request in flight (see
+    /// ``nextSegment(id:)``).
     func scheduleReaperIfIdle() {
         guard readers.isEmpty, downloads.values.contains(where: { $0.kind == .read }), reaper == nil,
               !configuration.completesResourcesInBackground else { return }
@@ -152,14 +153,30 @@ extension Resource {
         }
     }
 
-    func reapIdleDownloads(positionsBefore: [Int: Int64]) {
+    func reapIdleDownloads(positionsBefore: [Int: Int64], now: ContinuousClock.Instant = .now) {
         reaper = nil
         guard readers.isEmpty else { return }
-        for download in downloads.values where download.kind == .read && positionsBefore[download.id] == download.position {
+        for download in downloads.values where download.kind == .read && !madeProgress(download, since: positionsBefore[download.id], now: now) {
             download.task?.cancel()
             releaseHold(of: download.id)
         }
         scheduleReaperIfIdle()
+    }
+
+    /// Whether `download` made progress during the reaper's watch: it wrote bytes past
+    /// `positionBefore`, or its transport holds bytes it has not written yet that arrived less
+    /// than three grace periods ago.
+    ///
+    /// The second is a download whose task runs late (a busy machine: the transport receives on
+    /// its own threads while the task waits for one of the pool's): its origin did not stall, and
+    /// cancelling it would throw away what the origin sent, for the next reader to fetch again.
+    /// The bound stops a download all the same whose newest bytes are not its file's: a
+    /// `multipart/byteranges` answer stalled right after a boundary.
+    func madeProgress(_ download: Download, since positionBefore: Int64?, now: ContinuousClock.Instant) -> Bool {
+        if positionBefore != download.position { return true }
+        guard let newest = download.answerBody?.newestArrival else { return false }
+        if let written = download.newestWrittenArrival, newest <= written { return false }
+        return now - newest < configuration.idleDownloadGracePeriod * 3
     }
 
     /// Holds back the read-ahead of a download started for a short bounded read (a seek, a
