@@ -299,6 +299,30 @@ import Testing
         #expect(abs(ended.connections - 1810.0 / 1155) < 1e-9 && abs(ended.aloneShare - 500.0 / 1155) < 1e-9, "\(ended)")
     }
 
+    /// A request that receives for minutes (an origin that ignores ranges answers with a whole
+    /// large file) keeps at most ``ParallelGain/mostArrivals`` arrivals, not one per millisecond,
+    /// and what it and parts beside it did is still told: the parts' last second exactly, the
+    /// two minutes of the long one within a few bytes per second.
+    @Test func aRequestThatReceivesForMinutesKeepsFewArrivals() throws {
+        var gain = ParallelGain()
+        let chunk: Int64 = 4096
+        gain.beginReceiving(0, at: Self.at(0))
+        for millisecond in 1...119_000 { gain.noteReceived(chunk, by: 0, at: Self.at(millisecond)) }
+        for part in 1...3 { gain.beginReceiving(part, at: Self.at(119_000)) }
+        for millisecond in 119_001...120_000 {
+            for request in 0...3 { gain.noteReceived(chunk, by: request, at: Self.at(millisecond)) }
+        }
+        #expect(gain.arrivalsKept <= ParallelGain.mostArrivals)
+        let part = gain.overlap(of: 1, startedAt: Self.at(119_000), at: Self.at(120_000))
+        #expect(abs(part.connections - 4) < 1e-9)
+        #expect(try #require(part.allRequestsRate) == 4 * 4096 * 1000)
+        let long = gain.overlap(of: 0, startedAt: Self.at(0), at: Self.at(120_000))
+        #expect(abs(long.connections - 1.025) < 1e-9)
+        let rate = try #require(long.allRequestsRate)
+        let exact = Double(120_000 * 4096 + 3_000 * 4096) / 120
+        #expect(abs(rate - exact) < exact * 1e-4, "\(rate) B/s, \(exact) exactly")
+    }
+
     /// Two parts of a split read that a shared link delivers one after the other: each part alone
     /// looks as fast as one connection, the read as a whole is no faster.
     @Test func aSplitReadIsMeasuredAsAWhole() {

@@ -174,6 +174,12 @@ struct ParallelGain: Sendable {
     /// How close in time arrivals are counted as one.
     static let arrivalResolution: Duration = .milliseconds(1)
 
+    /// The most arrivals kept (``keepTheArrivalsFew()``): a few hundred KiB.
+    static let mostArrivals = 8192
+
+    /// How many arrivals are kept now.
+    var arrivalsKept: Int { arrivals.count }
+
     /// Bytes per second of requests that received alone: the best within ``memory``, else the
     /// last one.
     private var aloneRates = WindowedMaximum(window: Self.memory)
@@ -238,7 +244,28 @@ struct ParallelGain: Sendable {
             arrivals[arrivals.count - 1] = Arrival(at: last.at, count: last.count + count)
         } else {
             arrivals.append(Arrival(at: now, count: count))
+            keepTheArrivalsFew()
         }
+    }
+
+    /// Past ``mostArrivals``, merges the older half of the arrivals in pairs, each at the later
+    /// time of the two: a request that receives for minutes (an answer to a whole large file,
+    /// from an origin that ignores ranges) kept one entry per millisecond until it ended. Old
+    /// arrivals grow coarser the older they are, and count only for samples as long as they
+    /// are old, where the bytes of a coarse entry at either end are a small share; the newest
+    /// half, which a part's sample beside such a request counts, keeps its resolution.
+    private mutating func keepTheArrivalsFew() {
+        guard arrivals.count > Self.mostArrivals else { return }
+        let older = arrivals.count / 2
+        var kept: [Arrival] = []
+        kept.reserveCapacity(Self.mostArrivals)
+        var index = 0
+        while index + 1 < older {
+            kept.append(Arrival(at: arrivals[index + 1].at, count: arrivals[index].count + arrivals[index + 1].count))
+            index += 2
+        }
+        kept.append(contentsOf: arrivals[index...])
+        arrivals = kept
     }
 
     /// Request `request` stops receiving (finished, cut, or failed): its last bytes arrived at
