@@ -322,6 +322,52 @@ import Testing
         }
     }
 
+    /// A read that begins within bytes the transport of a download has already received, whose
+    /// task has not written them yet (a busy machine), waits for that download: it does not cut
+    /// the download's request there, which would throw away what the origin sent past the cut,
+    /// and ask for it again. Counted from what the download wrote, the read was 1.5 MiB ahead, on
+    /// a connection that brings 1 MB within the longest wait.
+    @Test func aReadWithinBytesADownloadsTransportHoldsWaitsForThem() async throws {
+        let (server, data) = try makeOrigin(size: 8_000_000)
+        server.bytesPerSecond = 2_000_000
+        let released = Locked(false)
+        try await withTemporaryCache(configure: { configuration in
+            configuration.initialSegmentSize = 4 << 20
+            configuration.parallelDownloads = 1
+        }) { cache in
+            let url = server.url(Self.path)
+            // The answer to the read from 0 (one request of 4 MiB) comes late after 256 KiB.
+            let transport = LateConsumerTransport(wrapping: URLSessionTransport.shared, before: 256 << 10,
+                                                  hold: .seconds(30), until: { released.withLock { $0 } })
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+            // A first read measures the connection: 2 MB/s.
+            #expect(try await song.read(ByteRange(6_000_000, 6_100_000)).collect() == data[6_000_000..<6_100_000])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            let sentBefore = server.bodyBytesSent(for: Self.path)
+            let whole = Task { try await song.read(ByteRange(0, 4 << 20)).collect() }
+            // The origin sends on while the download's task takes nothing past 256 KiB.
+            let seek: Int64 = (256 << 10) + (3 << 19)
+            for _ in 0..<300 where server.bodyBytesSent(for: Self.path) - sentBefore < seek + 100_000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(server.bodyBytesSent(for: Self.path) - sentBefore >= seek + 100_000, "the origin sent past the read")
+            let part = Task { try await song.read(ByteRange(seek, seek + 100_000)).collect() }
+            // Once it waits, it has either joined the download or started its own.
+            for _ in 0..<500 {
+                if await song.waiters.values.contains(where: { $0.offset == seek }) { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            released.withLock { $0 = true }
+            #expect(try await part.value == data[Int(seek)..<Int(seek) + 100_000])
+            #expect(try await whole.value == data[0..<(4 << 20)])
+            #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
+            #expect(!server.requests.contains { $0.range.flatMap(Self.requestedStart) == seek }, "\(server.requests.map { $0.range ?? "-" })")
+            let cached = try await song.cachedRanges
+            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice: \(cached)")
+        }
+    }
+
     /// A download that stops its read-ahead a little short of cached bytes closes the hole: a
     /// player replaying the stretch (and reading a little further, since cached bytes come faster)
     /// would otherwise need the origin for it. Nothing is fetched twice.

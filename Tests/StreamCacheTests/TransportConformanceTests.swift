@@ -282,6 +282,8 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         // The body says when its newest bytes came before the consumer has taken any: a task that
         // runs late has bytes untold (`ParallelGain`).
         let newestBeforeReading = try #require(response.body.newestArrival)
+        // And how many bytes wait for it: all of them (`Resource.joins(_:at:)`).
+        #expect(response.body.bytesWaiting == data.count)
         var iterator = response.body.makeAsyncIterator()
         var received = Data()
         var arrivals: [ContinuousClock.Instant] = []
@@ -295,6 +297,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
                 "the first chunk arrived \(first - sent) after the request was sent, the consumer asked \(asked - sent) after it")
         #expect(zip(arrivals, arrivals.dropFirst()).allSatisfy { $0 <= $1 }, "arrivals in order")
         #expect(newestBeforeReading == arrivals.last && response.body.newestArrival == arrivals.last)
+        #expect(response.body.bytesWaiting == 0)
     }
 
     /// An ``HTTPOrigin``'s body, which checks the range and resumes a broken one, says when the
@@ -323,6 +326,8 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         let told = try #require(newest)
         let said = try #require(response.body.newestArrival)
         #expect(said >= told && said - told < .seconds(1), "said \(said - told) after the newest bytes told")
+        // How many bytes wait is said of one range only: a multipart body's hold boundaries too.
+        #expect(response.body.bytesWaiting == (severalRanges ? nil : 0))
     }
 
     static var isLinuxURLSession: Bool {

@@ -238,6 +238,7 @@ struct ParallelGain: Sendable {
         guard count > 0 else { return }
         if let last = arrivals.last, last.at > now {
             arrivals.insert(Arrival(at: now, count: count), at: firstArrival(after: now))
+            keepTheArrivalsFew()
         } else if let last = arrivals.last, now - last.at < Self.arrivalResolution {
             // One entry per millisecond at most: a long request alone at 60 MB/s keeps a few
             // thousand entries, not one per socket read.

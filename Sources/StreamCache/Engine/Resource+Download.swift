@@ -205,13 +205,24 @@ extension Resource {
     ///
     /// A request in flight is only split by cutting its connection, which loses what the origin
     /// has already sent past the cut; bytes just past the download's position are worth that
-    /// wait, a seek far into a long request on a slow link is not.
+    /// wait, a seek far into a long request on a slow link is not. The distance counts from
+    /// where the bytes its transport received end (``receivedEnd(of:)``), not from where it
+    /// wrote: a read that begins within bytes already here waits for them, however late the
+    /// download's task runs.
     func joins(_ download: Download, at offset: Int64) -> Bool {
-        let ahead = offset - download.position
+        let ahead = offset - receivedEnd(of: download)
         if ahead <= configuration.joinDistance { return true }
         guard offset < download.segmentEnd else { return false }
         guard let throughput = speed(of: download), throughput > 0 else { return true }
         return ahead <= bytesWithinJoinWait(at: throughput)
+    }
+
+    /// Where the bytes of `download`'s range arriving now that its transport has received end:
+    /// its position, and the bytes that wait in the transport for its task
+    /// (``HTTPBody/bytesWaiting``; none where the body cannot say).
+    func receivedEnd(of download: Download) -> Int64 {
+        guard let waiting = download.answerBody?.bytesWaiting, waiting > 0 else { return download.position }
+        return max(download.position, min(download.rangeEnd, download.position + Int64(waiting)))
     }
 
     /// The speed `download`'s connection last reached, or the resource's when it has none yet.

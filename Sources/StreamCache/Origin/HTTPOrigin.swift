@@ -554,6 +554,9 @@ private final class ResumingBody: HTTPBodySource, @unchecked Sendable {
 
     /// The current body's: `nil` from a re-open until its first chunk, when nothing can be said.
     var newestArrival: ContinuousClock.Instant? { current.withLock { $0.body }.newestArrival }
+
+    /// The current body's: a chunk is handed on as it came, trimmed only at its range's end.
+    var bytesWaiting: Int? { current.withLock { $0.body }.bytesWaiting }
 }
 
 /// A member of a JSON object that is kept only when it is a string: headers such as

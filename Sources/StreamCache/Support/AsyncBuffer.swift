@@ -49,6 +49,10 @@ package final class AsyncBuffer<Element: Sendable>: Sendable {
     /// up to this time has handled all that came.
     package var newestStamp: ContinuousClock.Instant? { state.withLock { $0.newestStamp } }
 
+    /// The weight of the elements queued for the consumer: for a body's buffer, the bytes the
+    /// transport received that the consumer has not taken yet.
+    package var queuedWeight: Int { state.withLock { $0.bufferedWeight } }
+
     /// Sets the action run once when the consumer stops listening. Runs at once if it already has.
     package func setOnCancel(_ action: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { state -> Bool in

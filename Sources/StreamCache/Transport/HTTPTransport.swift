@@ -160,6 +160,19 @@ public struct HTTPBody: AsyncSequence, Sendable {
         }
     }
 
+    /// How many bytes of the body the transport has received that the consumer has not taken
+    /// yet; `nil` when the body's source does not say (``HTTPBodySource/bytesWaiting``).
+    ///
+    /// A consumer that runs late (a busy machine) has these at hand: the engine lets a read
+    /// that begins within them wait for its download instead of cutting the download's request
+    /// there, which would throw them away and ask the origin for them again.
+    public var bytesWaiting: Int? {
+        switch source {
+        case .buffer(let buffer): buffer.queuedWeight
+        case .pull(let source): source.bytesWaiting
+        }
+    }
+
     /// A body whose chunks `source` produces when the consumer asks, in the consumer's task: no
     /// task and no buffer of its own, so each chunk costs no extra thread hop.
     public init(pulling source: any HTTPBodySource) { self.source = .pull(source) }
@@ -274,6 +287,11 @@ public protocol HTTPBodySource: AnyObject, Sendable {
     /// ``HTTPBody/newestArrival``); `nil` before the first, or when the source cannot tell. The
     /// default implementation returns `nil`. Called from any thread, at any time.
     var newestArrival: ContinuousClock.Instant? { get }
+    /// How many bytes of the body the transport has received that ``next()`` has not returned
+    /// yet (see ``HTTPBody/bytesWaiting``); `nil` when the source cannot tell, or when they are
+    /// not all the resource's (boundaries of several ranges). The default implementation returns
+    /// `nil`. Called from any thread, at any time.
+    var bytesWaiting: Int? { get }
     /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
     func cancel()
 }
@@ -286,4 +304,6 @@ extension HTTPBodySource {
     public func readyChunk() -> HTTPBody.Chunk? { nil }
 
     public var newestArrival: ContinuousClock.Instant? { nil }
+
+    public var bytesWaiting: Int? { nil }
 }
