@@ -250,9 +250,10 @@ import Testing
 
     /// A multipart body says its newest bytes arrived when the newest of the file's bytes did:
     /// a chunk of boundaries and part heads alone, once parsed, brings none, and a consumer that
-    /// has taken every payload byte has taken all it received (``ParallelGain`` and the idle
-    /// downloads' reaper tell a late task from a stalled origin by it). A chunk not parsed yet
-    /// counts as it arrives.
+    /// has taken every payload byte has taken all it received (``ParallelGain`` tells a late task
+    /// from a stalled origin by it). A chunk not parsed yet counts as it arrives. And it says
+    /// how many bytes wait for the consumer, none once it has taken all that came (the idle
+    /// downloads' reaper spares a download with bytes waiting).
     @Test func aMultipartBodysNewestArrivalIsItsNewestPayloads() async throws {
         let buffer = HTTPBody.makeBuffer(limit: 1 << 20)
         let start = ContinuousClock.now
@@ -263,18 +264,23 @@ import Testing
         offer(1)
         let body = MultipartByteRangesBody(body: HTTPBody(buffer: buffer), boundary: "b", expected: [ByteRange(0, 4), ByteRange(10, 14)])
         #expect(try await body.readFirstPartHead() == 20)
+        // The first part's payload, parsed, and the second chunk wait.
+        #expect(body.bytesWaiting == 4 + chunks[1].utf8.count)
         let first = try #require(try await body.nextChunk())
         #expect(first.data == Data("abcd".utf8) && first.arrivedAt == stamps[0])
         // The second chunk is the transport's newest, and not parsed yet.
         #expect(body.newestArrival == stamps[1])
+        #expect(body.bytesWaiting == chunks[1].utf8.count)
         // Parsed, it holds no payload: nothing waits.
         #expect(body.readyChunk() == nil)
         #expect(body.newestArrival == stamps[0])
+        #expect(body.bytesWaiting == 0)
         offer(2)
         #expect(body.newestArrival == stamps[2])
         let second = try #require(try await body.nextChunk())
         #expect(second.data == Data("wxyz".utf8) && second.arrivedAt == stamps[2])
         #expect(body.newestArrival == stamps[2])
+        #expect(body.bytesWaiting == 0)
         buffer.finish()
         #expect(try await body.nextChunk() == nil)
     }

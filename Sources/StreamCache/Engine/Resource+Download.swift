@@ -44,12 +44,9 @@ extension Resource {
         /// When the download's task sent its request in flight (``Resource/bytesOnTheWire(_:)``).
         var requestSentAt: ContinuousClock.Instant?
         /// The answer in flight's body, which says when its newest bytes arrived, taken in or not
-        /// (``HTTPBody/newestArrival``, for ``ParallelGain``).
+        /// (``HTTPBody/newestArrival``, for ``ParallelGain``), and how many wait for the
+        /// download's task (``HTTPBody/bytesWaiting``, for ``Resource/joins(_:at:)`` and the reaper).
         var answerBody: HTTPBody?
-        /// When the newest bytes the download wrote of its answer in flight arrived: where its
-        /// body's ``HTTPBody/newestArrival`` is later, bytes wait in its transport
-        /// (``Resource/madeProgress(_:since:now:)``).
-        var newestWrittenArrival: ContinuousClock.Instant?
         var segmentStartPosition: Int64
         var opened = false
         /// When the download last became unneeded (no reader in its window), and how far it may
@@ -596,7 +593,6 @@ extension Resource {
         download.isBeingAnswered = true
         download.requestSentAt = sentAt
         download.answerBody = response.body
-        download.newestWrittenArrival = nil
         download.position = response.offset
         if response.offset < download.segmentStartPosition {
             // The origin ignored the range: the body starts at 0 and must be followed to the end.
@@ -643,7 +639,6 @@ extension Resource {
         for arrival in run.arrivals {
             noteTransfer(of: arrival.count, by: &download, arrivedAt: arrival.at)
         }
-        if let newest = run.arrivals.last?.at { download.newestWrittenArrival = max(newest, download.newestWrittenArrival ?? newest) }
         download.received += range.count
         download.position = range.upperBound
         if download.position >= download.rangeEnd, !download.followingRanges.isEmpty {

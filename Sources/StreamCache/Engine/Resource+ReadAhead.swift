@@ -164,18 +164,16 @@ extension Resource {
     }
 
     /// Whether `download` made progress during the reaper's watch: it wrote bytes past
-    /// `positionBefore`, or its transport holds bytes it has not written yet that arrived less
-    /// than three grace periods ago.
+    /// `positionBefore`, or its transport holds bytes its task has not taken yet
+    /// (``HTTPBody/bytesWaiting``), the newest of which arrived less than three grace periods ago.
     ///
     /// The second is a download whose task runs late (a busy machine: the transport receives on
     /// its own threads while the task waits for one of the pool's): its origin did not stall, and
     /// cancelling it would throw away what the origin sent, for the next reader to fetch again.
-    /// The bound stops a download all the same whose newest bytes are not its file's: a
-    /// `multipart/byteranges` answer stalled right after a boundary.
+    /// The bound still stops one whose task no longer takes anything in.
     func madeProgress(_ download: Download, since positionBefore: Int64?, now: ContinuousClock.Instant) -> Bool {
         if positionBefore != download.position { return true }
-        guard let newest = download.answerBody?.newestArrival else { return false }
-        if let written = download.newestWrittenArrival, newest <= written { return false }
+        guard let body = download.answerBody, let waiting = body.bytesWaiting, waiting > 0, let newest = body.newestArrival else { return false }
         return now - newest < configuration.idleDownloadGracePeriod * 3
     }
 

@@ -20,9 +20,9 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
     private var ended = false
     /// A parse error met by ``readyChunk()``, which cannot throw: the next ``nextChunk()`` does.
     private var deferredError: (any Error)?
-    /// When the newest chunk the parser took arrived, and the newest that held payload: read by
-    /// ``newestArrival`` from any thread.
-    private let parsed = Locked<(taken: ContinuousClock.Instant?, payload: ContinuousClock.Instant?)>((nil, nil))
+    /// When the newest chunk the parser took arrived, the newest that held payload, and the
+    /// payload bytes in ``pending``: read by ``newestArrival`` and ``bytesWaiting`` from any thread.
+    private let parsed = Locked<(taken: ContinuousClock.Instant?, payload: ContinuousClock.Instant?, pending: Int)>((nil, nil, 0))
 
     /// Reads `body`, whose parts must be `expected`, separated by `boundary`.
     init(body: HTTPBody, boundary: String, expected: [ByteRange]) {
@@ -48,7 +48,7 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         while pending.isEmpty {
             guard try await receive() else { return nil }
         }
-        return pending.removeFirst()
+        return handOn()
     }
 
     func readyChunk() -> HTTPBody.Chunk? {
@@ -61,7 +61,14 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
                 return nil
             }
         }
-        return pending.removeFirst()
+        return handOn()
+    }
+
+    /// Takes the first piece of ``pending``, which must not be empty.
+    private func handOn() -> HTTPBody.Chunk {
+        let piece = pending.removeFirst()
+        parsed.withLock { $0.pending -= piece.data.count }
+        return piece
     }
 
     func cancel() {
@@ -76,6 +83,15 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         let (taken, payload) = parsed.withLock { ($0.taken, $0.payload) }
         guard let taken, newest <= taken else { return newest }
         return payload
+    }
+
+    /// The payload parsed and not handed on yet, and what the transport holds that the parser
+    /// has not taken: none once the consumer has taken all that came. A count of the file's
+    /// bytes to within the boundaries and part heads among them, which may belong to the
+    /// ranges after the one arriving.
+    var bytesWaiting: Int? {
+        guard let unparsed = body.bytesWaiting else { return nil }
+        return unparsed + parsed.withLock { $0.pending }
     }
 
     /// Parses the next chunk of the body; `false` once it has ended (after its last part).
@@ -98,6 +114,7 @@ final class MultipartByteRangesBody: HTTPBodySource, @unchecked Sendable {
         parsed.withLock { parsed in
             parsed.taken = chunk.arrivedAt
             if !pieces.isEmpty { parsed.payload = chunk.arrivedAt }
+            parsed.pending += pieces.reduce(0) { $0 + $1.count }
         }
     }
 }

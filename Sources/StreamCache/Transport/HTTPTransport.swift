@@ -288,9 +288,8 @@ public protocol HTTPBodySource: AnyObject, Sendable {
     /// default implementation returns `nil`. Called from any thread, at any time.
     var newestArrival: ContinuousClock.Instant? { get }
     /// How many bytes of the body the transport has received that ``next()`` has not returned
-    /// yet (see ``HTTPBody/bytesWaiting``); `nil` when the source cannot tell, or when they are
-    /// not all the resource's (boundaries of several ranges). The default implementation returns
-    /// `nil`. Called from any thread, at any time.
+    /// yet (see ``HTTPBody/bytesWaiting``); `nil` when the source cannot tell. The default
+    /// implementation returns `nil`. Called from any thread, at any time.
     var bytesWaiting: Int? { get }
     /// Aborts the body: the request is cancelled and later calls to ``next()`` throw.
     func cancel()
