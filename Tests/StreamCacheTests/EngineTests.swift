@@ -368,6 +368,24 @@ import Testing
         }
     }
 
+    /// A request's speed is timed by when its bytes arrived, not by when a download whose task
+    /// runs late took them in: held for a second after 256 KiB of a first request of 1 MiB that
+    /// the loopback origin sends at once, the download measured the hold.
+    @Test func aRequestsSpeedIsTimedByItsBytesArrivalNotByALateTask() async throws {
+        let (server, data) = try makeOrigin(size: 2_000_000)
+        try await withTemporaryCache { cache in
+            let url = server.url(Self.path)
+            let hold = TestTiming.time(.seconds(1))
+            let transport = LateConsumerTransport(wrapping: URLSessionTransport.shared, before: 256 << 10, hold: hold)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+            #expect(try await song.read(ByteRange(0, 1 << 20)).collect() == data[0..<(1 << 20)])
+            let measured = try #require(await song.connectionThroughput)
+            // Timed by the task, at most a mebibyte a second; by arrival, far more on loopback.
+            let byTheTask = Double(1 << 20) / hold.timeInterval
+            #expect(measured > 4 * byTheTask, "\(measured) B/s")
+        }
+    }
+
     /// A download that stops its read-ahead a little short of cached bytes closes the hole: a
     /// player replaying the stretch (and reading a little further, since cached bytes come faster)
     /// would otherwise need the origin for it. Nothing is fetched twice.

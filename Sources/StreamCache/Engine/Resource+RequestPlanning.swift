@@ -136,9 +136,16 @@ extension Resource {
     /// instead of 2 on loopback) would read as a slow connection and split the next seek (or a
     /// long read whose first request starts past cached bytes) across connections that gain
     /// nothing there.
+    ///
+    /// Timed from when the request left to when its last bytes arrived, both stamped off the
+    /// actor (``Download/requestSentAt``, ``HTTPBody/Chunk/arrivedAt``), not by when the download
+    /// took them in: a task that runs late on a busy machine made a fast link look slow, and a
+    /// seek then judged far into a request in flight cut it, throwing away what the origin had
+    /// already sent past the cut (``joins(_:at:)``).
     func recordThroughput(of download: inout Download) {
         guard !download.requestWasHeld else { return }
-        let elapsed = (ContinuousClock.now - download.segmentStartedAt).timeInterval
+        let sent = download.requestSentAt ?? download.segmentStartedAt
+        let elapsed = ((download.requestSample?.lastByteAt ?? .now) - sent).timeInterval
         let fetched = download.received - download.segmentStartReceived
         guard elapsed > 0, fetched >= configuration.initialSegmentSize / 4 else { return }
         let measured = Double(fetched) / elapsed
