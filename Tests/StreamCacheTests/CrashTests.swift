@@ -63,9 +63,10 @@ import Testing
                 _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"],
                                                         stderr: try FileHandle(forWritingTo: errors))
-                try await Task.sleep(for: TestTiming.time(.milliseconds(700 + 300 * round)))
-                #expect(process.isRunning, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
-                process.signal(SIGKILL)
+                // Timed on a thread: a task's sleep here once overshot by some 20 s on a loaded
+                // machine, and the download had finished (exit status 0) when the kill came.
+                let killed = await Self.killProcess(process, after: TestTiming.time(.milliseconds(700 + 300 * round)))
+                #expect(killed, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal,
                         "exit status \(process.terminationStatus): \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
