@@ -45,7 +45,22 @@ public final class CloudTestServer: @unchecked Sendable {
         /// revision id).
         var history: [Int: Data] = [:]
         var name: String { String(path.split(separator: "/").last ?? "") }
-        var hash: String { SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() }
+        /// The digests the services publish, each the real one of `data` as their documentation
+        /// defines it; the Dropbox and OneDrive ones come from the engine's hashers, which
+        /// `ContentDigestTests` check against published vectors.
+        var md5: String { Self.hex(Insecure.MD5.hash(data: data)) }
+        var sha1: String { Self.hex(Insecure.SHA1.hash(data: data)) }
+        var sha256: String { Self.hex(SHA256.hash(data: data)) }
+        var dropboxContentHash: String { Self.digest(.dropboxContentHash, of: data).hex }
+        var quickXorHash: String { Data(Self.digest(.quickXor, of: data).bytes).base64EncodedString() }
+
+        static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 { digest.map { String(format: "%02x", $0) }.joined() }
+
+        static func digest(_ algorithm: ContentDigest.Algorithm, of data: Data) -> ContentDigest {
+            var hasher = ContentHasher(algorithm)
+            data.withUnsafeBytes { hasher.update($0) }
+            return hasher.finalize()
+        }
         /// Box's id for the current version.
         var boxVersionID: String { "\(id)v\(revision)" }
 
@@ -87,6 +102,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var codeGrants = 0
         var codeExchanges: [[String: String]] = []
         var refusalsEchoTheRequest = false
+        /// Download answers still to send with the byte at `offset` flipped, when they carry it.
+        var corruption: (answers: Int, offset: Int64) = (0, 0)
     }
 
     /// A code the sign-in page handed out, and what its exchange must match.
@@ -180,6 +197,11 @@ public final class CloudTestServer: @unchecked Sendable {
         {"error": {"errors": [{"domain": "usageLimits", "reason": "userRateLimitExceeded", "message": "User Rate Limit Exceeded"}], \
         "code": 403, "message": "User Rate Limit Exceeded"}}
         """
+
+    /// Makes the next `answers` downloads that carry the byte at `offset` send it flipped (every
+    /// bit inverted), while the APIs keep publishing the digests of the true bytes: a file
+    /// corrupted between the service and the cache.
+    public func corruptDownloads(_ answers: Int, atOffset offset: Int64) { state.withLock { $0.corruption = (answers, offset) } }
 
     /// Whether the Drive user may read files' revisions (`capabilities.canReadRevisions`; a viewer
     /// of someone else's file may not, and gets 403 from `revisions/{id}`).
@@ -368,7 +390,7 @@ public final class CloudTestServer: @unchecked Sendable {
             case "/resources":
                 if let file = file(path: target) {
                     return json(["name": file.name, "type": "file", "size": file.data.count, "mime_type": file.mimeType ?? "application/octet-stream",
-                                 "md5": file.hash, "sha256": file.hash + file.hash, "revision": file.revision, "path": "disk:" + file.path])
+                                 "md5": file.md5, "sha256": file.sha256, "revision": file.revision, "path": "disk:" + file.path])
                 }
                 let items = children(of: target)
                 guard !items.isEmpty || target == "/" else { return json(["error": "DiskNotFoundError"], status: .notFound) }
@@ -394,7 +416,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 }
                 guard let file = file(reference: target) else { return json(["error_summary": "path/not_found/"], status: .conflict) }
                 return json([".tag": "file", "name": file.name, "id": "id:" + file.id, "size": file.data.count, "rev": "r\(file.revision)",
-                             "content_hash": file.hash, "path_display": file.path])
+                             "content_hash": file.dropboxContentHash, "path_display": file.path])
             case "files/list_folder":
                 return json(["entries": children(of: target.isEmpty ? "/" : target).map {
                     [".tag": $0.isFolder ? "folder" : "file", "name": $0.name, "size": $0.size, "path_display": $0.path] as [String: Any]
@@ -409,7 +431,7 @@ public final class CloudTestServer: @unchecked Sendable {
             }
             var response = download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record)
             let result = "{\"name\":\"\(file.name.unicodeScalars.map { $0.isASCII ? String($0) : String(format: "\\u%04x", $0.value) }.joined())\","
-                + "\"id\":\"id:\(file.id)\",\"rev\":\"r\(file.revision)\",\"content_hash\":\"\(file.hash)\",\"size\":\(file.data.count)}"
+                + "\"id\":\"id:\(file.id)\",\"rev\":\"r\(file.revision)\",\"content_hash\":\"\(file.dropboxContentHash)\",\"size\":\(file.data.count)}"
             response.headers[HTTPField.Name("Dropbox-API-Result")!] = result
             return response
         }
@@ -450,7 +472,7 @@ public final class CloudTestServer: @unchecked Sendable {
             }
             if query["alt"] == "media" { return download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record) }
             return json(["id": file.id, "name": file.name, "size": String(file.data.count), "mimeType": file.mimeType ?? "application/octet-stream",
-                         "md5Checksum": file.hash, "headRevisionId": "rev\(file.revision)",
+                         "md5Checksum": file.md5, "headRevisionId": "rev\(file.revision)",
                          "capabilities": ["canReadRevisions": revisionsReadable]])
         }
         if path.hasPrefix("/graph/v1.0/me/drive") {
@@ -480,7 +502,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 return empty(.found, [.location: url(.content, "/onedrive/\(issueLink(for: item.id))").absoluteString + "?tempauth=signed"])
             }
             return json(["id": item.id, "name": item.name, "size": item.data.count, "eTag": "\"{\(item.id)},\(item.revision)\"",
-                         "cTag": "\"c:{\(item.id)},\(item.revision)\"", "file": ["mimeType": item.mimeType ?? "application/octet-stream"]])
+                         "cTag": "\"c:{\(item.id)},\(item.revision)\"", "file": ["mimeType": item.mimeType ?? "application/octet-stream", "hashes": ["quickXorHash": item.quickXorHash]]])
         }
         if path.hasPrefix("/box/2.0/") {
             let rest = path.dropFirst("/box/2.0/".count)
@@ -504,8 +526,8 @@ public final class CloudTestServer: @unchecked Sendable {
                 }
                 return empty(.found, [.location: url(.content, "/box/\(issueLink(for: file.id, revision: revision))").absoluteString])
             }
-            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.hash, "etag": String(file.revision),
-                         "file_version": ["type": "file_version", "id": file.boxVersionID, "sha1": file.hash]])
+            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.sha1, "etag": String(file.revision),
+                         "file_version": ["type": "file_version", "id": file.boxVersionID, "sha1": file.sha1]])
         }
         return empty(.notFound)
     }
@@ -651,7 +673,7 @@ public final class CloudTestServer: @unchecked Sendable {
         }) {
             return failed(HTTPResponse.Status(code: failure.status), body: failure.body, record: record)
         }
-        guard let file = file(id: fileID), let data = file.data(revision: revision) else {
+        guard let file = file(id: fileID), var data = file.data(revision: revision) else {
             record(404, 0, false)
             return Response(status: .notFound, headers: [.contentLength: "0"])
         }
@@ -675,7 +697,13 @@ public final class CloudTestServer: @unchecked Sendable {
         if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(end - 1)/\(total)" }
         charge(authorization, bytes: end - start)
         let state = self.state
-        let (first, last, answer) = (start, end, status)
+        state.withLock { state in
+            let offset = state.corruption.offset
+            guard state.corruption.answers > 0, (start..<end).contains(offset) else { return }
+            state.corruption.answers -= 1
+            data[data.startIndex + Int(offset)] ^= 0xFF
+        }
+        let (first, last, answer, sentData) = (start, end, status, data)
         return Response(status: answer, headers: headers, body: ResponseBody(contentLength: Int(last - first)) { writer in
             let (start, end, status) = (first, last, answer)
             var offset = start
@@ -688,7 +716,7 @@ public final class CloudTestServer: @unchecked Sendable {
                         if let remaining = state.links[link]?.remaining { state.links[link]?.remaining = remaining - count }
                     }
                 }
-                try await writer.write(ByteBuffer(bytes: data[Int(offset)..<Int(offset + count)]))
+                try await writer.write(ByteBuffer(bytes: sentData[Int(offset)..<Int(offset + count)]))
                 offset += count
                 sent += count
             }

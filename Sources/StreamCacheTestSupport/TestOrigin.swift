@@ -71,6 +71,9 @@ public final class TestOrigin: @unchecked Sendable {
         /// Answer as usual without `ETag` and `Content-Type`: the bare 206 some servers and CDNs
         /// send for a range (RFC 9110 §15.3.7 wants the `ETag` a 200 would carry; not all do).
         case bareHead
+        /// Answer as usual, with the file's byte at this offset inverted: bytes corrupted on the
+        /// way, under the file's true headers.
+        case flipByte(at: Int64)
     }
 
     /// One request as the server saw it.
@@ -113,6 +116,8 @@ public final class TestOrigin: @unchecked Sendable {
         public var contentType: String?
         /// Whether `Accept-Ranges: bytes` and 206 answers are given at all.
         public var supportsRanges: Bool
+        /// Headers sent with every answer besides the usual ones (a `Repr-Digest`).
+        public var extraHeaders: [String: String] = [:]
     }
 
     private struct State {
@@ -216,8 +221,10 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Serves `data` at `path`.
     public func setFile(_ path: String, data: Data, entityTag: String? = "\"v1\"", contentType: String? = "application/octet-stream",
-                        supportsRanges: Bool = true) {
-        state.withLock { $0.files[path] = File(data: data, entityTag: entityTag, contentType: contentType, supportsRanges: supportsRanges) }
+                        supportsRanges: Bool = true, extraHeaders: [String: String] = [:]) {
+        state.withLock {
+            $0.files[path] = File(data: data, entityTag: entityTag, contentType: contentType, supportsRanges: supportsRanges, extraHeaders: extraHeaders)
+        }
     }
 
     /// Headers every request must carry (else 401).
@@ -527,8 +534,9 @@ public final class TestOrigin: @unchecked Sendable {
         if case .refusal(let code, let json) = fault { return simple(code, ["Content-Type": "application/json"], body: json) }
         if case .redirect(let location) = fault { return simple(302, ["Location": location]) }
         for (name, value) in required where headers[name] != value { return simple(401, ["WWW-Authenticate": "Bearer"]) }
-        guard let file else { return simple(404) }
+        guard var file else { return simple(404) }
         let total = Int64(file.data.count)
+        if case .flipByte(let offset) = fault, offset < total { file.data[Int(offset)] ^= 0xFF }
 
         var status = 200
         var range = ByteRange(0, total)
@@ -576,6 +584,7 @@ public final class TestOrigin: @unchecked Sendable {
         if case .contentEncoding(let coding) = fault { head += "Content-Encoding: \(coding)\r\n" }
         let bare: Bool = if case .bareHead = fault { true } else { false }
         if let tag = file.entityTag, !bare { head += "ETag: \(tag)\r\n" }
+        for (name, value) in file.extraHeaders.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
         if multipartBody != nil {
             head += "Content-Type: multipart/byteranges; boundary=\(Self.multipartBoundary)\r\n"
         } else if let type = file.contentType, !bare {

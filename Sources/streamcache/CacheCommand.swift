@@ -30,6 +30,10 @@ struct CacheCommand: AsyncParsableCommand {
         /// When the origin last confirmed the cached version (a download's answer, or a check
         /// under `--revalidate-after`).
         var verified: Date?
+        /// The digest of the whole file the origin publishes (`sha256:…`), if it publishes one.
+        var contentDigest: String?
+        /// Whether the complete cached bytes were found to match ``contentDigest``.
+        var contentMatched: Bool
 
         init(_ entry: CacheStore.Entry) {
             key = entry.key.rawValue
@@ -44,6 +48,8 @@ struct CacheCommand: AsyncParsableCommand {
             pinned = entry.pinned
             lastAccessed = entry.lastAccessedAt
             verified = entry.verifiedAt
+            contentDigest = entry.info?.contentDigest?.description
+            contentMatched = entry.contentMatched != nil
         }
     }
 
@@ -130,6 +136,7 @@ struct CacheCommand: AsyncParsableCommand {
             print("pinned:        \(summary.pinned)")
             print("last accessed: \(summary.lastAccessed)")
             print("verified:      \(summary.verified.map { "\($0)" } ?? "never")")
+            print("digest:        \(summary.contentDigest.map { $0 + (summary.contentMatched ? " (the cached bytes match)" : " (not checked yet)") } ?? "none published")")
         }
     }
 

@@ -182,7 +182,7 @@ struct RunningServer: Sendable {
         let codes: [StreamCacheError.Code] = [
             .originUnavailable, .resourceChanged, .rangeNotSatisfiable, .authenticationFailed, .notFound, .badResponse,
             .tooManyRedirects, .diskFull, .cacheIOFailed, .invalidArgument, .rangeNotSupported, .unsupportedMediaType,
-            .invalidPlaylist, .cacheInUse,
+            .invalidPlaylist, .cacheInUse, .contentMismatch,
         ]
         if let name, let code = codes.first(where: { $0.description == name }) { return code }
         switch status {

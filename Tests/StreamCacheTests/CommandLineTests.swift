@@ -218,6 +218,41 @@ import Testing
         }
     }
 
+    /// `prefetch` of a file whose origin publishes a `Repr-Digest`: `cache info` shows the digest
+    /// and that the cached bytes match it; an origin whose bytes fail it twice, differently, makes
+    /// `prefetch` exit 3 with `contentMismatch`.
+    @Test func prefetchChecksTheOriginsDigestAndInfoShowsIt() async throws {
+        let server = try TestOrigin()
+        let data = TestData.random(count: 500_000, seed: 84)
+        let digest = ContentDigestTests.digest(.sha256, of: data)
+        let header = ["Repr-Digest": "sha-256=:\(Data(digest.bytes).base64EncodedString()):"]
+        server.setFile("/d.flac", data: data, extraHeaders: header)
+        server.setFile("/bad.flac", data: data, extraHeaders: header)
+        let flips = Locked(0)
+        server.faults = { _, path, _, _ in
+            guard path == "/bad.flac" else { return nil }
+            return .flipByte(at: Int64(flips.withLock { count in
+                count += 1
+                return count * 1000
+            }))
+        }
+        try await withTemporaryDirectory { directory in
+            let good = server.url("/d.flac").absoluteString
+            let prefetched = try await CommandLineTool.run(["prefetch", good, "--quiet", "--cache-dir", directory.path])
+            #expect(prefetched.status == 0)
+            let info = try await CommandLineTool.run(["cache", "info", CacheKey(url: server.url("/d.flac")).rawValue, "--json", "--cache-dir", directory.path])
+            struct Shown: Decodable { var contentDigest: String?; var contentMatched: Bool }
+            let shown = try JSONDecoder().decode(Shown.self, from: info.stdout)
+            #expect(shown.contentDigest == digest.description)
+            #expect(shown.contentMatched)
+
+            let bad = try await CommandLineTool.run(["prefetch", server.url("/bad.flac").absoluteString, "--quiet", "--connections", "1",
+                                                     "--cache-dir", directory.path])
+            #expect(bad.status == 3)
+            #expect(bad.stderr.contains("contentMismatch"), "\(bad.stderr)")
+        }
+    }
+
     @Test func rangeListAndClear() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 400_000, seed: 81)

@@ -575,6 +575,7 @@ extension Resource {
                 if newInfo.totalLength == nil { newInfo.totalLength = old.totalLength }
                 if newInfo.validator.isEmpty { newInfo.validator = old.validator }
                 if newInfo.fileName == nil { newInfo.fileName = old.fileName }
+                if newInfo.contentDigest == nil { newInfo.contentDigest = old.contentDigest }
                 if let asked = downloads[id]?.position, response.offset < asked { newInfo.acceptsByteRanges = false }
                 storeInfo(newInfo)
             }
@@ -655,6 +656,7 @@ extension Resource {
         wakeWaiters()
         emit(.bytesCached(cut, totalCached: available.coveredByteCount))
         commitIfDue()
+        if newBytes > 0 { checkContentIfComplete() }
 
         var goOn = download.position < download.limit
         if goOn, info?.acceptsByteRanges != false, available.contains(download.position) {
@@ -721,6 +723,7 @@ extension Resource {
                 // The origin's version changed mid-body: nothing of either version may be mixed.
                 var stale = info
                 stale.validator = Validator()
+                stale.contentDigest = nil
                 try? resetForNewVersion(stale)
                 self.info = nil
             }
@@ -789,5 +792,6 @@ extension Resource {
         reaper = nil
         replanOnceMeasured?.cancel()
         replanOnceMeasured = nil
+        contentCheck?.cancel()
     }
 }

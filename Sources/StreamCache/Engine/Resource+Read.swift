@@ -88,11 +88,32 @@ extension Resource {
     /// lack of readers while it runs. Cancelling the task stops them too (those a player reads
     /// from go on for the player); what they fetched stays cached.
     ///
-    /// - Throws: ``StreamCacheError`` when the origin fails, `CancellationError` when cancelled.
+    /// When the prefetch completes the resource and its origin publishes a content digest
+    /// (``ResourceInfo/contentDigest``), it returns once the bytes were checked against it. Bytes
+    /// that do not match are dropped and downloaded once more.
+    ///
+    /// - Throws: ``StreamCacheError`` when the origin fails, or with
+    ///   ``StreamCacheError/Code/contentMismatch`` when the bytes failed the digest twice, differently;
+    ///   `CancellationError` when cancelled.
     public func prefetch(_ range: ByteRange? = nil) async throws {
-        let buffer = AsyncBuffer<ReadChunk>(limit: 1)
-        await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer))
-        if let error = try? await buffer.errorIfFailed() { throw error }
+        for attempt in 1...2 {
+            let dropsBefore = contentDrops
+            let buffer = AsyncBuffer<ReadChunk>(limit: 1)
+            await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer))
+            let failure = try? await buffer.errorIfFailed()
+            if failure == nil || failure.map({ ($0 as? StreamCacheError)?.code == .resourceChanged }) == true {
+                // The check may end the read itself: it drops the bytes while the read takes its last steps.
+                await awaitContentCheck()
+            }
+            if contentDrops == dropsBefore {
+                if let failure { throw failure }
+                return
+            }
+            if attempt == 2 {
+                throw StreamCacheError(.contentMismatch, "The downloaded bytes did not match the digest the origin publishes, twice; they were dropped.")
+            }
+            logger.info("downloading the resource again after its bytes failed the origin's digest", metadata: ["key": "\(key)"])
+        }
     }
 
     /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,

@@ -22,7 +22,11 @@ extension Resource {
         var expected = current
         expected.validator = version
         if let totalLength { expected.totalLength = totalLength }
-        if !current.isSameVersion(as: expected) { try resetForNewVersion(expected) }
+        if !current.isSameVersion(as: expected) {
+            // The cached digest was the old version's; the new one's comes with its first answer.
+            expected.contentDigest = nil
+            try resetForNewVersion(expected)
+        }
         markVerified()
     }
 }

@@ -125,6 +125,19 @@ public actor Resource {
     /// When ``verification`` was last written to the index (at most every few seconds).
     var verificationStoredAt: ContinuousClock.Instant?
 
+    // Content digests (see Resource+ContentCheck.swift).
+    /// The hashing of the complete cached bytes under way, if any.
+    var contentCheck: Task<Void, Never>?
+    /// The content digest the complete cached bytes were found to match.
+    var contentMatched: ContentDigest?
+    /// What the last check that failed expected and found instead.
+    var lastContentMismatch: (expected: ContentDigest, found: ContentDigest)?
+    /// A published digest the origin's bytes failed twice in a row with the same wrong digest:
+    /// the bytes are what the origin serves, and they are kept and not checked again.
+    var disputedDigest: ContentDigest?
+    /// How many times a check dropped the cached bytes.
+    var contentDrops = 0
+
     /// The subscribers of ``events()``, by an identifier of the resource's.
     var eventMailboxes: [Int: EventMailbox] = [:]
     /// Running totals for this resource since it was last made in memory (see
@@ -305,12 +318,16 @@ public actor Resource {
             info = entry.info
             available = entry.spans
             verification.withLock { $0.confirmedAt = entry.verifiedAt }
+            contentMatched = entry.contentMatched
             if let file { forgetEverythingIfTheFileWasGone(file) }
         } else {
             // The row is created by the first commit (``performCommit()``), off the read path.
             file = try DataFile(path: store.dataPath(for: key))
         }
         isLoaded = true
+        // Bytes completed by an earlier run that ended before their check (a killed process), or
+        // a disk that has rotted since, are checked again now.
+        checkContentIfComplete()
     }
 
     /// Creates the index row of a resource the index did not know, with the info known by now,
@@ -322,6 +339,8 @@ public actor Resource {
         if entryID == nil { entryID = entry.id }
         if let info, info != entry.info { try await store.updateInfo(resourceID: entry.id, info: info) }
         if let confirmedAt = verification.withLock({ $0.confirmedAt }) { try await store.recordVerification(resourceID: entry.id, at: confirmedAt) }
+        // A check that ended before the first commit could not record its match.
+        if let matched = contentMatched, entry.contentMatched != matched { try await store.recordContentMatch(resourceID: entry.id, digest: matched) }
         return entryID
     }
 
@@ -378,11 +397,19 @@ public actor Resource {
     /// Drops every cached byte: the origin's version differs from the cached one.
     func resetForNewVersion(_ newInfo: ResourceInfo) throws {
         logger.info("the origin's version changed; dropping cached bytes", metadata: ["key": "\(key)", "cachedBytes": "\(available.coveredByteCount)"])
+        try dropEveryCachedByte(info: newInfo, failingWaitersWith: StreamCacheError(.resourceChanged, "The resource changed on the origin; bytes of the old version were dropped."))
+        emit(.versionChanged(newInfo))
+    }
+
+    /// Drops every cached byte, here and in the index, and records `newInfo` as the resource's
+    /// info; readers then meet `resourceChanged`, and readers waiting for bytes `error`.
+    func dropEveryCachedByte(info newInfo: ResourceInfo, failingWaitersWith error: StreamCacheError) throws {
         generation += 1
         available = RangeSet()
         smallGapsTried = []
         pendingBytes = 0
         firstPendingAt = nil
+        contentMatched = nil
         info = newInfo
         if let path = file?.path ?? closedFilePath {
             // Downloads of the old version keep writing into the unlinked file, harmlessly. A file
@@ -398,12 +425,10 @@ public actor Resource {
                 try await store.updateInfo(resourceID: id, info: newInfo)
             } catch {}
         }
-        let changed = StreamCacheError(.resourceChanged, "The resource changed on the origin; bytes of the old version were dropped.")
         for (id, waiter) in waiters {
             waiters[id] = nil
-            waiter.continuation.resume(throwing: changed)
+            waiter.continuation.resume(throwing: error)
         }
-        emit(.versionChanged(newInfo))
     }
 
     func storeInfo(_ newInfo: ResourceInfo) {

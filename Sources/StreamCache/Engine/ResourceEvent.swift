@@ -14,6 +14,11 @@ public enum ResourceEvent: Sendable, Hashable {
     case downloadEnded(ByteRange, bytes: Int64)
     /// An error reached readers or a download; the message never holds secrets.
     case error(code: String, message: String)
+    /// Every byte of the resource is cached and their digest is the one the origin publishes.
+    case contentMatched(ContentDigest)
+    /// Every byte of the resource was cached, but their digest (`found`) is not the one the
+    /// origin publishes (`expected`): every cached byte was dropped.
+    case contentMismatch(expected: ContentDigest, found: ContentDigest)
 }
 
 /// Running totals for one resource in this process.

@@ -22,6 +22,7 @@ final class CacheMetrics: Sendable {
     private let originRequests: Counter
     private let downloadsInFlight: Meter
     private let versionChanges: Counter
+    private let contentChecks: [Bool: Counter]
     private let revalidations: [RevalidationResult: Counter]
     private let evictions: Counter
     private let evictedBytes: Counter
@@ -40,6 +41,8 @@ final class CacheMetrics: Sendable {
         originRequests = Counter(label: "streamcache_origin_requests_total", factory: factory)
         downloadsInFlight = Meter(label: "streamcache_downloads_in_flight", factory: factory)
         versionChanges = Counter(label: "streamcache_version_changes_total", factory: factory)
+        contentChecks = [true: Counter(label: "streamcache_content_checks_total", dimensions: [("result", "matched")], factory: factory),
+                         false: Counter(label: "streamcache_content_checks_total", dimensions: [("result", "mismatched")], factory: factory)]
         var revalidations: [RevalidationResult: Counter] = [:]
         for result in [RevalidationResult.confirmed, .changed, .failed] {
             revalidations[result] = Counter(label: "streamcache_revalidations_total", dimensions: [("result", result.rawValue)], factory: factory)
@@ -77,7 +80,7 @@ final class CacheMetrics: Sendable {
         if requests > 0 { originRequests.increment(by: requests) }
     }
 
-    /// Counts what an event tells: downloads starting and ending, errors, version changes.
+    /// Counts what an event tells: downloads starting and ending, errors, version changes, content checks.
     func record(_ event: ResourceEvent) {
         switch event {
         case .downloadStarted:
@@ -98,6 +101,12 @@ final class CacheMetrics: Sendable {
         case .versionChanged:
             totals.withLock { $0.versionChanges += 1 }
             versionChanges.increment()
+        case .contentMatched:
+            totals.withLock { $0.contentMatches += 1 }
+            contentChecks[true]?.increment()
+        case .contentMismatch:
+            totals.withLock { $0.contentMismatches += 1 }
+            contentChecks[false]?.increment()
         case .infoKnown, .bytesCached, .committed:
             break
         }

@@ -35,6 +35,12 @@ public struct CacheStatistics: Sendable, Hashable, Codable {
     /// Revalidation questions that failed or went unanswered in time; their reads were served
     /// the cached bytes.
     public var revalidationFailures = 0
+    /// Complete resources whose bytes were checked against the content digest their origin
+    /// publishes, and matched (see ``ContentDigest``).
+    public var contentMatches = 0
+    /// Complete resources whose bytes did not match their origin's content digest, and were
+    /// dropped.
+    public var contentMismatches = 0
     /// Resources evicted to keep the cache under its size limit.
     public var evictedResources = 0
     /// Cached bytes those evictions freed.

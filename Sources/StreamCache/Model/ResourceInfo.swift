@@ -20,14 +20,20 @@ public struct ResourceInfo: Hashable, Sendable, Codable {
     public var acceptsByteRanges: Bool
     /// What identifies this version of the resource.
     public var validator: Validator
+    /// The digest of the whole content that the origin publishes (a cloud service's file hash, an
+    /// HTTP `Repr-Digest`), or `nil` when it publishes none. The cache checks the bytes against
+    /// it once every byte is cached.
+    public var contentDigest: ContentDigest?
 
     /// Creates an info value.
-    public init(totalLength: Int64?, mimeType: String?, fileName: String? = nil, acceptsByteRanges: Bool, validator: Validator = Validator()) {
+    public init(totalLength: Int64?, mimeType: String?, fileName: String? = nil, acceptsByteRanges: Bool, validator: Validator = Validator(),
+                contentDigest: ContentDigest? = nil) {
         self.totalLength = totalLength
         self.mimeType = mimeType.map(MediaType.essence(of:))
         self.fileName = fileName
         self.acceptsByteRanges = acceptsByteRanges
         self.validator = validator
+        self.contentDigest = contentDigest
     }
 
     /// The Uniform Type Identifier for AVFoundation, with the file-extension fallback applied.
@@ -43,10 +49,12 @@ public struct ResourceInfo: Hashable, Sendable, Codable {
     }
 
     /// Whether `other` describes the same version of the resource: validators agree (when both
-    /// have one) and lengths agree (when both know it).
+    /// have one), lengths agree (when both know it), and content digests of one algorithm agree
+    /// (when both have one).
     public func isSameVersion(as other: ResourceInfo) -> Bool {
         if validator.matches(other.validator) == false { return false }
         if let mine = totalLength, let theirs = other.totalLength, mine != theirs { return false }
+        if let mine = contentDigest, let theirs = other.contentDigest, mine.algorithm == theirs.algorithm, mine != theirs { return false }
         return true
     }
 }

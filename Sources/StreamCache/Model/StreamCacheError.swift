@@ -17,7 +17,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case originUnavailable, resourceChanged, rangeNotSatisfiable, authenticationFailed, notFound
             case badResponse, tooManyRedirects, diskFull, cacheIOFailed, invalidArgument, rangeNotSupported
-            case unsupportedMediaType, invalidPlaylist, cacheInUse
+            case unsupportedMediaType, invalidPlaylist, cacheInUse, contentMismatch
         }
 
         private let base: Base
@@ -52,6 +52,9 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         /// Another cache, in this process or another, has the cache directory open: one at a
         /// time may use it (see ``CacheStore/init(directory:logger:)``).
         public static let cacheInUse = Code(base: .cacheInUse)
+        /// The complete cached bytes do not match the content digest the origin publishes
+        /// (``ContentDigest``), again after they were dropped and downloaded once more.
+        public static let contentMismatch = Code(base: .contentMismatch)
 
         /// A stable number for the code, used as the `NSError` code (`errorCode`, in
         /// `StreamCacheAVFoundation`).
@@ -72,6 +75,7 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
             case .unsupportedMediaType: 12
             case .invalidPlaylist: 13
             case .cacheInUse: 14
+            case .contentMismatch: 15
             }
         }
 

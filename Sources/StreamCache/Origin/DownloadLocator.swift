@@ -65,10 +65,13 @@ public struct DownloadTarget: Sendable, Hashable {
     public var mimeType: String?
     /// The file's name from the API.
     public var fileName: String?
+    /// The digest of the whole file the API publishes (``ResourceInfo/contentDigest``), checked
+    /// against the cached bytes once they are complete.
+    public var contentDigest: ContentDigest?
 
     /// Creates a target.
     public init(url: URL, headers: HTTPHeaders = [:], sendsCredentials: Bool = true, expires: Bool = false, version: Validator? = nil,
-                totalLength: Int64? = nil, mimeType: String? = nil, fileName: String? = nil) {
+                totalLength: Int64? = nil, mimeType: String? = nil, fileName: String? = nil, contentDigest: ContentDigest? = nil) {
         self.url = url
         self.headers = headers
         self.sendsCredentials = sendsCredentials
@@ -77,6 +80,7 @@ public struct DownloadTarget: Sendable, Hashable {
         self.totalLength = totalLength
         self.mimeType = mimeType
         self.fileName = fileName
+        self.contentDigest = contentDigest
     }
 }
 
@@ -106,11 +110,15 @@ public struct VersionHeader: Sendable, Hashable {
     public var name: String
     /// The JSON key whose string value is the version tag.
     public var jsonKey: String
+    /// The algorithm of the content digest the tag is, when it is one (Dropbox's `content_hash`):
+    /// the response's tag then replaces the target's ``DownloadTarget/contentDigest``.
+    public var digestAlgorithm: ContentDigest.Algorithm?
 
     /// Creates a description.
-    public init(name: String, jsonKey: String) {
+    public init(name: String, jsonKey: String, digestAlgorithm: ContentDigest.Algorithm? = nil) {
         self.name = name
         self.jsonKey = jsonKey
+        self.digestAlgorithm = digestAlgorithm
     }
 }
 

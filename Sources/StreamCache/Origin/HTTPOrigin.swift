@@ -300,13 +300,16 @@ public struct HTTPOrigin: Origin {
     static let mostRelocations = 2
 
     /// What the service's API said about the resource overrides what the download's headers say,
-    /// except the version the response itself reports (``DownloadTarget/versionHeader``).
+    /// except the version the response itself reports (``DownloadTarget/versionHeader``). The
+    /// content digest is the API's, else the response's `Repr-Digest` (or legacy `Digest`).
     private static func applying(_ target: DownloadTarget, to info: ResourceInfo, headers: HTTPHeaders) -> ResourceInfo {
         var info = info
         if let version = target.version { info.validator = version }
+        info.contentDigest = target.contentDigest ?? ContentDigest(representationDigestHeaders: headers)
         if let header = target.versionHeader, let value = headers[header.name],
            let object = try? JSONDecoder().decode([String: JSONStringField].self, from: Data(value.utf8)), let tag = object[header.jsonKey]?.string {
             info.validator = Validator(entityTag: "\"\(tag)\"")
+            if let algorithm = header.digestAlgorithm { info.contentDigest = ContentDigest(algorithm: algorithm, hex: tag) }
         }
         if let mimeType = target.mimeType { info.mimeType = MediaType.essence(of: mimeType) }
         if let fileName = target.fileName { info.fileName = fileName }

@@ -34,16 +34,21 @@ struct ResourceRecord: Sendable {
     /// When the origin last confirmed that the cached bytes are its current version; `nil` when
     /// it never did, or for rows written by versions before the column existed.
     var verifiedAt: Date?
+    /// The digest of the whole content the origin published (``ContentDigest/description``).
+    var contentDigest: String?
+    /// The digest the complete cached bytes were found to match, once they were checked; a
+    /// digest other than ``contentDigest`` is of bytes since dropped.
+    var contentMatched: String?
 
     /// The columns ``init(row:)`` reads, in order.
     static let columns = """
         "id", "key", "dataFileName", "totalLength", "mimeType", "originalFileName", "acceptsByteRanges", "entityTag", \
-        "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt", "verifiedAt"
+        "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt", "verifiedAt", "contentDigest", "contentMatched"
         """
 
     init(id: Int64?, key: String, dataFileName: String, totalLength: Int64?, mimeType: String?, originalFileName: String?,
          acceptsByteRanges: Bool, entityTag: String?, lastModified: String?, infoKnown: Bool, cachedBytes: Int64, pinned: Bool,
-         createdAt: Date, lastAccessedAt: Date, verifiedAt: Date? = nil) {
+         createdAt: Date, lastAccessedAt: Date, verifiedAt: Date? = nil, contentDigest: String? = nil, contentMatched: String? = nil) {
         self.id = id
         self.key = key
         self.dataFileName = dataFileName
@@ -59,6 +64,8 @@ struct ResourceRecord: Sendable {
         self.createdAt = createdAt
         self.lastAccessedAt = lastAccessedAt
         self.verifiedAt = verifiedAt
+        self.contentDigest = contentDigest
+        self.contentMatched = contentMatched
     }
 
     /// Reads a row selected with ``columns``.
@@ -78,14 +85,16 @@ struct ResourceRecord: Sendable {
         createdAt = Self.date(row, 12)
         lastAccessedAt = Self.date(row, 13)
         verifiedAt = row.isNull(14) ? nil : Date(timeIntervalSince1970: row.double(14))
+        contentDigest = row.optionalText(15)
+        contentMatched = row.optionalText(16)
     }
 
     /// Inserts the record and sets its ``id``.
     mutating func insert(_ connection: SQLiteConnection) throws {
         try connection.execute("""
             INSERT INTO "resource" ("key", "dataFileName", "totalLength", "mimeType", "originalFileName", "acceptsByteRanges", \
-            "entityTag", "lastModified", "infoKnown", "cachedBytes", "pinned", "createdAt", "lastAccessedAt") \
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            "entityTag", "lastModified", "infoKnown", "cachedBytes", "pinned", "contentDigest", "contentMatched", "createdAt", "lastAccessedAt") \
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(key), .text(dataFileName)] + mutableValues + [.real(createdAt.timeIntervalSince1970), .real(lastAccessedAt.timeIntervalSince1970)])
         id = connection.lastInsertRowID
     }
@@ -95,20 +104,22 @@ struct ResourceRecord: Sendable {
         guard let id else { return }
         try connection.execute("""
             UPDATE "resource" SET "totalLength" = ?, "mimeType" = ?, "originalFileName" = ?, "acceptsByteRanges" = ?, \
-            "entityTag" = ?, "lastModified" = ?, "infoKnown" = ?, "cachedBytes" = ?, "pinned" = ?, "lastAccessedAt" = ? \
+            "entityTag" = ?, "lastModified" = ?, "infoKnown" = ?, "cachedBytes" = ?, "pinned" = ?, "contentDigest" = ?, "contentMatched" = ?, \
+            "lastAccessedAt" = ? \
             WHERE "id" = ?
             """, mutableValues + [.real(lastAccessedAt.timeIntervalSince1970), .integer(id)])
     }
 
     private var mutableValues: [SQLiteValue] {
         [SQLiteValue(totalLength), SQLiteValue(mimeType), SQLiteValue(originalFileName), SQLiteValue(acceptsByteRanges),
-         SQLiteValue(entityTag), SQLiteValue(lastModified), SQLiteValue(infoKnown), .integer(cachedBytes), SQLiteValue(pinned)]
+         SQLiteValue(entityTag), SQLiteValue(lastModified), SQLiteValue(infoKnown), .integer(cachedBytes), SQLiteValue(pinned),
+         SQLiteValue(contentDigest), SQLiteValue(contentMatched)]
     }
 
     var info: ResourceInfo? {
         guard infoKnown else { return nil }
         return ResourceInfo(totalLength: totalLength, mimeType: mimeType, fileName: originalFileName, acceptsByteRanges: acceptsByteRanges,
-                            validator: Validator(entityTag: entityTag, lastModified: lastModified))
+                            validator: Validator(entityTag: entityTag, lastModified: lastModified), contentDigest: contentDigest.flatMap(ContentDigest.init))
     }
 
     mutating func apply(_ info: ResourceInfo?) {
@@ -119,6 +130,9 @@ struct ResourceRecord: Sendable {
         acceptsByteRanges = info?.acceptsByteRanges ?? false
         entityTag = info?.validator.entityTag
         lastModified = info?.validator.lastModified
+        let digest = info?.contentDigest?.description
+        if digest != contentDigest { contentMatched = nil }
+        contentDigest = digest
     }
 
     /// A date column: a Unix timestamp, or the `yyyy-MM-dd HH:mm:ss[.SSS]` UTC text of earlier
@@ -224,5 +238,7 @@ enum CacheIndexSchema {
     /// versions before it.
     static let additiveColumns: [(name: String, definition: String)] = [
         ("verifiedAt", "REAL"),
+        ("contentDigest", "TEXT"),
+        ("contentMatched", "TEXT"),
     ]
 }

@@ -47,6 +47,9 @@ public final class CacheStore: Sendable {
         public var lastAccessedAt: Date
         /// When the origin last confirmed that the cached bytes are its current version, if it did.
         public var verifiedAt: Date?
+        /// The content digest the complete cached bytes were found to match, when they were
+        /// checked against the one in ``info``.
+        public var contentMatched: ContentDigest?
         /// The data file's path.
         public var dataPath: String
     }
@@ -216,7 +219,9 @@ public final class CacheStore: Sendable {
     private func entry(_ record: ResourceRecord, _ db: SQLiteConnection) throws -> Entry {
         let id = record.id!
         return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: try Self.spans(db, id: id), pinned: record.pinned,
-                     lastAccessedAt: record.lastAccessedAt, verifiedAt: record.verifiedAt, dataPath: dataPath(forFileName: record.dataFileName))
+                     lastAccessedAt: record.lastAccessedAt, verifiedAt: record.verifiedAt,
+                     contentMatched: record.contentMatched.flatMap(ContentDigest.init).flatMap { $0 == record.info?.contentDigest ? $0 : nil },
+                     dataPath: dataPath(forFileName: record.dataFileName))
     }
 
     /// Runs the index's write path once and rolls it back, so the first real request does not pay
@@ -281,6 +286,15 @@ public final class CacheStore: Sendable {
     func recordVerification(resourceID id: Int64, at date: Date) async throws {
         try await writer().write { db in
             try db.execute(#"UPDATE "resource" SET "verifiedAt" = ? WHERE "id" = ?"#, [.real(date.timeIntervalSince1970), .integer(id)])
+        }
+    }
+
+    /// Records that resource `id`'s complete cached bytes match `digest`, unless its info has
+    /// since changed to another digest.
+    func recordContentMatch(resourceID id: Int64, digest: ContentDigest) async throws {
+        try await writer().write { db in
+            try db.execute(#"UPDATE "resource" SET "contentMatched" = ? WHERE "id" = ? AND "contentDigest" = ?"#,
+                           [.text(digest.description), .integer(id), .text(digest.description)])
         }
     }
 

@@ -68,7 +68,8 @@ public struct BoxSource: Source {
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
         let pin = file.file_version.map { [("version", $0.id)] } ?? []
         var target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, fileName: file.name)
+                                    version: version, totalLength: file.size, fileName: file.name,
+                                    contentDigest: file.sha1.flatMap { ContentDigest(algorithm: .sha1, hex: $0) })
         target.pinsVersion = !pin.isEmpty
         return (file, target)
     }

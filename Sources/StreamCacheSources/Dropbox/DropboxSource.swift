@@ -77,9 +77,12 @@ public struct DropboxSource: Source {
         let version = (file.content_hash ?? file.rev).map { Validator(entityTag: "\"\($0)\"") }
         var target = DownloadTarget(url: configuration.endpoints.dropboxContent.appendingPathComponent("files/download"),
                                     headers: ["Dropbox-API-Arg": Self.argument(path: id)], sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, fileName: file.name)
+                                    version: version, totalLength: file.size, fileName: file.name,
+                                    contentDigest: file.content_hash.flatMap { ContentDigest(algorithm: .dropboxContentHash, hex: $0) })
         // Each download reports the metadata of what it sends; a file replaced meanwhile shows there.
-        target.versionHeader = VersionHeader(name: "Dropbox-API-Result", jsonKey: file.content_hash != nil ? "content_hash" : "rev")
+        target.versionHeader = file.content_hash != nil
+            ? VersionHeader(name: "Dropbox-API-Result", jsonKey: "content_hash", digestAlgorithm: .dropboxContentHash)
+            : VersionHeader(name: "Dropbox-API-Result", jsonKey: "rev")
         let origin = configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials)
         return ResolvedSource(key: CacheKey("dropbox:\(accountID):\(id)"), fileName: file.name, size: file.size, mimeType: nil,
                               version: version, origin: origin)

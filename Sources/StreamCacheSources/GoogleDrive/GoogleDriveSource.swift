@@ -91,7 +91,8 @@ public struct GoogleDriveSource: Source {
             pinned = false
         }
         var target = DownloadTarget(url: media, sendsCredentials: true, expires: false, version: version,
-                                    totalLength: file.size.flatMap { Int64($0) }, mimeType: file.mimeType, fileName: file.name)
+                                    totalLength: file.size.flatMap { Int64($0) }, mimeType: file.mimeType, fileName: file.name,
+                                    contentDigest: file.md5Checksum.flatMap { ContentDigest(algorithm: .md5, hex: $0) })
         target.pinsVersion = pinned
         return (file, target)
     }

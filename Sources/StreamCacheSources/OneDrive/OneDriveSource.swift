@@ -39,7 +39,24 @@ public struct OneDriveSource: Source {
     struct Drive: Decodable { var id: String }
 
     struct Item: Decodable {
-        struct File: Decodable { var mimeType: String? }
+        struct File: Decodable {
+            /// Graph's `hashes`: `quickXorHash` on every drive, `sha1Hash` and `sha256Hash` on
+            /// some personal ones.
+            struct Hashes: Decodable {
+                var quickXorHash: String?
+                var sha1Hash: String?
+                var sha256Hash: String?
+            }
+            var mimeType: String?
+            var hashes: Hashes?
+
+            var contentDigest: ContentDigest? {
+                guard let hashes else { return nil }
+                return hashes.sha256Hash.flatMap { ContentDigest(algorithm: .sha256, hex: $0) }
+                    ?? hashes.sha1Hash.flatMap { ContentDigest(algorithm: .sha1, hex: $0) }
+                    ?? hashes.quickXorHash.flatMap { ContentDigest(algorithm: .quickXor, base64: $0) }
+            }
+        }
         struct Folder: Decodable {}
         var id: String
         var name: String
@@ -72,7 +89,8 @@ public struct OneDriveSource: Source {
         // `/content` redirects to a pre-authenticated URL on another host: HTTPOrigin follows it
         // without the token, and asks `/content` again for each request, so the URL never expires on us.
         let target = DownloadTarget(url: CloudAPI.url(base, "me/drive/items/\(file.id)/content"), sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, mimeType: file.file?.mimeType, fileName: file.name)
+                                    version: version, totalLength: file.size, mimeType: file.file?.mimeType, fileName: file.name,
+                                    contentDigest: file.file?.contentDigest)
         return (file, target)
     }
 

@@ -53,6 +53,11 @@ public struct YandexDiskSource: Source {
             let tag = sha256 ?? md5 ?? revision.map(String.init)
             return tag.map { Validator(entityTag: "\"\($0)\"") }
         }
+
+        /// The file's SHA-256, else its MD5, which the cache checks the complete bytes against.
+        var contentDigest: ContentDigest? {
+            sha256.flatMap { ContentDigest(algorithm: .sha256, hex: $0) } ?? md5.flatMap { ContentDigest(algorithm: .md5, hex: $0) }
+        }
     }
 
     struct Link: Decodable { var href: String }
@@ -77,7 +82,7 @@ public struct YandexDiskSource: Source {
                 throw StreamCacheError(.badResponse, "Yandex.Disk gave a download link that is not a URL.")
             }
             return DownloadTarget(url: href, sendsCredentials: true, expires: true, version: now.version, totalLength: now.size,
-                                  mimeType: now.mime_type, fileName: now.name)
+                                  mimeType: now.mime_type, fileName: now.name, contentDigest: now.contentDigest)
         }
         let origin = configuration.origin(locator, credentials: api.credentials)
         return ResolvedSource(key: CacheKey("yandex:\(uid):\(path)"), fileName: first.name, size: first.size, mimeType: first.mime_type,

@@ -1,0 +1,48 @@
+extension ContentDigest {
+    /// The digest of the whole representation an HTTP response carries, in a 206 as in a 200:
+    /// RFC 9530's `Repr-Digest` (`sha-256=:…:`, `sha-512=:…:`), else RFC 3230's `Digest`
+    /// (`SHA-256=…`, `MD5=…`), which digests the whole instance as well. `Content-Digest` is not
+    /// read: it covers only the part a range response sends.
+    ///
+    /// - Returns: The strongest digest the headers carry of an algorithm the cache computes, or
+    ///   `nil` when they carry none.
+    public init?(representationDigestHeaders headers: HTTPHeaders) {
+        let preference: [Algorithm] = [.sha512, .sha256, .sha1, .md5]
+        var found: [ContentDigest] = []
+        if let value = headers["Repr-Digest"] {
+            // A structured-field dictionary whose values are byte sequences, `:base64:`.
+            for member in value.split(separator: ",") {
+                let (name, rest) = Self.nameAndValue(member)
+                guard let algorithm = Self.algorithm(named: name) else { continue }
+                let value = rest.split(separator: ";").first.map { $0.trimmingWhitespace() } ?? ""
+                guard value.count >= 2, value.hasPrefix(":"), value.hasSuffix(":") else { continue }
+                if let digest = ContentDigest(algorithm: algorithm, base64: String(value.dropFirst().dropLast())) { found.append(digest) }
+            }
+        }
+        if found.isEmpty, let value = headers["Digest"] {
+            for member in value.split(separator: ",") {
+                let (name, rest) = Self.nameAndValue(member)
+                guard let algorithm = Self.algorithm(named: name),
+                      let digest = ContentDigest(algorithm: algorithm, base64: rest.trimmingWhitespace()) else { continue }
+                found.append(digest)
+            }
+        }
+        guard let best = preference.lazy.compactMap({ algorithm in found.first { $0.algorithm == algorithm } }).first else { return nil }
+        self = best
+    }
+
+    private static func nameAndValue(_ member: Substring) -> (String, String) {
+        guard let equals = member.firstIndex(of: "=") else { return (member.trimmingWhitespace().lowercased(), "") }
+        return (member[..<equals].trimmingWhitespace().lowercased(), String(member[member.index(after: equals)...]))
+    }
+
+    private static func algorithm(named name: String) -> Algorithm? {
+        switch name {
+        case "sha-512": .sha512
+        case "sha-256": .sha256
+        case "sha": .sha1
+        case "md5": .md5
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import GRDB
+import StreamCache
+import StreamCacheTestSupport
+import Testing
+
+/// Complete files checked against the digest their origin publishes (here an HTTP origin's
+/// `Repr-Digest`; the cloud services' in `ContentCheckSourceTests`): matching bytes are kept and
+/// not hashed again, corrupted bytes are dropped and fetched again, and an origin whose bytes
+/// never match is not downloaded without end.
+@Suite struct ContentCheckTests {
+    static let path = "/song.mp3"
+    static let size = 1_500_000
+
+    static func origin(seed: UInt64) throws -> (TestOrigin, Data, ContentDigest) {
+        let server = try TestOrigin()
+        let data = TestData.random(count: size, seed: seed)
+        let digest = ContentDigestTests.digest(.sha256, of: data)
+        server.setFile(path, data: data, extraHeaders: ["Repr-Digest": "sha-256=:\(Data(digest.bytes).base64EncodedString()):"])
+        return (server, data, digest)
+    }
+
+    static func resource(_ cache: StreamCache, _ server: TestOrigin) -> Resource {
+        let url = server.url(path)
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+    }
+
+    /// Makes the answers whose `Range` starts at 0 (one per download of the whole file) send the
+    /// byte at each listed offset inverted, the first answer the first offset and so on; `nil`
+    /// leaves that answer alone, and answers past the list repeat its last entry.
+    static func corruptWholeFileDownloads(_ server: TestOrigin, at offsets: [Int64?]) {
+        let answers = Locked(0)
+        server.faults = { _, _, headers, _ in
+            guard headers["Range"]?.hasPrefix("bytes=0-") == true else { return nil }
+            let number = answers.withLock { count in
+                defer { count += 1 }
+                return count
+            }
+            return offsets[min(number, offsets.count - 1)].map { .flipByte(at: $0) }
+        }
+    }
+
+    /// Whether `event` is a content mismatch.
+    static func isMismatch(_ event: ResourceEvent) -> Bool {
+        if case .contentMismatch = event { true } else { false }
+    }
+
+    @Test func completeBytesThatMatchTheOriginsDigestAreRecordedAndNotHashedAgain() async throws {
+        let (server, data, digest) = try Self.origin(seed: 301)
+        defer { server.stop() }
+        try await withTemporaryDirectory { directory in
+            let configuration = StreamCache.Configuration(directory: directory)
+            let first = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(first, server)
+                let events = await song.events()
+                try await song.prefetch()
+                #expect(await song.info?.contentDigest == digest)
+                #expect(first.statistics.contentMatches == 1)
+                #expect(first.statistics.contentMismatches == 0)
+                let seen = await collectEvents(events, within: .seconds(5)) { if case .contentMatched = $0 { true } else { false } }
+                #expect(seen.last == .contentMatched(digest))
+                await song.flush()
+                #expect(try await first.store.entry(for: song.key)?.contentMatched == digest)
+            } cleanup: { await first.shutdown() }
+
+            // The next run trusts the recorded match: a read of the whole file hashes nothing.
+            let second = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(second, server)
+                let requests = server.requestsArrived
+                #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+                try await song.prefetch()
+                #expect(server.requestsArrived == requests)
+                #expect(second.statistics.contentMatches == 0)
+            } cleanup: { await second.shutdown() }
+        }
+    }
+
+    @Test func bytesCorruptedOnTheWayAreDroppedAndFetchedAgain() async throws {
+        let (server, data, digest) = try Self.origin(seed: 302)
+        defer { server.stop() }
+        Self.corruptWholeFileDownloads(server, at: [10, nil])
+        try await withTemporaryCache { cache in
+            let song = Self.resource(cache, server)
+            let events = await song.events()
+            try await song.prefetch()
+            var corrupted = data
+            corrupted[10] ^= 0xFF
+            let seen = await collectEvents(events, within: .seconds(5)) { $0 == .contentMatched(digest) }
+            #expect(seen.contains(.contentMismatch(expected: digest, found: ContentDigestTests.digest(.sha256, of: corrupted))))
+            #expect(seen.last == .contentMatched(digest))
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size), "the file once corrupted, then once whole")
+            let requests = server.requestsArrived
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(server.requestsArrived == requests)
+            #expect(cache.statistics.contentMismatches == 1)
+            #expect(cache.statistics.contentMatches == 1)
+        }
+    }
+
+    /// An origin that serves the same wrong bytes twice (its published digest is stale or wrong)
+    /// keeps them after the second download, with an error event, instead of fetching forever.
+    @Test func bytesThatFailTheDigestTwiceAlikeAreKeptWithAnError() async throws {
+        let (server, data, _) = try Self.origin(seed: 303)
+        defer { server.stop() }
+        Self.corruptWholeFileDownloads(server, at: [10])
+        try await withTemporaryCache { cache in
+            let song = Self.resource(cache, server)
+            let events = await song.events()
+            try await song.prefetch()
+            let seen = await collectEvents(events, within: .seconds(5)) { if case .error = $0 { true } else { false } }
+            #expect(seen.filter(Self.isMismatch).count == 1)
+            if case .error(let code, _) = seen.last { #expect(code == "contentMismatch") } else { Issue.record("no error event: \(seen.suffix(3))") }
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size))
+            #expect(try await song.isComplete)
+            let requests = server.requestsArrived
+            try await song.prefetch()
+            var corrupted = data
+            corrupted[10] ^= 0xFF
+            #expect(try await song.read(from: 0).collect() == corrupted, "what the origin serves")
+            #expect(server.requestsArrived == requests, "not fetched a third time")
+            #expect(cache.statistics.contentMismatches == 1)
+        }
+    }
+
+    @Test func bytesThatFailTheDigestTwiceDifferentlyFailThePrefetch() async throws {
+        let (server, _, _) = try Self.origin(seed: 304)
+        defer { server.stop() }
+        Self.corruptWholeFileDownloads(server, at: [10, 20, nil])
+        try await withTemporaryCache { cache in
+            let song = Self.resource(cache, server)
+            let failure = await #expect(throws: StreamCacheError.self) { try await song.prefetch() }
+            #expect(failure?.code == .contentMismatch)
+            let cached = try await song.cachedRanges
+            #expect(cached.isEmpty, "the second download's bytes are dropped too")
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size))
+            #expect(cache.statistics.contentMismatches == 2)
+        }
+    }
+
+    /// Complete bytes whose check never ran (a process killed first) are hashed when the cache
+    /// next opens them; here the data file also had a byte changed on disk meanwhile.
+    @Test func completeBytesLeftUncheckedAreCheckedWhenTheCacheOpens() async throws {
+        let (server, data, digest) = try Self.origin(seed: 305)
+        defer { server.stop() }
+        try await withTemporaryDirectory { directory in
+            let configuration = StreamCache.Configuration(directory: directory)
+            let first = try StreamCache(configuration: configuration)
+            let key = try await withAsyncCleanup {
+                let song = Self.resource(first, server)
+                try await song.prefetch()
+                await song.flush()
+                return song.key
+            } cleanup: { await first.shutdown() }
+            try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "contentMatched" = NULL"#)
+            }
+            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try file.seek(toOffset: 5000)
+            try file.write(contentsOf: Data([data[5000] ^ 0xFF]))
+            try file.close()
+
+            let second = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(second, server)
+                let events = await song.events()
+                let sent = server.bodyBytesSent(for: Self.path)
+                _ = try await song.cachedRanges
+                let seen = await collectEvents(events, within: .seconds(10), until: Self.isMismatch)
+                #expect(seen.contains { Self.isMismatch($0) })
+                #expect(try await song.cachedRanges.isEmpty)
+                #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+                #expect(server.bodyBytesSent(for: Self.path) == sent + Int64(Self.size))
+                let matched = await collectEvents(events, within: .seconds(10)) { $0 == .contentMatched(digest) }
+                #expect(matched.last == .contentMatched(digest))
+            } cleanup: { await second.shutdown() }
+        }
+    }
+}
