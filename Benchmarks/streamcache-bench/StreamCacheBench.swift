@@ -17,7 +17,7 @@ struct StreamCacheBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streamcache-bench",
         abstract: "StreamCache micro-benchmarks (build with -c release).",
-        subcommands: [CacheHit.self, RangeSetOps.self, Planning.self, TransportLatency.self]
+        subcommands: [CacheHit.self, RangeSetOps.self, Planning.self, TransportLatency.self, DigestCost.self]
     )
 }
 
@@ -251,5 +251,68 @@ extension Duration {
     fileprivate var microseconds: Double {
         let parts = components
         return Double(parts.seconds) * 1e6 + Double(parts.attoseconds) / 1e12
+    }
+}
+
+/// What checking a complete file against its origin's digest costs: each algorithm's throughput
+/// over a buffer in memory, fed in the check's 1 MiB pieces, and a prefetch from a loopback
+/// origin with and without a `Repr-Digest` (the check's time on top of the download's).
+struct DigestCost: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "digest",
+                                                    abstract: "Content digest throughput per algorithm, and a prefetch with and without the check.")
+
+    @Option(help: "Size in MiB.") var sizeMiB = 256
+    @Option(help: "Repetitions; the median is reported.") var repeats = 5
+
+    func run() async throws {
+        let size = sizeMiB << 20
+        let data = TestData.random(count: size, seed: 7)
+        for algorithm in ContentDigest.Algorithm.allCases {
+            var rates: [Double] = []
+            var last: ContentDigest?
+            for _ in 0..<repeats {
+                let start = ContinuousClock.now
+                var hasher = ContentHasher(algorithm)
+                data.withUnsafeBytes { bytes in
+                    var offset = 0
+                    while offset < size {
+                        let end = min(size, offset + (1 << 20))
+                        hasher.update(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
+                        offset = end
+                    }
+                }
+                last = hasher.finalize()
+                rates.append(Double(size) / (ContinuousClock.now - start).seconds / 1e6)
+            }
+            print(String(format: "%@ over %d MiB, median of %d: %.0f MB/s (%@…)", algorithm.rawValue, sizeMiB, repeats,
+                         rates.sorted()[rates.count / 2], String(last?.hex.prefix(8) ?? "")))
+        }
+
+        let server = try TestOrigin()
+        defer { server.stop() }
+        var hasher = ContentHasher(.sha256)
+        data.withUnsafeBytes { hasher.update($0) }
+        let digest = Data(hasher.finalize().bytes).base64EncodedString()
+        server.setFile("/plain.bin", data: data)
+        server.setFile("/checked.bin", data: data, extraHeaders: ["Repr-Digest": "sha-256=:\(digest):"])
+        var times: [String: [Double]] = [:]
+        for _ in 0..<repeats {
+            for path in ["/plain.bin", "/checked.bin"] {
+                try await withTemporaryDirectory { directory in
+                    let cache = try StreamCache(configuration: .init(directory: directory))
+                    let url = server.url(path)
+                    let resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+                    let start = ContinuousClock.now
+                    try await resource.prefetch()
+                    times[path, default: []].append((ContinuousClock.now - start).seconds)
+                    precondition(path == "/plain.bin" || cache.statistics.contentMatches == 1, "the check did not match")
+                    await cache.shutdown()
+                }
+            }
+        }
+        let plain = times["/plain.bin"]!.sorted()[repeats / 2]
+        let checked = times["/checked.bin"]!.sorted()[repeats / 2]
+        print(String(format: "prefetch of %d MiB from loopback, median of %d: %.2f s without a digest, %.2f s with the sha-256 check (+%.2f s)",
+                     sizeMiB, repeats, plain, checked, checked - plain))
     }
 }

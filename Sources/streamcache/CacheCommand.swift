@@ -34,6 +34,8 @@ struct CacheCommand: AsyncParsableCommand {
         var contentDigest: String?
         /// Whether the complete cached bytes were found to match ``contentDigest``.
         var contentMatched: Bool
+        /// Whether the origin's bytes failed ``contentDigest`` twice alike, and were kept as served.
+        var contentDisputed: Bool
 
         init(_ entry: CacheStore.Entry) {
             key = entry.key.rawValue
@@ -50,6 +52,7 @@ struct CacheCommand: AsyncParsableCommand {
             verified = entry.verifiedAt
             contentDigest = entry.info?.contentDigest?.description
             contentMatched = entry.contentMatched != nil
+            contentDisputed = entry.contentDisputed != nil
         }
     }
 
@@ -136,7 +139,9 @@ struct CacheCommand: AsyncParsableCommand {
             print("pinned:        \(summary.pinned)")
             print("last accessed: \(summary.lastAccessed)")
             print("verified:      \(summary.verified.map { "\($0)" } ?? "never")")
-            print("digest:        \(summary.contentDigest.map { $0 + (summary.contentMatched ? " (the cached bytes match)" : " (not checked yet)") } ?? "none published")")
+            let check = summary.contentMatched ? "the cached bytes match"
+                : summary.contentDisputed ? "the origin's bytes do not match it, twice alike; kept as served" : "not checked yet"
+            print("digest:        \(summary.contentDigest.map { "\($0) (\(check))" } ?? "none published")")
         }
     }
 

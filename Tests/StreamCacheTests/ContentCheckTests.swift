@@ -12,11 +12,22 @@ import Testing
     static let path = "/song.mp3"
     static let size = 1_500_000
 
-    static func origin(seed: UInt64) throws -> (TestOrigin, Data, ContentDigest) {
+    /// The headers an HTTP origin tells a whole file's digest in.
+    enum DigestHeader: CaseIterable {
+        case reprDigest, legacyDigest, ownCloudChecksum
+    }
+
+    static func origin(seed: UInt64, header: DigestHeader = .reprDigest) throws -> (TestOrigin, Data, ContentDigest) {
         let server = try TestOrigin()
         let data = TestData.random(count: size, seed: seed)
-        let digest = ContentDigestTests.digest(.sha256, of: data)
-        server.setFile(path, data: data, extraHeaders: ["Repr-Digest": "sha-256=:\(Data(digest.bytes).base64EncodedString()):"])
+        let digest = ContentDigestTests.digest(header == .ownCloudChecksum ? .sha1 : .sha256, of: data)
+        let base64 = Data(digest.bytes).base64EncodedString()
+        let headers = switch header {
+        case .reprDigest: ["Repr-Digest": "sha-256=:\(base64):"]
+        case .legacyDigest: ["Digest": "SHA-256=\(base64)"]
+        case .ownCloudChecksum: ["OC-Checksum": "SHA1:\(digest.hex)"]
+        }
+        server.setFile(path, data: data, extraHeaders: headers)
         return (server, data, digest)
     }
 
@@ -77,8 +88,9 @@ import Testing
         }
     }
 
-    @Test func bytesCorruptedOnTheWayAreDroppedAndFetchedAgain() async throws {
-        let (server, data, digest) = try Self.origin(seed: 302)
+    @Test(arguments: DigestHeader.allCases)
+    func bytesCorruptedOnTheWayAreDroppedAndFetchedAgain(header: DigestHeader) async throws {
+        let (server, data, digest) = try Self.origin(seed: 302, header: header)
         defer { server.stop() }
         Self.corruptWholeFileDownloads(server, at: [10, nil])
         try await withTemporaryCache { cache in
@@ -88,7 +100,7 @@ import Testing
             var corrupted = data
             corrupted[10] ^= 0xFF
             let seen = await collectEvents(events, within: .seconds(5)) { $0 == .contentMatched(digest) }
-            #expect(seen.contains(.contentMismatch(expected: digest, found: ContentDigestTests.digest(.sha256, of: corrupted))))
+            #expect(seen.contains(.contentMismatch(expected: digest, found: ContentDigestTests.digest(digest.algorithm, of: corrupted))))
             #expect(seen.last == .contentMatched(digest))
             #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size), "the file once corrupted, then once whole")
             let requests = server.requestsArrived
@@ -100,27 +112,44 @@ import Testing
     }
 
     /// An origin that serves the same wrong bytes twice (its published digest is stale or wrong)
-    /// keeps them after the second download, with an error event, instead of fetching forever.
+    /// keeps them after the second download, with an error event, instead of fetching forever; the
+    /// index keeps the verdict, so the next process does not download them a third time.
     @Test func bytesThatFailTheDigestTwiceAlikeAreKeptWithAnError() async throws {
-        let (server, data, _) = try Self.origin(seed: 303)
+        let (server, data, digest) = try Self.origin(seed: 303)
         defer { server.stop() }
         Self.corruptWholeFileDownloads(server, at: [10])
-        try await withTemporaryCache { cache in
-            let song = Self.resource(cache, server)
-            let events = await song.events()
-            try await song.prefetch()
-            let seen = await collectEvents(events, within: .seconds(5)) { if case .error = $0 { true } else { false } }
-            #expect(seen.filter(Self.isMismatch).count == 1)
-            if case .error(let code, _) = seen.last { #expect(code == "contentMismatch") } else { Issue.record("no error event: \(seen.suffix(3))") }
-            #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size))
-            #expect(try await song.isComplete)
-            let requests = server.requestsArrived
-            try await song.prefetch()
-            var corrupted = data
-            corrupted[10] ^= 0xFF
-            #expect(try await song.read(from: 0).collect() == corrupted, "what the origin serves")
-            #expect(server.requestsArrived == requests, "not fetched a third time")
-            #expect(cache.statistics.contentMismatches == 1)
+        var corrupted = data
+        corrupted[10] ^= 0xFF
+        try await withTemporaryDirectory { directory in
+            let configuration = StreamCache.Configuration(directory: directory)
+            let first = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(first, server)
+                let events = await song.events()
+                try await song.prefetch()
+                let seen = await collectEvents(events, within: .seconds(5)) { if case .error = $0 { true } else { false } }
+                #expect(seen.filter(Self.isMismatch).count == 1)
+                if case .error(let code, _) = seen.last { #expect(code == "contentMismatch") } else { Issue.record("no error event: \(seen.suffix(3))") }
+                #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size))
+                #expect(try await song.isComplete)
+                let requests = server.requestsArrived
+                try await song.prefetch()
+                #expect(try await song.read(from: 0).collect() == corrupted, "what the origin serves")
+                #expect(server.requestsArrived == requests, "not fetched a third time")
+                #expect(first.statistics.contentMismatches == 1)
+                await song.flush()
+                #expect(try await first.store.entry(for: song.key)?.contentDisputed == digest)
+            } cleanup: { await first.shutdown() }
+
+            let second = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(second, server)
+                let requests = server.requestsArrived
+                try await song.prefetch()
+                #expect(try await song.read(from: 0).collect() == corrupted)
+                #expect(server.requestsArrived == requests, "the next process keeps them too")
+                #expect(second.statistics.contentMismatches == 0)
+            } cleanup: { await second.shutdown() }
         }
     }
 

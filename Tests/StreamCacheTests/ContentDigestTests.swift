@@ -85,18 +85,24 @@ import Testing
         #expect(ContentDigest(algorithm: .quickXor, base64: "not base64!") == nil)
     }
 
-    /// RFC 9530's example body `{"hello": "world"}`: `Repr-Digest` (the strongest algorithm
-    /// wins), the legacy `Digest`, and headers with nothing the cache computes.
+    /// RFC 9530's example body `{"hello": "world"}`: `Repr-Digest` (SHA-256 before SHA-512, the
+    /// faster of the two), the legacy `Digest`, and headers with nothing the cache computes.
     @Test func representationDigestHeadersParse() throws {
         let sha256 = "X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE="
         let sha512 = "WZDPaVn/7XgHaAy8pmojAkGWoRx2UFChF41A2svX+TaPm+AbwAgBWnrIiYllu7BNNyealdVLvRwEmTHWXvJwew=="
         let body = Data(#"{"hello": "world"}"#.utf8)
         let one = try #require(ContentDigest(representationDigestHeaders: ["Repr-Digest": "sha-256=:\(sha256):"]))
         #expect(one == Self.digest(.sha256, of: body))
-        let both = try #require(ContentDigest(representationDigestHeaders: ["Repr-Digest": "sha-256=:\(sha256):, sha-512=:\(sha512):"]))
-        #expect(both == Self.digest(.sha512, of: body))
+        let both = try #require(ContentDigest(representationDigestHeaders: ["Repr-Digest": "sha-512=:\(sha512):, sha-256=:\(sha256):"]))
+        #expect(both == one)
+        let sha512Only = try #require(ContentDigest(representationDigestHeaders: ["Repr-Digest": "sha-512=:\(sha512):;keyid=\"a\""]))
+        #expect(sha512Only == Self.digest(.sha512, of: body))
         let legacy = try #require(ContentDigest(representationDigestHeaders: ["Digest": "SHA-256=\(sha256)"]))
         #expect(legacy == one)
+        // ownCloud's and Nextcloud's own header: `TYPE:hex`, several to a header; Adler-32 is not computed.
+        let sha1 = Self.digest(.sha1, of: body)
+        #expect(ContentDigest(representationDigestHeaders: ["OC-Checksum": "ADLER32:2b2f04fa SHA1:\(sha1.hex.uppercased())"]) == sha1)
+        #expect(ContentDigest(representationDigestHeaders: ["OC-Checksum": "Adler32:2b2f04fa"]) == nil)
         #expect(ContentDigest(representationDigestHeaders: ["Repr-Digest": "unixsum=:MTIz:"]) == nil)
         #expect(ContentDigest(representationDigestHeaders: ["Content-Digest": "sha-256=:\(sha256):"]) == nil, "a range's own digest")
         #expect(ContentDigest(representationDigestHeaders: ["Repr-Digest": "sha-256=\(sha256)"]) == nil, "not a byte sequence")

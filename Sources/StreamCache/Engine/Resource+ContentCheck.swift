@@ -69,17 +69,14 @@ extension Resource {
             contentMatched = expected
             lastContentMismatch = nil
             logger.debug("the cached bytes match the origin's digest", metadata: ["key": "\(key)", "digest": "\(expected)"])
-            let store = self.store
-            enqueueStoreOperation {
-                guard let id = await self.entryID else { return }
-                try? await store.recordContentMatch(resourceID: id, digest: expected)
-            }
+            recordContentCheck(expected, disputed: false)
             emit(.contentMatched(expected))
             return
         }
         let metadata: Logger.Metadata = ["key": "\(key)", "expected": "\(expected)", "found": "\(digest)"]
         if let last = lastContentMismatch, last.expected == expected, last.found == digest {
             disputedDigest = expected
+            recordContentCheck(expected, disputed: true)
             logger.error("the origin served the same bytes twice, and they do not match the digest it publishes; keeping them", metadata: metadata)
             emit(.error(code: StreamCacheError.Code.contentMismatch.description,
                         message: "The origin's bytes do not match the digest it publishes (\(expected)), twice alike (\(digest)); they are kept."))
@@ -95,6 +92,15 @@ extension Resource {
                 .contentMismatch, "The cached bytes did not match the origin's digest and were dropped; read again."))
         } catch {
             logger.warning("could not recreate the cache file after dropping its bytes", metadata: ["key": "\(key)", "error": "\(error)"])
+        }
+    }
+
+    private func recordContentCheck(_ digest: ContentDigest, disputed: Bool) {
+        let store = self.store
+        enqueueStoreOperation {
+            // A resource without a row yet has it recorded when the row is made (``createEntryIfNeeded()``).
+            guard let id = await self.entryID else { return }
+            try? await store.recordContentCheck(resourceID: id, digest: digest, disputed: disputed)
         }
     }
 

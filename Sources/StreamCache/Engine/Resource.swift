@@ -133,7 +133,8 @@ public actor Resource {
     /// What the last check that failed expected and found instead.
     var lastContentMismatch: (expected: ContentDigest, found: ContentDigest)?
     /// A published digest the origin's bytes failed twice in a row with the same wrong digest:
-    /// the bytes are what the origin serves, and they are kept and not checked again.
+    /// the bytes are what the origin serves, and they are kept and not checked again (the index
+    /// keeps this too, so that the next process does not download them once more).
     var disputedDigest: ContentDigest?
     /// How many times a check dropped the cached bytes.
     var contentDrops = 0
@@ -319,14 +320,15 @@ public actor Resource {
             available = entry.spans
             verification.withLock { $0.confirmedAt = entry.verifiedAt }
             contentMatched = entry.contentMatched
+            disputedDigest = entry.contentDisputed
             if let file { forgetEverythingIfTheFileWasGone(file) }
         } else {
             // The row is created by the first commit (``performCommit()``), off the read path.
             file = try DataFile(path: store.dataPath(for: key))
         }
         isLoaded = true
-        // Bytes completed by an earlier run that ended before their check (a killed process), or
-        // a disk that has rotted since, are checked again now.
+        // Bytes completed by an earlier run that ended before their check (a killed process) are
+        // checked now; bytes once found to match are not hashed again.
         checkContentIfComplete()
     }
 
@@ -339,8 +341,12 @@ public actor Resource {
         if entryID == nil { entryID = entry.id }
         if let info, info != entry.info { try await store.updateInfo(resourceID: entry.id, info: info) }
         if let confirmedAt = verification.withLock({ $0.confirmedAt }) { try await store.recordVerification(resourceID: entry.id, at: confirmedAt) }
-        // A check that ended before the first commit could not record its match.
-        if let matched = contentMatched, entry.contentMatched != matched { try await store.recordContentMatch(resourceID: entry.id, digest: matched) }
+        // A check that ended before the first commit could not record what it found.
+        if let matched = contentMatched, entry.contentMatched != matched {
+            try await store.recordContentCheck(resourceID: entry.id, digest: matched, disputed: false)
+        } else if let disputed = disputedDigest, entry.contentDisputed != disputed {
+            try await store.recordContentCheck(resourceID: entry.id, digest: disputed, disputed: true)
+        }
         return entryID
     }
 
@@ -410,6 +416,7 @@ public actor Resource {
         pendingBytes = 0
         firstPendingAt = nil
         contentMatched = nil
+        disputedDigest = nil
         info = newInfo
         if let path = file?.path ?? closedFilePath {
             // Downloads of the old version keep writing into the unlinked file, harmlessly. A file

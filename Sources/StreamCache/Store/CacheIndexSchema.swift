@@ -36,8 +36,9 @@ struct ResourceRecord: Sendable {
     var verifiedAt: Date?
     /// The digest of the whole content the origin published (``ContentDigest/description``).
     var contentDigest: String?
-    /// The digest the complete cached bytes were found to match, once they were checked; a
-    /// digest other than ``contentDigest`` is of bytes since dropped.
+    /// What checking the complete cached bytes found: the digest they matched, or
+    /// `disputed:` and the digest the origin's bytes failed twice alike (they are kept unchecked);
+    /// a digest other than ``contentDigest`` is of bytes since dropped.
     var contentMatched: String?
 
     /// The columns ``init(row:)`` reads, in order.

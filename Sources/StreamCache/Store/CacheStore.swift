@@ -50,6 +50,9 @@ public final class CacheStore: Sendable {
         /// The content digest the complete cached bytes were found to match, when they were
         /// checked against the one in ``info``.
         public var contentMatched: ContentDigest?
+        /// The content digest in ``info`` that the origin's bytes failed twice alike: they are
+        /// kept as the origin serves them, and not checked again.
+        public var contentDisputed: ContentDigest?
         /// The data file's path.
         public var dataPath: String
     }
@@ -220,7 +223,7 @@ public final class CacheStore: Sendable {
         let id = record.id!
         return Entry(id: id, key: CacheKey(record.key), info: record.info, spans: try Self.spans(db, id: id), pinned: record.pinned,
                      lastAccessedAt: record.lastAccessedAt, verifiedAt: record.verifiedAt,
-                     contentMatched: record.contentMatched.flatMap(ContentDigest.init).flatMap { $0 == record.info?.contentDigest ? $0 : nil },
+                     contentMatched: Self.checkedDigest(record, disputed: false), contentDisputed: Self.checkedDigest(record, disputed: true),
                      dataPath: dataPath(forFileName: record.dataFileName))
     }
 
@@ -289,12 +292,22 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// Records that resource `id`'s complete cached bytes match `digest`, unless its info has
-    /// since changed to another digest.
-    func recordContentMatch(resourceID id: Int64, digest: ContentDigest) async throws {
+    /// The digest a check of `record`'s complete bytes found to match (or, `disputed`, that the
+    /// origin's bytes failed twice alike), if it is the one its info holds now.
+    private static func checkedDigest(_ record: ResourceRecord, disputed: Bool) -> ContentDigest? {
+        guard var text = record.contentMatched, text.hasPrefix(disputedPrefix) == disputed else { return nil }
+        if disputed { text.removeFirst(disputedPrefix.count) }
+        return ContentDigest(text).flatMap { $0 == record.info?.contentDigest ? $0 : nil }
+    }
+
+    private static let disputedPrefix = "disputed:"
+
+    /// Records that resource `id`'s complete cached bytes match `digest` (or, `disputed`, that
+    /// the origin's bytes failed it twice alike), unless its info has since changed to another digest.
+    func recordContentCheck(resourceID id: Int64, digest: ContentDigest, disputed: Bool) async throws {
         try await writer().write { db in
             try db.execute(#"UPDATE "resource" SET "contentMatched" = ? WHERE "id" = ? AND "contentDigest" = ?"#,
-                           [.text(digest.description), .integer(id), .text(digest.description)])
+                           [.text((disputed ? Self.disputedPrefix : "") + digest.description), .integer(id), .text(digest.description)])
         }
     }
 
