@@ -99,8 +99,11 @@ public final class Nginx: Sendable {
     ///   - tls: Serve HTTPS only, with this authority's server certificate for `127.0.0.1`.
     ///   - redirects: Paths answered with `302 Found` to the URL given for each, instead of a file.
     ///   - limits: What one client may have served at once, and how fast (`nil`: no limits).
+    ///   - headers: Headers added to the answers for a path, by path (`add_header`, on 200 and 206
+    ///     alike): a `Repr-Digest`, or ownCloud's `OC-Checksum` on a WebDAV file.
     public static func start(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil,
-                             tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:], limits: ClientLimits? = nil) async throws -> Nginx {
+                             tls: TestCertificateAuthority? = nil, redirects: [String: URL] = [:], limits: ClientLimits? = nil,
+                             headers: [String: [String: String]] = [:]) async throws -> Nginx {
         guard let executable = Nginx.executable else {
             throw NSError(domain: "Nginx", code: 1, userInfo: [NSLocalizedDescriptionKey: "nginx is not installed (apt-get install -y nginx)"])
         }
@@ -110,7 +113,7 @@ public final class Nginx: Sendable {
         let (port, portHolder) = try FreePort.held()
         do {
             let process = try Self.launch(executable, prefix: prefix, port: port, root: root, loadModule: server.loadModule, auth: server.auth,
-                                          tls: tls, redirects: redirects, limits: limits)
+                                          tls: tls, redirects: redirects, limits: limits, headers: headers)
             guard await Self.waitUntilServing(process, port: port, pidFile: prefix.appendingPathComponent("nginx.pid")) else {
                 let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
                 process.signal(SIGKILL)
@@ -127,8 +130,10 @@ public final class Nginx: Sendable {
     /// Runs `body` with nginx serving `root` (see ``start(root:authorization:webDAV:tls:redirects:limits:)``),
     /// and stops it afterwards, whether `body` returned or threw.
     public static func serving<T>(root: URL, authorization: String? = nil, webDAV: WebDAVAccount? = nil, tls: TestCertificateAuthority? = nil,
-                                  redirects: [String: URL] = [:], limits: ClientLimits? = nil, _ body: (Nginx) async throws -> T) async throws -> T {
-        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls, redirects: redirects, limits: limits)
+                                  redirects: [String: URL] = [:], limits: ClientLimits? = nil, headers: [String: [String: String]] = [:],
+                                  _ body: (Nginx) async throws -> T) async throws -> T {
+        let nginx = try await start(root: root, authorization: authorization, webDAV: webDAV, tls: tls, redirects: redirects, limits: limits,
+                                    headers: headers)
         return try await withAsyncCleanup { try await body(nginx) } cleanup: { await nginx.stop() }
     }
 
@@ -157,7 +162,8 @@ public final class Nginx: Sendable {
 
     /// Writes the configuration for `port` and starts nginx in the foreground.
     private static func launch(_ executable: String, prefix: URL, port: Int, root: URL, loadModule: String, auth: String,
-                               tls: TestCertificateAuthority?, redirects: [String: URL], limits: ClientLimits?) throws -> ChildProcess {
+                               tls: TestCertificateAuthority?, redirects: [String: URL], limits: ClientLimits?,
+                               headers: [String: [String: String]]) throws -> ChildProcess {
         let user = getuid() == 0 ? "user root;" : ""
         // Under limits, a small send buffer: nginx counts a request until it has handed its last
         // bytes to the socket, and a loopback socket's buffer grows to megabytes, so a capped
@@ -170,6 +176,11 @@ public final class Nginx: Sendable {
             "limit_conn client \(limits.connections); limit_conn_status \(limits.refusalStatus);"
                 + (limits.bytesPerSecond.map { " limit_rate \($0);" } ?? "")
         } ?? ""
+        // A path with its own headers gets its own location, with the same access rules.
+        let headerLocations = headers.sorted { $0.key < $1.key }.map { path, fields in
+            let added = fields.sorted { $0.key < $1.key }.map { "add_header \($0.key) \"\($0.value)\" always;" }.joined(separator: " ")
+            return "location = \(path) { \(auth) \(limitDirectives) \(added) }"
+        }.joined(separator: "\n")
         let redirectLocations = redirects.sorted { $0.key < $1.key }
             .map { "location = \($0.key) { return 302 \"\($0.value.absoluteString)\"; }" }.joined(separator: "\n")
         let config = """
@@ -197,6 +208,7 @@ public final class Nginx: Sendable {
                 \(listen)
                 root \(root.path);
                 location / { \(auth) \(limitDirectives) }
+                \(headerLocations)
                 \(redirectLocations)
             }
         }

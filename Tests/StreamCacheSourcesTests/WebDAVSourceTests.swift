@@ -25,6 +25,41 @@ import Testing
                                   configuration: SourceConfiguration(transport: AsyncHTTPClientTransport.shared))
     }
 
+    /// A WebDAV file whose server sends ownCloud's `OC-Checksum` (as Nextcloud and oCIS do for a
+    /// file uploaded with one) is checked against it; one whose checksum is stale (another file's)
+    /// is downloaded twice, then kept as the server serves it and not fetched again.
+    @Test func ownCloudChecksumsCheckTheCompleteFile() async throws {
+        let data = TestData.random(count: 1_500_000, seed: 63)
+        let sha1 = ContentDigestTestsSupport.sha1(data)
+        let stale = ContentDigestTestsSupport.sha1(TestData.random(count: 1_500_000, seed: 64))
+        try await withTemporaryDirectory { root in
+            let music = root.appendingPathComponent("music")
+            try FileManager.default.createDirectory(at: music, withIntermediateDirectories: true)
+            try data.write(to: music.appendingPathComponent("good.flac"))
+            try data.write(to: music.appendingPathComponent("stale.flac"))
+            let headers = ["/music/good.flac": ["OC-Checksum": "SHA1:\(sha1) MD5:00000000000000000000000000000000"],
+                           "/music/stale.flac": ["OC-Checksum": "SHA1:\(stale)"]]
+            try await Nginx.serving(root: root, webDAV: Self.account, headers: headers) { nginx in
+                try await withTemporaryCache { cache in
+                    let good = try await cache.resource(for: try Self.source(nginx, "/music/good.flac").resolve())
+                    try await good.prefetch()
+                    #expect(await good.info?.contentDigest?.hex == sha1)
+                    #expect(cache.statistics.contentMatches == 1)
+
+                    let staleFile = try await cache.resource(for: try Self.source(nginx, "/music/stale.flac").resolve())
+                    try await staleFile.prefetch()
+                    try await staleFile.prefetch()
+                    #expect(TestData.sha256(try await staleFile.read(from: 0).collect()) == TestData.sha256(data))
+                    #expect(cache.statistics.contentMismatches == 1)
+                }
+                let log = await nginx.settledAccessLog()
+                let sent = { (path: String) in log.filter { $0.path == path }.reduce(Int64(0)) { $0 + $1.bodyBytes } }
+                #expect(sent("/music/good.flac") == Int64(data.count))
+                #expect(sent("/music/stale.flac") == Int64(2 * data.count), "twice, and not a third time")
+            }
+        }
+    }
+
     @Test func propertiesListingAndBytes() async throws {
         try await Self.withServer { nginx, music in
             let data = TestData.random(count: 3_000_000, seed: 61)
@@ -91,5 +126,14 @@ import Testing
                 #expect(error.code == .notFound)
             }
         }
+    }
+}
+
+/// SHA-1 in hexadecimal, as ownCloud writes it.
+enum ContentDigestTestsSupport {
+    static func sha1(_ data: Data) -> String {
+        var hasher = ContentHasher(.sha1)
+        data.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize().hex
     }
 }

@@ -9,7 +9,7 @@ extension ContentDigest {
     /// - Returns: The digest the headers carry of an algorithm the cache computes (SHA-256 first,
     ///   then SHA-512, SHA-1, MD5), or `nil` when they carry none.
     public init?(representationDigestHeaders headers: HTTPHeaders) {
-        // SHA-256 before SHA-512: as strong for telling corruption, and 4.6 times faster where
+        // SHA-256 before SHA-512: as good at telling corruption, and three times as fast where
         // the CPU has SHA extensions (`streamcache-bench digest`).
         let preference: [Algorithm] = [.sha256, .sha512, .sha1, .md5]
         var found: [ContentDigest] = []
