@@ -51,6 +51,13 @@ import Testing
         }
     }
 
+    /// A cache in `directory` for `body`, shut down afterwards: one process's run, of several
+    /// on one directory.
+    static func withCache<T>(in directory: URL, _ body: (StreamCache) async throws -> T) async throws -> T {
+        let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+        return try await withAsyncCleanup { try await body(cache) } cleanup: { await cache.shutdown() }
+    }
+
     /// Whether `event` is a content mismatch.
     static func isMismatch(_ event: ResourceEvent) -> Bool {
         if case .contentMismatch = event { true } else { false }
@@ -60,9 +67,7 @@ import Testing
         let (server, data, digest) = try Self.origin(seed: 301)
         defer { server.stop() }
         try await withTemporaryDirectory { directory in
-            let configuration = StreamCache.Configuration(directory: directory)
-            let first = try StreamCache(configuration: configuration)
-            try await withAsyncCleanup {
+            try await Self.withCache(in: directory) { first in
                 let song = Self.resource(first, server)
                 let events = await song.events()
                 try await song.prefetch()
@@ -73,18 +78,16 @@ import Testing
                 #expect(seen.last == .contentMatched(digest))
                 await song.flush()
                 #expect(try await first.store.entry(for: song.key)?.contentMatched == digest)
-            } cleanup: { await first.shutdown() }
-
+            }
             // The next run trusts the recorded match: a read of the whole file hashes nothing.
-            let second = try StreamCache(configuration: configuration)
-            try await withAsyncCleanup {
+            try await Self.withCache(in: directory) { second in
                 let song = Self.resource(second, server)
                 let requests = server.requestsArrived
                 #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
                 try await song.prefetch()
                 #expect(server.requestsArrived == requests)
                 #expect(second.statistics.contentMatches == 0)
-            } cleanup: { await second.shutdown() }
+            }
         }
     }
 
@@ -121,9 +124,7 @@ import Testing
         var corrupted = data
         corrupted[10] ^= 0xFF
         try await withTemporaryDirectory { directory in
-            let configuration = StreamCache.Configuration(directory: directory)
-            let first = try StreamCache(configuration: configuration)
-            try await withAsyncCleanup {
+            try await Self.withCache(in: directory) { first in
                 let song = Self.resource(first, server)
                 let events = await song.events()
                 try await song.prefetch()
@@ -139,17 +140,15 @@ import Testing
                 #expect(first.statistics.contentMismatches == 1)
                 await song.flush()
                 #expect(try await first.store.entry(for: song.key)?.contentDisputed == digest)
-            } cleanup: { await first.shutdown() }
-
-            let second = try StreamCache(configuration: configuration)
-            try await withAsyncCleanup {
+            }
+            try await Self.withCache(in: directory) { second in
                 let song = Self.resource(second, server)
                 let requests = server.requestsArrived
                 try await song.prefetch()
                 #expect(try await song.read(from: 0).collect() == corrupted)
                 #expect(server.requestsArrived == requests, "the next process keeps them too")
                 #expect(second.statistics.contentMismatches == 0)
-            } cleanup: { await second.shutdown() }
+            }
         }
     }
 
@@ -174,14 +173,12 @@ import Testing
         let (server, data, digest) = try Self.origin(seed: 305)
         defer { server.stop() }
         try await withTemporaryDirectory { directory in
-            let configuration = StreamCache.Configuration(directory: directory)
-            let first = try StreamCache(configuration: configuration)
-            let key = try await withAsyncCleanup {
+            let key = try await Self.withCache(in: directory) { first in
                 let song = Self.resource(first, server)
                 try await song.prefetch()
                 await song.flush()
                 return song.key
-            } cleanup: { await first.shutdown() }
+            }
             try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
                 try db.execute(sql: #"UPDATE "resource" SET "contentMatched" = NULL"#)
             }
@@ -190,8 +187,7 @@ import Testing
             try file.write(contentsOf: Data([data[5000] ^ 0xFF]))
             try file.close()
 
-            let second = try StreamCache(configuration: configuration)
-            try await withAsyncCleanup {
+            try await Self.withCache(in: directory) { second in
                 let song = Self.resource(second, server)
                 let events = await song.events()
                 let sent = server.bodyBytesSent(for: Self.path)
@@ -203,7 +199,7 @@ import Testing
                 #expect(server.bodyBytesSent(for: Self.path) == sent + Int64(Self.size))
                 let matched = await collectEvents(events, within: .seconds(10)) { $0 == .contentMatched(digest) }
                 #expect(matched.last == .contentMatched(digest))
-            } cleanup: { await second.shutdown() }
+            }
         }
     }
 }
