@@ -115,6 +115,11 @@ struct DownloadOptions: ParsableArguments {
             transform: ArgumentParsing.duration)
     var revalidateAfter: Duration?
 
+    @Flag(name: .customLong("no-content-check"),
+          help: ArgumentHelp("Do not check complete files against the digest their origin publishes.",
+                             discussion: "By default a file whose every byte is cached is hashed once and compared with the service's file hash (or an HTTP Repr-Digest); bytes that differ are dropped and fetched again."))
+    var noContentCheck = false
+
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
         guard (1...64).contains(connectionsPerHost) else { throw ValidationError("--connections-per-host must be between 1 and 64.") }
@@ -127,6 +132,7 @@ struct DownloadOptions: ParsableArguments {
     func apply(to configuration: inout StreamCache.Configuration, sharesOrigins: Bool) {
         configuration.parallelDownloads = min(connections, connectionsPerHost)
         configuration.revalidationInterval = revalidateAfter
+        configuration.checksContentDigests = !noContentCheck
         if !sharesOrigins { configuration.connectionsKeptForReaders = nil }
     }
 }

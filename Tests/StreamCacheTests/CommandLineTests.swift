@@ -250,6 +250,9 @@ import Testing
                                                      "--cache-dir", directory.path])
             #expect(bad.status == 3)
             #expect(bad.stderr.contains("contentMismatch"), "\(bad.stderr)")
+            let unchecked = try await CommandLineTool.run(["prefetch", server.url("/bad.flac").absoluteString, "--quiet", "--no-content-check",
+                                                           "--cache-dir", directory.path])
+            #expect(unchecked.status == 0, "\(unchecked.stderr)")
         }
     }
 

@@ -167,6 +167,24 @@ import Testing
         }
     }
 
+    /// With ``StreamCache/Configuration/checksContentDigests`` off, nothing is hashed: corrupted
+    /// bytes stay as they came, fetched once.
+    @Test func checksCanBeTurnedOff() async throws {
+        let (server, data, _) = try Self.origin(seed: 306)
+        defer { server.stop() }
+        Self.corruptWholeFileDownloads(server, at: [10])
+        try await withTemporaryCache(configure: { $0.checksContentDigests = false }) { cache in
+            let song = Self.resource(cache, server)
+            try await song.prefetch()
+            var corrupted = data
+            corrupted[10] ^= 0xFF
+            #expect(try await song.read(from: 0).collect() == corrupted)
+            #expect(server.bodyBytesSent(for: Self.path) == Int64(Self.size))
+            #expect(cache.statistics.contentMismatches == 0)
+            #expect(cache.statistics.contentMatches == 0)
+        }
+    }
+
     /// Complete bytes whose check never ran (a process killed first) are hashed when the cache
     /// next opens them; here the data file also had a byte changed on disk meanwhile.
     @Test func completeBytesLeftUncheckedAreCheckedWhenTheCacheOpens() async throws {

@@ -14,7 +14,7 @@ extension Resource {
     /// published a digest the bytes have not yet been found to match. The hashing runs off the
     /// actor; reads and downloads go on meanwhile.
     func checkContentIfComplete() {
-        guard !isShuttingDown, contentCheck == nil, let info, let expected = info.contentDigest, contentMatched != expected, disputedDigest != expected,
+        guard configuration.checksContentDigests, !isShuttingDown, contentCheck == nil, let info, let expected = info.contentDigest, contentMatched != expected, disputedDigest != expected,
               let total = info.totalLength, available.contains(ByteRange(0, total)), let file else { return }
         let generation = self.generation
         logger.debug("checking the complete cached bytes against the origin's digest", metadata: ["key": "\(key)", "digest": "\(expected)"])
