@@ -12,7 +12,7 @@ struct CacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Inspect and manage the cache.",
-        subcommands: [List.self, Info.self, Pin.self, Unpin.self, Clear.self]
+        subcommands: [List.self, Info.self, Pin.self, Unpin.self, Clear.self, Verify.self]
     )
 
     /// One resource as `list`/`info` print it (and as `--json` encodes it).
@@ -178,6 +178,68 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var cacheWait: CacheWaitOptions
 
         func run() async throws { try await CacheCommand.setPinned(false, key: key, options: cache, waiting: cacheWait) }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Hash complete cached files again and compare them with the digest their origin publishes.",
+            discussion: "Every resource, or the keys given. Files whose bytes differ (rotted on the disk, changed behind the cache's back) are dropped, to be fetched again by the next read; no request reaches an origin. Exit 8 when one differed.")
+        @Argument(help: "Only these keys.") var keys: [String] = []
+        @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var cache: CacheOptions
+        @OptionGroup var cacheWait: CacheWaitOptions
+
+        /// One resource's verdict, as printed.
+        struct Row: Codable {
+            var key: String
+            /// `matched`, `mismatched` (dropped), `disputed`, `incomplete` or `noDigest`.
+            var result: String
+            var expected: String?
+            var found: String?
+        }
+
+        func run() async throws {
+            let directory = cache.directory
+            let streamCache: StreamCache
+            do {
+                streamCache = try await cacheWait.claim { try StreamCache(configuration: StreamCache.Configuration(directory: directory)) }
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                throw Failure.exit(error)
+            }
+            var rows: [Row] = []
+            do {
+                let keys = self.keys.isEmpty ? try await streamCache.store.entries().map(\.key) : self.keys.map { CacheKey($0) }
+                for key in keys {
+                    guard let result = try await streamCache.checkContent(of: key) else {
+                        throw StreamCacheError(.invalidArgument, "The cache has no resource with key \(key.rawValue).")
+                    }
+                    let row = Self.row(key, result)
+                    rows.append(row)
+                    if !json {
+                        print(row.result + String(repeating: " ", count: max(1, 12 - row.result.count)) + row.key
+                              + (row.expected.map { " \($0)" } ?? "") + (row.found.map { ", found \($0); dropped" } ?? ""))
+                    }
+                }
+            } catch {
+                await streamCache.shutdown()
+                throw Failure.exit(error)
+            }
+            await streamCache.shutdown()
+            if json { try CacheCommand.printJSON(rows) }
+            if rows.contains(where: { $0.result == "mismatched" }) { throw ExitCode(8) }
+        }
+
+        static func row(_ key: CacheKey, _ result: ContentCheckResult) -> Row {
+            switch result {
+            case .matched(let digest): Row(key: key.rawValue, result: "matched", expected: digest.description)
+            case .mismatched(let expected, let found): Row(key: key.rawValue, result: "mismatched", expected: expected.description, found: found.description)
+            case .disputed(let digest): Row(key: key.rawValue, result: "disputed", expected: digest.description)
+            case .incomplete: Row(key: key.rawValue, result: "incomplete")
+            case .noDigest: Row(key: key.rawValue, result: "noDigest")
+            }
+        }
     }
 
     struct Clear: AsyncParsableCommand {

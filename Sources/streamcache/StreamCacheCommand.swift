@@ -156,6 +156,7 @@ enum Failure {
             case .notFound: code = 5
             case .diskFull, .cacheIOFailed: code = 6
             case .cacheInUse: code = 7
+            case .contentMismatch: code = 8
             case .invalidArgument: code = 2
             default: code = 3
             }

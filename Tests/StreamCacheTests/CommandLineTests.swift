@@ -246,9 +246,28 @@ import Testing
             #expect(shown.contentDigest == digest.description)
             #expect(shown.contentMatched)
 
+            // `cache verify` hashes the file again: a byte changed on the disk drops it (exit 8).
+            let verified = try await CommandLineTool.run(["cache", "verify", "--cache-dir", directory.path])
+            #expect(verified.status == 0)
+            #expect(verified.output.hasPrefix("matched"), "\(verified.output)")
+            let key = CacheKey(url: server.url("/d.flac"))
+            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try file.seek(toOffset: 1234)
+            try file.write(contentsOf: Data([data[1234] ^ 0xFF]))
+            try file.close()
+            let rotted = try await CommandLineTool.run(["cache", "verify", key.rawValue, "--json", "--cache-dir", directory.path])
+            #expect(rotted.status == 8)
+            struct Row: Decodable { var key: String; var result: String; var expected: String? }
+            let rows = try JSONDecoder().decode([Row].self, from: rotted.stdout)
+            #expect(rows.map(\.result) == ["mismatched"])
+            #expect(rows.first?.expected == digest.description)
+            let after = try await CommandLineTool.run(["cache", "verify", key.rawValue, "--cache-dir", directory.path])
+            #expect(after.status == 0)
+            #expect(after.output.hasPrefix("incomplete"), "\(after.output)")
+
             let bad = try await CommandLineTool.run(["prefetch", server.url("/bad.flac").absoluteString, "--quiet", "--connections", "1",
                                                      "--cache-dir", directory.path])
-            #expect(bad.status == 3)
+            #expect(bad.status == 8)
             #expect(bad.stderr.contains("contentMismatch"), "\(bad.stderr)")
             let unchecked = try await CommandLineTool.run(["prefetch", server.url("/bad.flac").absoluteString, "--quiet", "--no-content-check",
                                                            "--cache-dir", directory.path])

@@ -185,6 +185,39 @@ import Testing
         }
     }
 
+    /// A check asked for hashes bytes that matched before: a byte changed on the disk since is
+    /// found, and the file is dropped and fetched again by the next read.
+    @Test func aCheckAskedForFindsBytesChangedOnDiskSinceTheirMatch() async throws {
+        let (server, data, digest) = try Self.origin(seed: 307)
+        defer { server.stop() }
+        try await withTemporaryDirectory { directory in
+            let key = try await Self.withCache(in: directory) { cache in
+                let song = Self.resource(cache, server)
+                try await song.prefetch()
+                #expect(try await cache.checkContent(of: song.key) == .matched(digest))
+                #expect(try await cache.checkContent(of: CacheKey("test:unknown")) == nil)
+                await song.flush()
+                return song.key
+            }
+            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try file.seek(toOffset: 700_000)
+            try file.write(contentsOf: Data([data[700_000] ^ 0xFF]))
+            try file.close()
+            var rotted = data
+            rotted[700_000] ^= 0xFF
+
+            try await Self.withCache(in: directory) { cache in
+                #expect(cache.statistics.contentMatches == 0, "the recorded match is trusted when the file opens")
+                let result = try await cache.checkContent(of: key)
+                #expect(result == .mismatched(expected: digest, found: ContentDigestTests.digest(.sha256, of: rotted)))
+                #expect(try await cache.checkContent(of: key) == .incomplete)
+                let sent = server.bodyBytesSent(for: Self.path)
+                #expect(TestData.sha256(try await Self.resource(cache, server).read(from: 0).collect()) == TestData.sha256(data))
+                #expect(server.bodyBytesSent(for: Self.path) == sent + Int64(Self.size))
+            }
+        }
+    }
+
     /// Complete bytes whose check never ran (a process killed first) are hashed when the cache
     /// next opens them; here the data file also had a byte changed on disk meanwhile.
     @Test func completeBytesLeftUncheckedAreCheckedWhenTheCacheOpens() async throws {

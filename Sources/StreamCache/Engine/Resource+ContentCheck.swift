@@ -13,8 +13,8 @@ extension Resource {
     /// Starts hashing the data file once every byte of the resource is cached, when the origin
     /// published a digest the bytes have not yet been found to match. The hashing runs off the
     /// actor; reads and downloads go on meanwhile.
-    func checkContentIfComplete() {
-        guard configuration.checksContentDigests, !isShuttingDown, contentCheck == nil, let info, let expected = info.contentDigest, contentMatched != expected, disputedDigest != expected,
+    func checkContentIfComplete(evenIfTurnedOff: Bool = false) {
+        guard configuration.checksContentDigests || evenIfTurnedOff, !isShuttingDown, contentCheck == nil, let info, let expected = info.contentDigest, contentMatched != expected, disputedDigest != expected,
               let total = info.totalLength, available.contains(ByteRange(0, total)), let file else { return }
         let generation = self.generation
         logger.debug("checking the complete cached bytes against the origin's digest", metadata: ["key": "\(key)", "digest": "\(expected)"])
@@ -102,6 +102,30 @@ extension Resource {
             guard let id = await self.entryID else { return }
             try? await store.recordContentCheck(resourceID: id, digest: digest, disputed: disputed)
         }
+    }
+
+    /// Hashes the cached bytes and compares them with the digest the origin publishes, even when
+    /// they matched before: bytes rotted on the disk since, or changed behind the cache's back,
+    /// are found and dropped. What ``StreamCache/Configuration/checksContentDigests`` does once
+    /// per file, asked for (`streamcache cache verify`); it runs with the setting off too.
+    ///
+    /// - Returns: What the check found; no request is made to the origin.
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the cache cannot be read.
+    public func checkContent() async throws -> ContentCheckResult {
+        try await ensureLoaded()
+        await contentCheck?.value
+        guard let expected = info?.contentDigest else { return .noDigest }
+        guard let total = info?.totalLength, available.contains(ByteRange(0, total)) else { return .incomplete }
+        if disputedDigest == expected { return .disputed(expected) }
+        let dropsBefore = contentDrops
+        // Forgotten here only: a check that cannot read the file leaves the index's word as it was.
+        contentMatched = nil
+        checkContentIfComplete(evenIfTurnedOff: true)
+        await contentCheck?.value
+        if contentMatched == expected { return .matched(expected) }
+        if contentDrops > dropsBefore, let mismatch = lastContentMismatch { return .mismatched(expected: mismatch.expected, found: mismatch.found) }
+        if disputedDigest == expected { return .disputed(expected) }
+        throw StreamCacheError(.cacheIOFailed, "The cache file of \(key) could not be read to check its digest.")
     }
 
     /// Waits for the check of the complete cached bytes, if one runs or is due (see

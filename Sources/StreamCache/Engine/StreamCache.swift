@@ -119,6 +119,22 @@ public final class StreamCache: Sendable {
         resources.existing(key)
     }
 
+    /// Checks the cached bytes of `key` against the digest its origin publishes, whether or not
+    /// they were checked before (see ``Resource/checkContent()``); no request reaches the origin.
+    ///
+    /// - Returns: What the check found, or `nil` when the cache does not know `key`.
+    /// - Throws: ``StreamCacheError`` (`cacheIOFailed`) when the cache cannot be read.
+    public func checkContent(of key: CacheKey) async throws -> ContentCheckResult? {
+        let resource: Resource
+        if let existing = existingResource(for: key) {
+            resource = existing
+        } else {
+            guard store.knows(key) else { return nil }
+            resource = self.resource(for: key, origin: UnreachableOrigin(key: key))
+        }
+        return try await resource.checkContent()
+    }
+
     /// The number of resources in memory (see ``existingResource(for:)``).
     public var residentResourceCount: Int { resources.count }
 
