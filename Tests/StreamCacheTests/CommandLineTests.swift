@@ -251,10 +251,7 @@ import Testing
             #expect(verified.status == 0)
             #expect(verified.output.hasPrefix("matched"), "\(verified.output)")
             let key = CacheKey(url: server.url("/d.flac"))
-            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
-            try file.seek(toOffset: 1234)
-            try file.write(contentsOf: Data([data[1234] ^ 0xFF]))
-            try file.close()
+            try ContentCheckTests.invertByte(at: 1234, inTheDataFileOf: key, cachedIn: directory)
             let rotted = try await CommandLineTool.run(["cache", "verify", key.rawValue, "--json", "--cache-dir", directory.path])
             #expect(rotted.status == 8)
             struct Row: Decodable { var key: String; var result: String; var expected: String? }

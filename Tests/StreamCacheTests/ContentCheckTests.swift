@@ -58,6 +58,17 @@ import Testing
         return try await withAsyncCleanup { try await body(cache) } cleanup: { await cache.shutdown() }
     }
 
+    /// Inverts the byte at `offset` of `key`'s data file in the cache at `directory`, behind the
+    /// cache's back (a disk that rotted, another program).
+    static func invertByte(at offset: UInt64, inTheDataFileOf key: CacheKey, cachedIn directory: URL) throws {
+        let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
+        defer { try? file.close() }
+        try file.seek(toOffset: offset)
+        let byte = try #require(try file.read(upToCount: 1)?.first)
+        try file.seek(toOffset: offset)
+        try file.write(contentsOf: Data([byte ^ 0xFF]))
+    }
+
     /// Whether `event` is a content mismatch.
     static func isMismatch(_ event: ResourceEvent) -> Bool {
         if case .contentMismatch = event { true } else { false }
@@ -199,10 +210,7 @@ import Testing
                 await song.flush()
                 return song.key
             }
-            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
-            try file.seek(toOffset: 700_000)
-            try file.write(contentsOf: Data([data[700_000] ^ 0xFF]))
-            try file.close()
+            try ContentCheckTests.invertByte(at: 700_000, inTheDataFileOf: key, cachedIn: directory)
             var rotted = data
             rotted[700_000] ^= 0xFF
 
@@ -233,10 +241,7 @@ import Testing
             try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
                 try db.execute(sql: #"UPDATE "resource" SET "contentMatched" = NULL"#)
             }
-            let file = try FileHandle(forUpdating: directory.appendingPathComponent("data/\(key.fileStem).data"))
-            try file.seek(toOffset: 5000)
-            try file.write(contentsOf: Data([data[5000] ^ 0xFF]))
-            try file.close()
+            try ContentCheckTests.invertByte(at: 5000, inTheDataFileOf: key, cachedIn: directory)
 
             try await Self.withCache(in: directory) { second in
                 let song = Self.resource(second, server)
