@@ -6,6 +6,7 @@ import Foundation
 #endif
 import StreamCache
 import StreamCacheHTTPClient
+import StreamCacheServer
 
 /// `streamcache cache …`: inspect and manage the cache directory.
 struct CacheCommand: AsyncParsableCommand {
@@ -183,62 +184,58 @@ struct CacheCommand: AsyncParsableCommand {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Hash complete cached files again and compare them with the digest their origin publishes.",
-            discussion: "Every resource, or the keys given. Files whose bytes differ (rotted on the disk, changed behind the cache's back) are dropped, to be fetched again by the next read; no request reaches an origin. Exit 8 when one differed.")
+            discussion: "Every resource, or the keys given. Files whose bytes differ (rotted on the disk, changed behind the cache's back) are dropped, to be fetched again by the next read; no request reaches an origin. Beside a running serve, the server does it. Exit 8 when one differed.")
         @Argument(help: "Only these keys.") var keys: [String] = []
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var cache: CacheOptions
         @OptionGroup var cacheWait: CacheWaitOptions
 
-        /// One resource's verdict, as printed.
-        struct Row: Codable {
-            var key: String
-            /// `matched`, `mismatched` (dropped), `disputed`, `incomplete` or `noDigest`.
-            var result: String
-            var expected: String?
-            var found: String?
-        }
-
         func run() async throws {
             let directory = cache.directory
-            let streamCache: StreamCache
+            var rows: [ControlAPI.ContentCheck] = []
             do {
-                streamCache = try await cacheWait.claim { try StreamCache(configuration: StreamCache.Configuration(directory: directory)) }
+                switch try await cacheWait.claim({ try StreamCache(configuration: StreamCache.Configuration(directory: directory)) },
+                                                 orServerIn: directory, transport: AsyncHTTPClientTransport.shared) {
+                case .opened(let streamCache):
+                    do {
+                        let keys = self.keys.isEmpty ? try await streamCache.store.entries().map(\.key.rawValue) : self.keys
+                        for key in keys {
+                            guard let result = try await streamCache.checkContent(of: CacheKey(key)) else { throw Self.unknown(key) }
+                            rows.append(report(ControlAPI.ContentCheck(key: CacheKey(key), result: result)))
+                        }
+                    } catch {
+                        await streamCache.shutdown()
+                        throw error
+                    }
+                    await streamCache.shutdown()
+                case .server(let server):
+                    server.tellHandOver(of: directory, "it does this")
+                    let keys = self.keys.isEmpty ? try await CacheCommand.openToRead(cache)?.entries().map(\.key.rawValue) ?? [] : self.keys
+                    for key in keys {
+                        guard let row = try await server.checkContent(key: key) else { throw Self.unknown(key) }
+                        rows.append(report(row))
+                    }
+                }
             } catch let error as ExitCode {
                 throw error
             } catch {
                 throw Failure.exit(error)
             }
-            var rows: [Row] = []
-            do {
-                let keys = self.keys.isEmpty ? try await streamCache.store.entries().map(\.key) : self.keys.map { CacheKey($0) }
-                for key in keys {
-                    guard let result = try await streamCache.checkContent(of: key) else {
-                        throw StreamCacheError(.invalidArgument, "The cache has no resource with key \(key.rawValue).")
-                    }
-                    let row = Self.row(key, result)
-                    rows.append(row)
-                    if !json {
-                        print(row.result + String(repeating: " ", count: max(1, 12 - row.result.count)) + row.key
-                              + (row.expected.map { " \($0)" } ?? "") + (row.found.map { ", found \($0); dropped" } ?? ""))
-                    }
-                }
-            } catch {
-                await streamCache.shutdown()
-                throw Failure.exit(error)
-            }
-            await streamCache.shutdown()
             if json { try CacheCommand.printJSON(rows) }
             if rows.contains(where: { $0.result == "mismatched" }) { throw ExitCode(8) }
         }
 
-        static func row(_ key: CacheKey, _ result: ContentCheckResult) -> Row {
-            switch result {
-            case .matched(let digest): Row(key: key.rawValue, result: "matched", expected: digest.description)
-            case .mismatched(let expected, let found): Row(key: key.rawValue, result: "mismatched", expected: expected.description, found: found.description)
-            case .disputed(let digest): Row(key: key.rawValue, result: "disputed", expected: digest.description)
-            case .incomplete: Row(key: key.rawValue, result: "incomplete")
-            case .noDigest: Row(key: key.rawValue, result: "noDigest")
+        /// Prints `row` as a line, unless the rows go out as JSON at the end.
+        private func report(_ row: ControlAPI.ContentCheck) -> ControlAPI.ContentCheck {
+            if !json {
+                print(row.result + String(repeating: " ", count: max(1, 12 - row.result.count)) + row.key
+                      + (row.expected.map { " \($0)" } ?? "") + (row.found.map { ", found \($0); dropped" } ?? ""))
             }
+            return row
+        }
+
+        private static func unknown(_ key: String) -> StreamCacheError {
+            StreamCacheError(.invalidArgument, "The cache has no resource with key \(key).")
         }
     }
 

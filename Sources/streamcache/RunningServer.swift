@@ -138,6 +138,15 @@ struct RunningServer: Sendable {
         return true
     }
 
+    /// Hashes the cached bytes of `key` again (``ControlAPI/ContentCheck``); `nil` when the cache
+    /// does not know it.
+    func checkContent(key: String) async throws -> ControlAPI.ContentCheck? {
+        let answer = try await call("POST", "/api/cache/\(Self.segment(key))/verify")
+        if answer.status == 404 { return nil }
+        try check(answer)
+        return try JSONDecoder().decode(ControlAPI.ContentCheck.self, from: answer.body)
+    }
+
     /// Deletes the cache's entry `key` and its bytes; `false` when the cache does not know it.
     func remove(key: String) async throws -> Bool {
         let answer = try await call("DELETE", "/api/cache/\(Self.segment(key))")

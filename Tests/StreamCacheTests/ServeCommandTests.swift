@@ -234,7 +234,9 @@ import Glibc
         origin.requiredHeaders = ["Authorization": Self.secret]
         let album = TestData.random(count: 3_000_000, seed: 521)
         let single = TestData.random(count: 1_200_000, seed: 522)
-        origin.setFile("/album.flac", data: album, contentType: "audio/flac")
+        let albumDigest = ContentDigestTests.digest(.sha256, of: album)
+        origin.setFile("/album.flac", data: album, contentType: "audio/flac",
+                       extraHeaders: ["Repr-Digest": "sha-256=:\(Data(albumDigest.bytes).base64EncodedString()):"])
         origin.setFile("/single.mp3", data: single, contentType: "audio/mpeg")
         origin.setFile("/other.mp3", data: single, contentType: "audio/mpeg")
         origin.setFile("/locked.mp3", data: single, contentType: "audio/mpeg")
@@ -294,6 +296,12 @@ import Glibc
             #expect(pinned.status == 0 && pinned.output.contains("pinned \(albumKey)") && pinned.stderr.contains("; it does this."), "\(pinned.stderr)")
             let shown = try await CommandLineTool.run(["cache", "info", albumKey, "--json"] + directory)
             #expect(shown.output.contains("\"pinned\" : true"), "\(shown.output)")
+            let verified = try await CommandLineTool.run(["cache", "verify", albumKey, "--json"] + directory)
+            #expect(verified.status == 0 && verified.stderr.contains("; it does this."), "\(verified.stderr)")
+            #expect(verified.output.contains("\"expected\" : \"\(albumDigest)\"") && verified.output.contains("\"result\" : \"matched\""),
+                    "\(verified.output)")
+            let unknownVerified = try await CommandLineTool.run(["cache", "verify", "http://127.0.0.1/none.mp3"] + directory)
+            #expect(unknownVerified.status == 2, "\(unknownVerified.stderr)")
             let unknown = try await CommandLineTool.run(["cache", "unpin", "http://127.0.0.1/none.mp3"] + directory)
             #expect(unknown.status == 2 && unknown.stderr.contains("The cache has no resource with key"), "\(unknown.stderr)")
             let cleared = try await CommandLineTool.run(["cache", "clear", singleKey, "--json"] + directory)

@@ -124,6 +124,32 @@ public enum ControlAPI {
         public var pinned: Bool
     }
 
+    /// `POST /api/cache/{key}/verify`: what hashing a resource's cached bytes again found (see
+    /// `StreamCache.checkContent(of:)`).
+    public struct ContentCheck: Codable, Sendable, Hashable {
+        /// The cache key.
+        public var key: String
+        /// `matched`, `mismatched` (the cached bytes were dropped), `disputed` (the origin's bytes
+        /// failed its digest twice alike and are kept), `incomplete` or `noDigest`.
+        public var result: String
+        /// The digest the origin publishes (`sha256:…`), when it publishes one.
+        public var expected: String?
+        /// The digest of the cached bytes, when they did not match.
+        public var found: String?
+
+        /// Describes `result` for `key`.
+        public init(key: CacheKey, result: ContentCheckResult) {
+            self.key = key.rawValue
+            switch result {
+            case .matched(let digest): (self.result, expected) = ("matched", digest.description)
+            case .mismatched(let expected, let found): (self.result, self.expected, self.found) = ("mismatched", expected.description, found.description)
+            case .disputed(let digest): (self.result, expected) = ("disputed", digest.description)
+            case .incomplete: self.result = "incomplete"
+            case .noDigest: self.result = "noDigest"
+            }
+        }
+    }
+
     /// `DELETE /api/cache`: what clearing the cache did.
     public struct Removal: Codable, Sendable {
         /// Resources deleted with their cached bytes.

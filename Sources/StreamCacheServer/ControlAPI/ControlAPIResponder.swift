@@ -53,6 +53,8 @@ struct ControlAPIResponder: Sendable {
             return await setPinned(true, key: path[1])
         case (.delete, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
             return await setPinned(false, key: path[1])
+        case (.post, let path) where path.count == 3 && path[0] == "cache" && path[2] == "verify":
+            return await checkContent(key: path[1])
         case (.delete, let path) where path.count == 2 && path[0] == "cache":
             return await removeEntry(key: path[1])
         case (.delete, ["cache"]):
@@ -144,6 +146,16 @@ struct ControlAPIResponder: Sendable {
             return Self.json(.ok, ControlAPI.PinState(key: key.rawValue, pinned: pinned))
         } catch {
             return Self.error(.internalServerError, "cacheIOFailed", "The cache index could not be written: \(error)")
+        }
+    }
+
+    private func checkContent(key segment: Substring) async -> Response {
+        guard let key = Self.key(segment) else { return Self.error(.badRequest, "invalidRequest", "The key is not percent-encoded UTF-8.") }
+        do {
+            guard let result = try await server.cache.checkContent(of: key) else { return Self.noSuchKey(key) }
+            return Self.json(.ok, ControlAPI.ContentCheck(key: key, result: result))
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cached bytes could not be read: \(error)")
         }
     }
 
