@@ -137,16 +137,12 @@ public enum ControlAPI {
         /// The digest of the cached bytes, when they did not match.
         public var found: String?
 
-        /// Describes `result` for `key`.
-        public init(key: CacheKey, result: ContentCheckResult) {
-            self.key = key.rawValue
-            switch result {
-            case .matched(let digest): (self.result, expected) = ("matched", digest.description)
-            case .mismatched(let expected, let found): (self.result, self.expected, self.found) = ("mismatched", expected.description, found.description)
-            case .disputed(let digest): (self.result, expected) = ("disputed", digest.description)
-            case .incomplete: self.result = "incomplete"
-            case .noDigest: self.result = "noDigest"
-            }
+        /// Creates an answer.
+        public init(key: String, result: String, expected: String? = nil, found: String? = nil) {
+            self.key = key
+            self.result = result
+            self.expected = expected
+            self.found = found
         }
     }
 
