@@ -290,9 +290,7 @@ struct DigestCost: AsyncParsableCommand {
 
         let server = try TestOrigin()
         defer { server.stop() }
-        var hasher = ContentHasher(.sha256)
-        data.withUnsafeBytes { hasher.update($0) }
-        let digest = Data(hasher.finalize().bytes).base64EncodedString()
+        let digest = Data(ContentHasher.digest(.sha256, of: data).bytes).base64EncodedString()
         server.setFile("/plain.bin", data: data)
         server.setFile("/checked.bin", data: data, extraHeaders: ["Repr-Digest": "sha-256=:\(digest):"])
         var times: [String: [Double]] = [:]

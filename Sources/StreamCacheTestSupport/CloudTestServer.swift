@@ -51,16 +51,10 @@ public final class CloudTestServer: @unchecked Sendable {
         var md5: String { Self.hex(Insecure.MD5.hash(data: data)) }
         var sha1: String { Self.hex(Insecure.SHA1.hash(data: data)) }
         var sha256: String { Self.hex(SHA256.hash(data: data)) }
-        var dropboxContentHash: String { Self.digest(.dropboxContentHash, of: data).hex }
-        var quickXorHash: String { Data(Self.digest(.quickXor, of: data).bytes).base64EncodedString() }
+        var dropboxContentHash: String { ContentHasher.digest(.dropboxContentHash, of: data).hex }
+        var quickXorHash: String { Data(ContentHasher.digest(.quickXor, of: data).bytes).base64EncodedString() }
 
         static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 { digest.map { String(format: "%02x", $0) }.joined() }
-
-        static func digest(_ algorithm: ContentDigest.Algorithm, of data: Data) -> ContentDigest {
-            var hasher = ContentHasher(algorithm)
-            data.withUnsafeBytes { hasher.update($0) }
-            return hasher.finalize()
-        }
         /// Box's id for the current version.
         var boxVersionID: String { "\(id)v\(revision)" }
 

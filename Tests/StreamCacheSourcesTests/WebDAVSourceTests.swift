@@ -30,8 +30,9 @@ import Testing
     /// is downloaded twice, then kept as the server serves it and not fetched again.
     @Test func ownCloudChecksumsCheckTheCompleteFile() async throws {
         let data = TestData.random(count: 1_500_000, seed: 63)
-        let sha1 = ContentDigestTestsSupport.sha1(data)
-        let stale = ContentDigestTestsSupport.sha1(TestData.random(count: 1_500_000, seed: 64))
+        // SHA-1 in hexadecimal, as ownCloud writes it.
+        let sha1 = ContentHasher.digest(.sha1, of: data).hex
+        let stale = ContentHasher.digest(.sha1, of: TestData.random(count: 1_500_000, seed: 64)).hex
         try await withTemporaryDirectory { root in
             let music = root.appendingPathComponent("music")
             try FileManager.default.createDirectory(at: music, withIntermediateDirectories: true)
@@ -126,14 +127,5 @@ import Testing
                 #expect(error.code == .notFound)
             }
         }
-    }
-}
-
-/// SHA-1 in hexadecimal, as ownCloud writes it.
-enum ContentDigestTestsSupport {
-    static func sha1(_ data: Data) -> String {
-        var hasher = ContentHasher(.sha1)
-        data.withUnsafeBytes { hasher.update($0) }
-        return hasher.finalize().hex
     }
 }

@@ -224,7 +224,7 @@ import Testing
     @Test func prefetchChecksTheOriginsDigestAndInfoShowsIt() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 500_000, seed: 84)
-        let digest = ContentDigestTests.digest(.sha256, of: data)
+        let digest = ContentHasher.digest(.sha256, of: data)
         let header = ["Repr-Digest": "sha-256=:\(Data(digest.bytes).base64EncodedString()):"]
         server.setFile("/d.flac", data: data, extraHeaders: header)
         server.setFile("/bad.flac", data: data, extraHeaders: header)

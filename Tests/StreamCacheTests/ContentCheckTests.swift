@@ -20,7 +20,7 @@ import Testing
     static func origin(seed: UInt64, header: DigestHeader = .reprDigest) throws -> (TestOrigin, Data, ContentDigest) {
         let server = try TestOrigin()
         let data = TestData.random(count: size, seed: seed)
-        let digest = ContentDigestTests.digest(header == .ownCloudChecksum ? .sha1 : .sha256, of: data)
+        let digest = ContentHasher.digest(header == .ownCloudChecksum ? .sha1 : .sha256, of: data)
         let base64 = Data(digest.bytes).base64EncodedString()
         let headers = switch header {
         case .reprDigest: ["Repr-Digest": "sha-256=:\(base64):"]
@@ -114,7 +114,7 @@ import Testing
             var corrupted = data
             corrupted[10] ^= 0xFF
             let seen = await collectEvents(events, within: .seconds(5)) { $0 == .contentMatched(digest) }
-            #expect(seen.contains(.contentMismatch(expected: digest, found: ContentDigestTests.digest(digest.algorithm, of: corrupted))))
+            #expect(seen.contains(.contentMismatch(expected: digest, found: ContentHasher.digest(digest.algorithm, of: corrupted))))
             #expect(seen.last == .contentMatched(digest))
             #expect(server.bodyBytesSent(for: Self.path) == Int64(2 * Self.size), "the file once corrupted, then once whole")
             let requests = server.requestsArrived
@@ -217,7 +217,7 @@ import Testing
             try await Self.withCache(in: directory) { cache in
                 #expect(cache.statistics.contentMatches == 0, "the recorded match is trusted when the file opens")
                 let result = try await cache.checkContent(of: key)
-                #expect(result == .mismatched(expected: digest, found: ContentDigestTests.digest(.sha256, of: rotted)))
+                #expect(result == .mismatched(expected: digest, found: ContentHasher.digest(.sha256, of: rotted)))
                 #expect(try await cache.checkContent(of: key) == .incomplete)
                 let sent = server.bodyBytesSent(for: Self.path)
                 #expect(TestData.sha256(try await Self.resource(cache, server).read(from: 0).collect()) == TestData.sha256(data))

@@ -234,7 +234,7 @@ import Glibc
         origin.requiredHeaders = ["Authorization": Self.secret]
         let album = TestData.random(count: 3_000_000, seed: 521)
         let single = TestData.random(count: 1_200_000, seed: 522)
-        let albumDigest = ContentDigestTests.digest(.sha256, of: album)
+        let albumDigest = ContentHasher.digest(.sha256, of: album)
         origin.setFile("/album.flac", data: album, contentType: "audio/flac",
                        extraHeaders: ["Repr-Digest": "sha-256=:\(Data(albumDigest.bytes).base64EncodedString()):"])
         origin.setFile("/single.mp3", data: single, contentType: "audio/mpeg")

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import Crypto
 
 /// Computes a ``ContentDigest`` of one algorithm over bytes fed in order.
@@ -41,6 +46,14 @@ public struct ContentHasher: Sendable {
         case .dropbox(var hash): hash.update(bytes); state = .dropbox(hash)
         case .quickXor(var hash): hash.update(bytes); state = .quickXor(hash)
         }
+    }
+
+    /// The digest of `bytes` as a whole (a buffer in memory; the cache's own check feeds a data
+    /// file a piece at a time with ``update(_:)``).
+    public static func digest(_ algorithm: ContentDigest.Algorithm, of bytes: some ContiguousBytes) -> ContentDigest {
+        var hasher = ContentHasher(algorithm)
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
     }
 
     /// The digest of every byte fed so far.
