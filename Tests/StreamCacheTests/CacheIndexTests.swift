@@ -105,6 +105,39 @@ import Testing
         }
     }
 
+    /// What hosts' refusals taught is kept in a table of its own, which an index of an earlier
+    /// version gains in place (no new schema version, so that version still opens it), and which
+    /// the next store on the directory reads back.
+    @Test func hostsConnectionAllowancesAreKeptForTheNextStore() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = CacheKey("test:song")
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+            try TestData.random(count: 4096).write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
+            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data",
+                                   spans: [(0, 4096)])
+            let refused = Date(timeIntervalSince1970: 1_800_000_000.25)
+            let allowances = [
+                "https://downloader.disk.yandex.ru:443": ConnectionAllowance.Snapshot(connections: 2, refusedAt: refused, taughtAt: refused + 60, hold: .seconds(120)),
+                "http://127.0.0.1:8080": ConnectionAllowance.Snapshot(connections: 1, refusedAt: refused, taughtAt: refused, hold: .seconds(60)),
+            ]
+            do {
+                let store = try CacheStore(directory: directory)
+                #expect(store.hostConnectionAllowances().isEmpty)
+                try await store.saveHostConnectionAllowances { allowances }
+                // Each save replaces what was kept.
+                try await store.saveHostConnectionAllowances { allowances }
+                store.releaseDirectory()
+            }
+            let store = try CacheStore(directory: directory)
+            #expect(store.hostConnectionAllowances() == allowances)
+            #expect(try await store.entry(for: key)?.spans == RangeSet([ByteRange(0, 4096)]))
+            let version = try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).read { db in
+                try Int.fetchOne(db, sql: "PRAGMA user_version")
+            }
+            #expect(version == 1)
+        }
+    }
+
     @Test func anIndexFromANewerVersionIsRefusedAndLeftAlone() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("index.sqlite").path

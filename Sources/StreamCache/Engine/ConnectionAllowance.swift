@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// How many connections at once an origin host lately accepted from one file's downloads, as it showed by
 /// refusing one more for now (HTTP 429, 503, or Google's 403 `rateLimitExceeded`), and when to try
 /// one more again.
@@ -13,12 +19,22 @@
 /// refused.
 ///
 /// A refusal may also come from a service that was busy for a moment, so the count is not held
-/// for good: it grows by one connection each ``hold`` after the refusal, the way TCP probes for
-/// bandwidth after a loss, and a split past what the service accepts is refused again, which
-/// doubles the hold (up to ``longestHold``). A service that was busy for a moment gets its
-/// connections back a minute later, one at a time; one whose limit stays pays one refused
-/// connection per probe, fewer and fewer often. A refusal ``memory`` ago or longer is forgotten.
-struct ConnectionAllowance: Sendable {
+/// for good: one ``hold`` after the refusal, one connection more is allowed, the way TCP probes for
+/// bandwidth after a loss. A split the service accepts at that count makes it the count
+/// (``recordAcceptance(whileUsing:at:)``), and one more is allowed a hold later; a split past what
+/// the service accepts is refused again, which doubles the hold (up to ``longestHold``). A service
+/// that was busy for a moment gets its connections back a minute apart, one at a time; one whose
+/// limit stays pays one refused connection per probe, fewer and fewer often. A refusal ``memory``
+/// ago or longer is forgotten.
+///
+/// The count grows only while it is used, as TCP's congestion window does (RFC 7661): a host left
+/// alone for ten holds used to be asked for ten connections more than it last accepted, and every
+/// one of the split's extra parts past its limit was refused (twice each, before it gave way).
+/// Now it is asked for one more, and only one part is refused if the limit stayed.
+///
+/// What a cache learned is kept in its index (``Snapshot``), so a new process does not pay the
+/// refusals again.
+struct ConnectionAllowance: Sendable, Equatable {
     /// How long the count learned from a first refusal holds before one more connection is
     /// tried (``StreamCache/Configuration/connectionProbeInterval``, a minute by default): past
     /// a moment's burst of load, short beside a song.
@@ -36,6 +52,9 @@ struct ConnectionAllowance: Sendable {
 
     private var connections = 0
     private var refusedAt: ContinuousClock.Instant?
+    /// When ``connections`` was last taught, by a refusal or by a probe accepted: one more is
+    /// allowed a ``hold`` after it.
+    private var taughtAt: ContinuousClock.Instant?
     private var hold: Duration
 
     /// - Parameter firstHold: the hold after a first refusal, kept within a millisecond and a
@@ -48,13 +67,13 @@ struct ConnectionAllowance: Sendable {
     /// Records that the origin refused one more connection at `now` while `inUse` of this
     /// download's kind were open to it: from then on at most that many (one at least).
     ///
-    /// A refusal within the hold of the one before (a second part refused with the first, or
-    /// the answers under way counted a moment apart) keeps the fewer count and the hold. One
-    /// after it is a probe refused: the count is what was in use, and the hold doubles.
+    /// A refusal within the hold of the count's last lesson (a second part refused with the
+    /// first, or the answers under way counted a moment apart) keeps the fewer count and the
+    /// hold. One after it is a probe refused: the count is what was in use, and the hold doubles.
     mutating func recordRefusal(whileUsing inUse: Int, at now: ContinuousClock.Instant = .now) {
         let allowed = max(1, inUse)
-        if let refusedAt, now - refusedAt < memory {
-            if now - refusedAt < hold {
+        if let refusedAt, let taughtAt, now - refusedAt < memory {
+            if now - taughtAt < hold {
                 connections = min(connections, allowed)
             } else {
                 connections = allowed
@@ -65,14 +84,57 @@ struct ConnectionAllowance: Sendable {
             hold = firstHold
         }
         refusedAt = now
+        taughtAt = now
     }
 
-    /// The connections the origin is taken to accept at `now`: what it accepted when it last
-    /// refused one more, plus one for each ``hold`` since; `nil` when it refused none within
+    /// Records that the origin answered while `inUse` downloads of this kind had its answers at
+    /// `now`: a probe past the count, accepted, is the count from then on, and the next probe
+    /// comes a hold later. Nothing changes within the count, before the probe is due (answers
+    /// of requests sent before the refusal), or with no refusal remembered.
+    mutating func recordAcceptance(whileUsing inUse: Int, at now: ContinuousClock.Instant = .now) {
+        guard let refusedAt, let lastTaught = taughtAt, now - refusedAt < memory, now - lastTaught >= hold, inUse > connections else { return }
+        // One more at a time: the probe is one past the count.
+        connections += 1
+        taughtAt = now
+    }
+
+    /// The connections the origin is taken to accept at `now`: what it accepted when it was last
+    /// taught, and one more once a ``hold`` has passed since; `nil` when it refused none within
     /// ``memory`` before `now`.
     func connections(at now: ContinuousClock.Instant = .now) -> Int? {
-        guard let refusedAt, now - refusedAt < memory else { return nil }
-        let probes = Int((now - refusedAt) / hold)
-        return connections + probes
+        guard let refusedAt, let taughtAt, now - refusedAt < memory else { return nil }
+        return connections + (now - taughtAt >= hold ? 1 : 0)
+    }
+
+    /// An allowance as a cache's index keeps it: a continuous clock's instants mean nothing to
+    /// another process, so its times are the wall clock's.
+    struct Snapshot: Sendable, Equatable {
+        /// The connections the origin last accepted (before any probe due).
+        var connections: Int
+        /// When it last refused one more.
+        var refusedAt: Date
+        /// When the count was last taught, by that refusal or by a probe accepted.
+        var taughtAt: Date
+        /// How long after ``taughtAt`` one more is tried.
+        var hold: Duration
+    }
+
+    /// The allowance as of `now` (`wallNow` on the wall clock); `nil` when it remembers no refusal.
+    func snapshot(at now: ContinuousClock.Instant = .now, wallNow: Date = Date()) -> Snapshot? {
+        guard let refusedAt, let taughtAt, now - refusedAt < memory else { return nil }
+        func date(_ instant: ContinuousClock.Instant) -> Date { wallNow - (now - instant).timeInterval }
+        return Snapshot(connections: connections, refusedAt: date(refusedAt), taughtAt: date(taughtAt), hold: hold)
+    }
+
+    /// The allowance `snapshot` describes, placed on this process's clock by `now` and `wallNow`.
+    /// Times ahead of `wallNow` (a clock set back since) count as `wallNow`, and the hold is
+    /// kept within this allowance's first and longest.
+    init(_ snapshot: Snapshot, firstHold: Duration = defaultFirstHold, at now: ContinuousClock.Instant = .now, wallNow: Date = Date()) {
+        self.init(firstHold: firstHold)
+        func instant(_ date: Date) -> ContinuousClock.Instant { now - .seconds(max(0, wallNow.timeIntervalSince(date))) }
+        connections = max(1, snapshot.connections)
+        refusedAt = instant(snapshot.refusedAt)
+        taughtAt = instant(max(snapshot.taughtAt, snapshot.refusedAt))
+        hold = min(max(snapshot.hold, self.firstHold), longestHold)
     }
 }

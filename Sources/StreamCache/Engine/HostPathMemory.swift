@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What the transfers of each origin host's resources showed about the path to it, shared by
 /// every resource of a cache: the best speed of one request alone and of several side by side
 /// within ``ParallelGain/memory``, as each resource's ``ParallelGain`` records them.
@@ -25,12 +31,24 @@ final class HostPathMemory: Sendable {
     private let allowances = Locked([String: ConnectionAllowance]())
     /// The first hold of each host's ``ConnectionAllowance``.
     private let connectionProbeInterval: Duration
+    /// Told when a host's allowance changes, so that the cache keeps it (``allowanceSnapshots(at:wallNow:)``).
+    private let allowancesChanged: @Sendable (HostPathMemory) -> Void
 
-    /// - Parameter connectionProbeInterval: how long a host's refusal of one more connection
-    ///   holds its files to the connections it accepted before one more is tried
-    ///   (``StreamCache/Configuration/connectionProbeInterval``).
-    init(connectionProbeInterval: Duration = ConnectionAllowance.defaultFirstHold) {
+    /// - Parameters:
+    ///   - connectionProbeInterval: how long a host's refusal of one more connection holds its
+    ///     files to the connections it accepted before one more is tried
+    ///     (``StreamCache/Configuration/connectionProbeInterval``).
+    ///   - remembered: the allowances an earlier process learned, as the cache's index kept them.
+    ///   - allowancesChanged: called, outside the memory's lock, after a refusal or an accepted
+    ///     probe changed a host's allowance.
+    init(connectionProbeInterval: Duration = ConnectionAllowance.defaultFirstHold,
+         remembered: [String: ConnectionAllowance.Snapshot] = [:],
+         allowancesChanged: @escaping @Sendable (HostPathMemory) -> Void = { _ in }) {
         self.connectionProbeInterval = connectionProbeInterval
+        self.allowancesChanged = allowancesChanged
+        let now = ContinuousClock.now, wallNow = Date()
+        let restored = remembered.mapValues { ConnectionAllowance($0, firstHold: connectionProbeInterval, at: now, wallNow: wallNow) }
+        allowances.withLock { $0 = restored.filter { $0.value.connections(at: now) != nil } }
     }
 
     /// Records `sample`, which a request (or a split read's parts together) to `host` gave at `now`.
@@ -66,6 +84,24 @@ final class HostPathMemory: Sendable {
                 allowances = allowances.filter { $0.value.connections(at: now) != nil }
             }
         }
+        allowancesChanged(self)
+    }
+
+    /// Records that `host` answered while `inUse` of a file's downloads had its answers at `now`:
+    /// a probe past the count it last accepted raises the count (``ConnectionAllowance/recordAcceptance(whileUsing:at:)``).
+    func recordAcceptance(host: String, whileUsing inUse: Int, at now: ContinuousClock.Instant = .now) {
+        let changed = allowances.withLock { allowances -> Bool in
+            guard let before = allowances[host] else { return false }
+            allowances[host]?.recordAcceptance(whileUsing: inUse, at: now)
+            return allowances[host] != before
+        }
+        if changed { allowancesChanged(self) }
+    }
+
+    /// Every host's allowance that still remembers a refusal at `now`, with wall-clock times, for
+    /// the cache's index.
+    func allowanceSnapshots(at now: ContinuousClock.Instant = .now, wallNow: Date = Date()) -> [String: ConnectionAllowance.Snapshot] {
+        allowances.withLock { $0.compactMapValues { $0.snapshot(at: now, wallNow: wallNow) } }
     }
 
     /// The connections `host` is taken to accept at once at `now` (``ConnectionAllowance``): what

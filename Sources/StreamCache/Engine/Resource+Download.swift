@@ -592,6 +592,7 @@ extension Resource {
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
         download.isBeingAnswered = true
+        noteAnswered(besides: downloads.values.filter { $0.isBeingAnswered && $0.id != id }.count)
         download.requestSentAt = sentAt
         download.answerBody = response.body
         download.position = response.offset
@@ -779,6 +780,14 @@ extension Resource {
             downloads[part.id]?.limit = min(part.limit, max(part.position, part.segmentEnd))
         }
         return true
+    }
+
+    /// An answer came while `others` of this resource's downloads had theirs: a probe of one
+    /// connection more than the origin last accepted, answered, teaches the count
+    /// (``ConnectionAllowance/recordAcceptance(whileUsing:at:)``).
+    private func noteAnswered(besides others: Int, at now: ContinuousClock.Instant = .now) {
+        connectionAllowance.recordAcceptance(whileUsing: others + 1, at: now)
+        if let host = pathHost { hostPaths.recordAcceptance(host: host, whileUsing: others + 1, at: now) }
     }
 
     /// Cancels every download; used when the cache shuts down.

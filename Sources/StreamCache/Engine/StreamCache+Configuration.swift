@@ -69,15 +69,17 @@ extension StreamCache {
         /// Where the origin refuses one more connection (HTTP 429 or 503: a service that limits a
         /// user's downloads at once), the refused one gives way and the files of that host use
         /// no more connections than it accepted, one more after each ``connectionProbeInterval``
-        /// (``OriginRequest/givesWayWhenBusy``).
+        /// that used them (``OriginRequest/givesWayWhenBusy``).
         public var parallelDownloads: Int = 4
         /// After an origin refuses one more connection, how long the files of its host stay on
-        /// the connections it accepted before one more is tried; another after each such
-        /// interval. A try the origin refuses again teaches the count again and doubles the
-        /// interval, up to ten times this: a service that was busy for a moment gets its
-        /// connections back within minutes, and one whose limit stays is asked for one more
-        /// connection less and less often. A refusal is forgotten after sixty times this. Taken
-        /// as at least a millisecond and at most a day.
+        /// the connections it accepted before one more is tried; another this long after the
+        /// origin answered the one more (the count grows only while it is used). A try the
+        /// origin refuses again teaches the count again and doubles the interval, up to ten
+        /// times this: a service that was busy for a moment gets its connections back within
+        /// minutes, and one whose limit stays is asked for one more connection less and less
+        /// often. A refusal is forgotten after sixty times this; until then the cache's index
+        /// keeps what was learned for its next process. Taken as at least a millisecond and at
+        /// most a day.
         public var connectionProbeInterval: Duration = ConnectionAllowance.defaultFirstHold
         /// The bytes each extra connection fetches before it takes the next part; a player's read
         /// is split only when more than twice this is missing ahead of it, or more than twice

@@ -34,6 +34,9 @@ public final class StreamCache: Sendable {
     private let connectionGate = BulkConnectionGate()
     /// Shared by every resource: what each origin host's connections were measured to do.
     private let hostPaths: HostPathMemory
+    /// Whether a host's connection allowance changed in this process, so that ``shutdown()``
+    /// stores the last word (a save started by the change may come after the directory is given up).
+    private let hostAllowancesChanged: Locked<Bool>
     private let openFiles: OpenDataFiles
     private let eviction = Locked(EvictionState())
     private let metrics: CacheMetrics
@@ -57,7 +60,14 @@ public final class StreamCache: Sendable {
         self.configuration = configuration
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
         resources = ResidentResources(limit: configuration.maximumRecentResources)
-        hostPaths = HostPathMemory(connectionProbeInterval: configuration.connectionProbeInterval)
+        let store = self.store
+        let hostAllowancesChanged = Locked(false)
+        self.hostAllowancesChanged = hostAllowancesChanged
+        hostPaths = HostPathMemory(connectionProbeInterval: configuration.connectionProbeInterval,
+                                   remembered: store.hostConnectionAllowances()) { memory in
+            hostAllowancesChanged.withLock { $0 = true }
+            Task { try? await store.saveHostConnectionAllowances { memory.allowanceSnapshots() } }
+        }
         metrics = CacheMetrics(factory: configuration.metricsFactory)
         let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
         self.openFiles = openFiles
@@ -134,6 +144,10 @@ public final class StreamCache: Sendable {
         }
         return try await resource.checkContent()
     }
+
+    /// What each origin host's refusals of one more connection taught (``ConnectionAllowance``),
+    /// as the index keeps it.
+    var hostConnectionAllowances: [String: ConnectionAllowance.Snapshot] { hostPaths.allowanceSnapshots() }
 
     /// The number of resources in memory (see ``existingResource(for:)``).
     public var residentResourceCount: Int { resources.count }
@@ -219,6 +233,10 @@ public final class StreamCache: Sendable {
         await flush()
         let task = eviction.withLock { $0.task }
         await task?.value
+        if hostAllowancesChanged.withLock({ $0 }) {
+            let hostPaths = self.hostPaths
+            try? await store.saveHostConnectionAllowances { hostPaths.allowanceSnapshots() }
+        }
         store.releaseDirectory()
     }
 

@@ -228,12 +228,27 @@ enum CacheIndexSchema {
                 try connection.executeScript(version1)
                 try connection.executeScript("PRAGMA user_version = \(version)")
             }
+            try connection.executeScript(additiveTables)
             let existing = Set(try connection.rows(#"PRAGMA table_info("resource")"#) { $0.text(1) })
             for (name, definition) in additiveColumns where !existing.contains(name) {
                 try connection.execute(#"ALTER TABLE "resource" ADD COLUMN "\#(name)" \#(definition)"#)
             }
         }
     }
+
+    /// Tables added after version 1, which the versions before them do not know of and leave alone.
+    ///
+    /// `hostConnections`: how many connections at once each origin host lately accepted, as it
+    /// showed by refusing one more (``ConnectionAllowance/Snapshot``), so that a new process
+    /// does not pay those refusals again. Times are Unix timestamps.
+    static let additiveTables = """
+        CREATE TABLE IF NOT EXISTS "hostConnections" (
+            "host" TEXT PRIMARY KEY NOT NULL,
+            "connections" INTEGER NOT NULL,
+            "refusedAt" REAL NOT NULL,
+            "taughtAt" REAL NOT NULL,
+            "holdSeconds" REAL NOT NULL);
+        """
 
     /// Columns added to the `resource` table after version 1, each nullable and ignored by the
     /// versions before it.

@@ -11,7 +11,8 @@ import Darwin
 import Logging
 
 /// The durable half of the cache: one sparse data file per resource plus an SQLite index of
-/// resources, their info and the byte spans that are safely on disk.
+/// resources, their info and the byte spans that are safely on disk (and, beside them, how many
+/// connections each origin host lately accepted: ``ConnectionAllowance/Snapshot``).
 ///
 /// **Record after write** (invariant 2): a span reaches the index only through
 /// ``commit(resourceID:spans:file:)``, which syncs the data file first. After a kill -9 or a power
@@ -60,7 +61,7 @@ public final class CacheStore: Sendable {
     /// The cache directory.
     public let directory: URL
     let dataDirectory: URL
-    private let database: SQLiteDatabase
+    let database: SQLiteDatabase
     private let logger: Logger
     /// The keys the index holds, kept in memory so that a resource the cache has never seen is
     /// recognised without a database round trip on a player's first request.
@@ -136,7 +137,7 @@ public final class CacheStore: Sendable {
     }
 
     /// The index's writer, for a store that holds its claim on the directory.
-    private func writer() throws -> SQLiteDatabase {
+    func writer() throws -> SQLiteDatabase {
         guard let claim else {
             throw StreamCacheError(.cacheInUse, "The cache at \(directory.path) was opened for inspection only; open it with CacheStore(directory:) to change it.")
         }

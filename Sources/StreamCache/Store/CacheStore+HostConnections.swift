@@ -1,0 +1,37 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension CacheStore {
+    // What each origin host's refusals taught about its connections (``ConnectionAllowance``),
+    // kept for the next process: a command-line tool run once per file, or an app started again,
+    // otherwise learns a service's limit anew, one refused request or more each time.
+
+    /// The hosts' allowances the index holds; none when it cannot be read (they are a hint).
+    func hostConnectionAllowances() -> [String: ConnectionAllowance.Snapshot] {
+        let rows = try? database.readAndWait { db in
+            try db.rows(#"SELECT "host", "connections", "refusedAt", "taughtAt", "holdSeconds" FROM "hostConnections""#) { row in
+                (row.text(0), ConnectionAllowance.Snapshot(
+                    connections: Int(row.int64(1)), refusedAt: Date(timeIntervalSince1970: row.double(2)),
+                    taughtAt: Date(timeIntervalSince1970: row.double(3)), hold: .seconds(row.double(4))))
+            }
+        }
+        return Dictionary(rows ?? [], uniquingKeysWith: { first, _ in first })
+    }
+
+    /// Replaces the hosts' allowances in the index with what `current` returns when the write
+    /// runs: writes queued one after another each store the newest, whatever order their tasks
+    /// ran in.
+    func saveHostConnectionAllowances(_ current: @escaping @Sendable () -> [String: ConnectionAllowance.Snapshot]) async throws {
+        try await writer().write { db in
+            try db.execute(#"DELETE FROM "hostConnections""#)
+            for (host, allowance) in current() {
+                try db.execute(#"INSERT INTO "hostConnections" ("host", "connections", "refusedAt", "taughtAt", "holdSeconds") VALUES (?, ?, ?, ?, ?)"#,
+                               [.text(host), .integer(Int64(allowance.connections)), .real(allowance.refusedAt.timeIntervalSince1970),
+                                .real(allowance.taughtAt.timeIntervalSince1970), .real(allowance.hold.timeInterval)])
+            }
+        }
+    }
+}
