@@ -19,6 +19,9 @@
 #        ROUNDS (default 3), BENCH_DIR (default ../shared/bench, whose gen_media.sh makes the files),
 #        SHOW_LOG=1 (print the origin's log lines of each read: range, status, body bytes),
 #        SERVE_ARGS (more arguments for `serve`, e.g. -vv), KEEP_LOG=DIR (keep each serve's log there).
+#        RESTART=1: each file through a `serve` of its own on the round's cache directory, started
+#        after the one before stopped (a command-line tool run once per file, an app started
+#        again): what a new process keeps of the limit the one before learned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "give at least one streamcache binary" >&2; exit 64; }
@@ -96,19 +99,27 @@ for round in $(seq "${ROUNDS:-3}"); do
   for file in $FILES; do read_once "direct (one connection)" "http://127.0.0.1:$ORIGIN_PORT/$file" "$file"; done
   for BIN in "$@"; do
     cache="$WORK/cache-$round-$(basename "$BIN")"
-    "$BIN" serve --folder "http://127.0.0.1:$ORIGIN_PORT/" --url-token tok --port $PROXY_PORT --cache-dir "$cache" ${SERVE_ARGS:-} \
-      --control-token-file "$WORK/token" >"$WORK/serve.log" 2>&1 &
-    SERVE=$!
-    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.05; done
+    start_serve() {
+      "$BIN" serve --folder "http://127.0.0.1:$ORIGIN_PORT/" --url-token tok --port $PROXY_PORT --cache-dir "$cache" ${SERVE_ARGS:-} \
+        --control-token-file "$WORK/token" >>"$WORK/serve.log" 2>&1 &
+      SERVE=$!
+      for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.05; done
+    }
+    stop_serve() {
+      kill $SERVE
+      wait $SERVE 2>/dev/null || true
+      SERVE=""
+    }
+    : >"$WORK/serve.log"
+    start_serve
     first=1
     for file in $FILES; do
       if [ -n "${BUSY_FOR:-}" ] && [ $first = 0 ]; then sleep "$BUSY_FOR"; file=free/$file; fi
+      if [ -n "${RESTART:-}" ] && [ $first = 0 ]; then stop_serve; start_serve; fi
       first=0
       read_once "$(basename "$BIN")" "http://127.0.0.1:$PROXY_PORT/tok/$file" "$file"
     done
-    kill $SERVE
-    wait $SERVE 2>/dev/null || true
-    SERVE=""
+    stop_serve
     if [ -n "${KEEP_LOG:-}" ]; then cp "$WORK/serve.log" "$KEEP_LOG/serve-$round-$(basename "$BIN").log"; fi
   done
 done

@@ -226,6 +226,44 @@ import Testing
         }
     }
 
+    /// A reader in the middle of bytes that a check then finds corrupted is told so at its next
+    /// step (`contentMismatch`), not that the origin's version changed: what it was handed may be
+    /// the corrupted bytes.
+    @Test func aReaderInTheMiddleOfBytesThatFailTheirCheckIsToldSo() async throws {
+        let (server, _, digest) = try Self.origin(seed: 308)
+        defer { server.stop() }
+        try await withTemporaryDirectory { directory in
+            let key = try await Self.withCache(in: directory) { cache in
+                let song = Self.resource(cache, server)
+                try await song.prefetch()
+                await song.flush()
+                return song.key
+            }
+            try ContentCheckTests.invertByte(at: UInt64(Self.size - 1), inTheDataFileOf: key, cachedIn: directory)
+            // Small steps, few held ahead: the read is still under way when the check ends.
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.chunkSize = 64 << 10
+            configuration.readBufferLimit = 64 << 10
+            let cache = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let song = Self.resource(cache, server)
+                var chunks = song.read(ByteRange(0, Int64(Self.size))).makeAsyncIterator()
+                let first = try #require(try await chunks.next())
+                #expect(first.offset == 0 && first.data.count < Self.size, "the read goes on in steps")
+                guard case .mismatched(digest, _) = try #require(try await cache.checkContent(of: key)) else {
+                    Issue.record("the check finds the inverted byte")
+                    return
+                }
+                do {
+                    while try await chunks.next() != nil {}
+                    Issue.record("the read went on with dropped bytes")
+                } catch let error as StreamCacheError {
+                    #expect(error.code == .contentMismatch, "\(error)")
+                }
+            } cleanup: { await cache.shutdown() }
+        }
+    }
+
     /// Complete bytes whose check never ran (a process killed first) are hashed when the cache
     /// next opens them; here the data file also had a byte changed on disk meanwhile.
     @Test func completeBytesLeftUncheckedAreCheckedWhenTheCacheOpens() async throws {

@@ -101,7 +101,7 @@ extension Resource {
             let buffer = AsyncBuffer<ReadChunk>(limit: 1)
             await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer))
             let failure = try? await buffer.errorIfFailed()
-            if failure == nil || failure.map({ ($0 as? StreamCacheError)?.code == .resourceChanged }) == true {
+            if failure == nil || (failure as? StreamCacheError)?.endsAReadOfDroppedBytes == true {
                 // The check may end the read itself: it drops the bytes while the read takes its last steps.
                 await awaitContentCheck()
             }
@@ -321,9 +321,7 @@ extension Resource {
         }
         while true {
             try Task.checkCancellation()
-            guard readerGeneration == generation else {
-                throw StreamCacheError(.resourceChanged, "The resource changed on the origin during the read; read it again.")
-            }
+            guard readerGeneration == generation else { throw droppedDuringRead(generation: readerGeneration) }
             guard let file = try reopenedFile() else { throw StreamCacheError(.cacheIOFailed, "The resource was removed from the cache during the read.") }
             var end = requestedEnd
             if let total = info?.totalLength { end = min(end, total) }

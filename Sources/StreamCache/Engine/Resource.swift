@@ -138,6 +138,9 @@ public actor Resource {
     var disputedDigest: ContentDigest?
     /// How many times a check dropped the cached bytes.
     var contentDrops = 0
+    /// Why the cached bytes were last dropped, and the generation that began: a reader of the
+    /// generation before is told that reason (``droppedDuringRead(generation:)``).
+    var lastDrop: (generation: Int, code: StreamCacheError.Code)?
 
     /// The subscribers of ``events()``, by an identifier of the resource's.
     var eventMailboxes: [Int: EventMailbox] = [:]
@@ -408,9 +411,11 @@ public actor Resource {
     }
 
     /// Drops every cached byte, here and in the index, and records `newInfo` as the resource's
-    /// info; readers then meet `resourceChanged`, and readers waiting for bytes `error`.
+    /// info; readers waiting for bytes meet `error`, and the others, at their next step, an
+    /// error of the same code (``droppedDuringRead(generation:)``).
     func dropEveryCachedByte(info newInfo: ResourceInfo, failingWaitersWith error: StreamCacheError) throws {
         generation += 1
+        lastDrop = (generation, error.code)
         available = RangeSet()
         smallGapsTried = []
         pendingBytes = 0
@@ -436,6 +441,16 @@ public actor Resource {
             waiters[id] = nil
             waiter.continuation.resume(throwing: error)
         }
+    }
+
+    /// The error for a reader of `readerGeneration` whose bytes have since been dropped: a
+    /// content mismatch when that was the first drop since the reader began (the bytes it read
+    /// may be the corrupted ones), a version change otherwise.
+    func droppedDuringRead(generation readerGeneration: Int) -> StreamCacheError {
+        if let lastDrop, lastDrop.code == .contentMismatch, lastDrop.generation == readerGeneration + 1 {
+            return StreamCacheError(.contentMismatch, "The cached bytes did not match the origin's digest and were dropped during the read; read it again.")
+        }
+        return StreamCacheError(.resourceChanged, "The resource changed on the origin during the read; read it again.")
     }
 
     func storeInfo(_ newInfo: ResourceInfo) {

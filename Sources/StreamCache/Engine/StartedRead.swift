@@ -19,7 +19,9 @@ public struct StartedRead: Sendable {
     /// Starts reading `range` of `resource` and waits for the first region.
     ///
     /// - Parameter restartsOnVersionChange: How many times a new version met before the first
-    ///   region starts the read again, so the region is the new version's; the next change is thrown.
+    ///   region starts the read again, so the region is the new version's; the next change is
+    ///   thrown. Cached bytes dropped after they failed the origin's digest count alike: the read
+    ///   again fetches them anew.
     /// - Throws: What the origin said instead of the first byte, as ``StreamCacheError``.
     public init(resource: Resource, range: ByteRange, restartsOnVersionChange: Int = 0) async throws {
         var changesMet = 0
@@ -30,7 +32,7 @@ public struct StartedRead: Sendable {
                 rest = iterator
                 self.range = range
                 return
-            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < restartsOnVersionChange {
+            } catch let error as StreamCacheError where error.endsAReadOfDroppedBytes && changesMet < restartsOnVersionChange {
                 changesMet += 1
             }
         }

@@ -113,6 +113,11 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         case certificateRejected
     }
 
+    /// Whether the error ends a read whose bytes are no longer the cache's: a new version of the
+    /// resource, or cached bytes that failed the origin's digest and were dropped. Reading again
+    /// fetches them anew, so a front end that has sent nothing yet answers again instead of failing.
+    package var endsAReadOfDroppedBytes: Bool { code == .resourceChanged || code == .contentMismatch }
+
     /// Creates an error.
     public init(_ code: Code, _ message: String, httpStatus: Int? = nil, range: ByteRange? = nil, underlying: (any Error & Sendable)? = nil,
                 connectionFailure: ConnectionFailure? = nil) {

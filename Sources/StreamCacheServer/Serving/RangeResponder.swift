@@ -54,9 +54,9 @@ struct RangeResponder: Sendable {
         while true {
             do {
                 return try await answer.make()
-            } catch let error as StreamCacheError where error.code == .resourceChanged && changesMet < StartedRead.versionChangesAnsweredAnew {
+            } catch let error as StreamCacheError where error.endsAReadOfDroppedBytes && changesMet < StartedRead.versionChangesAnsweredAnew {
                 changesMet += 1
-                logger.debug("the origin's version changed before the first byte went out; answering anew",
+                logger.debug("the cached bytes were dropped before the first byte went out (a new version, or a failed digest); answering anew",
                              metadata: ["key": "\(resource.key)"])
             } catch {
                 return Self.errorResponse(for: error, logger: logger, key: resource.key)
