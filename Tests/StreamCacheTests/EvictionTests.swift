@@ -1,11 +1,12 @@
 import Foundation
+import GRDB
 import StreamCache
 import StreamCacheTestSupport
 import StreamCacheURLSession
 import Testing
 
-/// Size limit with LRU eviction: least recently used resources go first; pinned resources and
-/// resources being read never do.
+/// Size limit, maximum age and minimum free space, with LRU eviction: least recently used
+/// resources go first; pinned resources and resources being read never do.
 @Suite struct EvictionTests {
     func fill(_ cache: StreamCache, _ server: TestOrigin, _ path: String) async throws -> Resource {
         let url = server.url(path)
@@ -164,6 +165,122 @@ import Testing
             #expect(!keys.contains(server.url("/middle").absoluteString), "the next least recently used resource goes instead")
             #expect(keys.contains(server.url("/new").absoluteString))
             while try await reader.next() != nil {}
+        }
+    }
+
+    /// Waits (up to 10 s) until the cache holds none of `paths` and has counted as many
+    /// evictions (a pass counts each after its removal); returns the keys it holds then.
+    func waitUntilEvicted(_ paths: [String], from cache: StreamCache, _ server: TestOrigin) async throws -> Set<String> {
+        let gone = Set(paths.map { server.url($0).absoluteString })
+        var keys = Set(try await cache.store.entries().map(\.key.rawValue))
+        for _ in 0..<500 where !keys.isDisjoint(with: gone) || cache.statistics.evictedResources < paths.count {
+            try await Task.sleep(for: .milliseconds(20))
+            keys = Set(try await cache.store.entries().map(\.key.rawValue))
+        }
+        return keys
+    }
+
+    /// Resources not read within the maximum age leave when the cache opens: here two days old
+    /// by the index, with a maximum of one day. A pinned one stays however old, and one read
+    /// lately stays.
+    @Test func resourcesNotReadWithinTheMaximumAgeGoWhenTheCacheOpens() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        for (index, name) in ["/pinned", "/old", "/recent"].enumerated() {
+            server.setFile(name, data: TestData.random(count: 200_000, seed: 120 + UInt64(index)))
+        }
+        try await withTemporaryDirectory { directory in
+            do {
+                let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+                try await withAsyncCleanup {
+                    for name in ["/pinned", "/old", "/recent"] { _ = try await fill(cache, server, name) }
+                    try await cache.setPinned(true, for: CacheKey(url: server.url("/pinned")))
+                } cleanup: { await cache.shutdown() }
+            }
+            let twoDaysAgo = Date().timeIntervalSince1970 - 2 * 86_400
+            try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" != ?"#,
+                               arguments: [twoDaysAgo, server.url("/recent").absoluteString])
+            }
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.maximumAge = .seconds(86_400)
+            let cache = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let keys = try await waitUntilEvicted(["/old"], from: cache, server)
+                #expect(keys == Set(["/pinned", "/recent"].map { server.url($0).absoluteString }), "\(keys.sorted())")
+                #expect(cache.statistics.evictedResources == 1)
+                #expect(cache.statistics.evictedBytes == 200_000)
+            } cleanup: { await cache.shutdown() }
+        }
+    }
+
+    /// A resource that ages while the cache is open leaves at the next look (once a minute; a
+    /// fifth of a second here), with no commit to prompt it; not before its age.
+    @Test func aResourceThatAgesWhileTheCacheIsOpenGoes() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile("/song", data: TestData.random(count: 100_000, seed: 123))
+        try await withTemporaryCache(configure: { configuration in
+            configuration.maximumAge = .seconds(2)
+            configuration.evictionCheckInterval = .milliseconds(200)
+        }) { cache in
+            let filledAt = ContinuousClock.now
+            _ = try await fill(cache, server, "/song")
+            let keys = try await waitUntilEvicted(["/song"], from: cache, server)
+            #expect(keys.isEmpty)
+            #expect(ContinuousClock.now - filledAt >= .seconds(2), "not before its age")
+        }
+    }
+
+    /// A cache on a volume that fills keeps the minimum free space: least recently used
+    /// resources go (a pinned one stays) until a tenth more than the minimum is free. The volume
+    /// here holds 4.4 MB and the cache's files only; a third file of 1 MB leaves 1.4 MB free,
+    /// under the minimum of 1.5 MB, and the oldest unpinned file goes (2.4 MB free after, over
+    /// the 1.65 MB sought, so the next goes not). Each file is committed once, whole, by
+    /// `fill`'s flush.
+    @Test func leastRecentlyUsedGoWhileTheVolumeHasLessThanTheMinimumFreeSpace() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let names = ["/a", "/b", "/c"]
+        for (index, name) in names.enumerated() { server.setFile(name, data: TestData.random(count: 1_000_000, seed: 124 + UInt64(index))) }
+        try await withTemporaryCache(configure: { configuration in
+            configuration.commitInterval = .seconds(600)
+            configuration.minimumFreeSpace = 1_500_000
+            configuration.volumeFreeSpace = { directory in
+                let data = directory.appendingPathComponent("data")
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
+                let used = files.reduce(Int64(0)) { sum, name in
+                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
+                }
+                return 4_400_000 - used
+            }
+        }) { cache in
+            let a = try await fill(cache, server, "/a")
+            try await cache.setPinned(true, for: a.key)
+            for name in names.dropFirst() {
+                try await Task.sleep(for: .milliseconds(20))
+                _ = try await fill(cache, server, name)
+            }
+            _ = try await waitUntilEvicted(["/b"], from: cache, server)
+            // Any further pass has begun by now, and would evict at once.
+            try await Task.sleep(for: .milliseconds(200))
+            let keys = Set(try await cache.store.entries().map(\.key.rawValue))
+            #expect(keys == Set(["/a", "/c"].map { server.url($0).absoluteString }), "\(keys.sorted())")
+            #expect(cache.statistics.evictedResources == 1)
+        }
+    }
+
+    /// The free space the cache keeps is what `statvfs` says an unprivileged process may still
+    /// write (`stat -f`'s available blocks), not the volume's free blocks (root's reserve too).
+    @Test func theVolumesFreeSpaceIsWhatAProcessMayStillWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let configuration = StreamCache.Configuration(directory: directory)
+            let free = try #require(configuration.volumeFreeSpace(directory))
+            let stat = try await ExternalTool.run("stat", ["-f", "-c", "%a %S", directory.path], package: "coreutils")
+            let fields = stat.output.split(whereSeparator: \.isWhitespace).compactMap { Int64($0) }
+            let statAvailable = try #require(fields.count == 2 ? fields[0] * fields[1] : nil, "\(stat.output) \(stat.stderr)")
+            // Other programs write meanwhile.
+            #expect(abs(free - statAvailable) < 64 << 20, "statvfs \(free), stat -f \(statAvailable)")
         }
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
+import GRDB
 import StreamCache
 import StreamCacheTestSupport
+import StreamCacheURLSession
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -404,6 +406,45 @@ import Glibc
         return samples
     }
 
+    /// `serve --max-age` evicts, as it starts, what was not read for that long: a file two days
+    /// old by the index goes under `--max-age 1d`, a pinned one of the same age and a file read
+    /// today stay.
+    @Test func serveEvictsWhatWasNotReadWithinTheMaximumAge() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let paths = ["/old.mp3", "/pinned.mp3", "/today.mp3"]
+        for (index, path) in paths.enumerated() { origin.setFile(path, data: TestData.random(count: 50_000, seed: 510 + UInt64(index))) }
+        try await withTemporaryDirectory { work in
+            let cacheDir = work.appendingPathComponent("cache")
+            do {
+                let cache = try StreamCache(configuration: StreamCache.Configuration(directory: cacheDir))
+                try await withAsyncCleanup {
+                    for path in paths {
+                        let url = origin.url(path)
+                        try await cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url)).prefetch()
+                    }
+                    try await cache.setPinned(true, for: CacheKey(url: origin.url("/pinned.mp3")))
+                    await cache.flush()
+                } cleanup: { await cache.shutdown() }
+            }
+            try await DatabaseQueue(path: cacheDir.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" != ?"#,
+                               arguments: [Date().timeIntervalSince1970 - 2 * 86_400, origin.url("/today.mp3").absoluteString])
+            }
+            let server = try CommandLineTool.start(["serve", "--max-age", "1d", "--cache-dir", cacheDir.path,
+                                                    "--control-token-file", work.appendingPathComponent("token").path])
+            defer { server.signal(SIGKILL) }
+            let index = try CacheStore(inspecting: cacheDir)
+            var keys = Set(try await index.entries().map(\.key))
+            for _ in 0..<(200 * TestTiming.slowdown) where keys.count == 3 {
+                try await Task.sleep(for: .milliseconds(50))
+                keys = Set(try await index.entries().map(\.key))
+            }
+            #expect(keys == Set(["/pinned.mp3", "/today.mp3"].map { CacheKey(url: origin.url($0)) }), "\(keys)")
+            #expect(try await Self.terminate(server) == 0)
+        }
+    }
+
     @Test func serveJSONLines() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -428,6 +469,8 @@ import Glibc
         ["serve", "--url-token", "x"],
         ["serve", "--folder", "ftp://x/"],
         ["serve", "--max-cache-size", "lots"],
+        ["serve", "--max-age", "forever"],
+        ["serve", "--min-free-space", "some"],
         ["serve", "--port", "70000"],
     ])
     func serveRefusesBadArguments(arguments: [String]) async throws {

@@ -14,6 +14,24 @@ extension StreamCache {
         /// The most bytes the cache keeps before evicting least recently used resources, or `nil`
         /// for no limit. Resources being read and pinned resources are never evicted.
         public var maximumSize: Int64?
+        /// How long a resource stays cached without being read, or `nil` for as long as it may.
+        /// Older ones are evicted (pinned ones and those being read excepted) when the cache
+        /// opens and once a minute while it is open: a cache that holds last month's podcast
+        /// episodes gives their space back without a size limit chosen in advance.
+        public var maximumAge: Duration?
+        /// The bytes to leave free on the volume that holds the cache, or `nil` for no such rule.
+        /// When a commit (or the check once a minute) finds less free for the cache's process,
+        /// least recently used resources are evicted, pinned ones and those being read excepted,
+        /// until a tenth more than this is free or none is left to evict. A phone's storage is
+        /// the user's first: the cache yields it to photos and updates, where ``maximumSize``
+        /// alone would keep its bytes while the disk fills.
+        public var minimumFreeSpace: Int64?
+        /// How the bytes free for this process on the volume that holds `directory` are found
+        /// (`statvfs`'s available blocks); a test puts a volume of its own in its place.
+        package var volumeFreeSpace: @Sendable (URL) -> Int64? = VolumeSpace.available(at:)
+        /// How often an open cache looks at its resources' age and its volume's free space, which
+        /// change without a commit (time passes; other programs fill the disk); a test shortens it.
+        package var evictionCheckInterval: Duration = .seconds(60)
         /// The largest chunk handed to a reader, and the unit of disk reads.
         public var chunkSize: Int = 1 << 20
         /// Bytes a read may hold ahead of its consumer before it waits.

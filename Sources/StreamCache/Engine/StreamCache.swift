@@ -29,7 +29,7 @@ public final class StreamCache: Sendable {
     /// The durable store (files and index).
     public let store: CacheStore
     private let resources: ResidentResources
-    private let usage = UsageTracker()
+    let usage = UsageTracker()
     /// Shared by every resource: downloads no reader waits for leave connections free per host.
     private let connectionGate = BulkConnectionGate()
     /// Shared by every resource: what each origin host's connections were measured to do.
@@ -38,17 +38,22 @@ public final class StreamCache: Sendable {
     /// stores the last word (a save started by the change may come after the directory is given up).
     private let hostAllowancesChanged: Locked<Bool>
     private let openFiles: OpenDataFiles
-    private let eviction = Locked(EvictionState())
-    private let metrics: CacheMetrics
+    let eviction = Locked(EvictionState())
+    let metrics: CacheMetrics
     /// Keys whose resources are left out of ``statistics`` (see ``withoutStatistics(for:_:)``).
     private let uncountedKeys = Locked(Set<CacheKey>())
     /// Set by ``shutdown()`` before it stops the resources it has: one made afterwards starts out
     /// stopped, read under the same lock that adds it to the resources.
     private let isShutDown = Locked(false)
 
-    private struct EvictionState {
+    struct EvictionState {
+        /// The pass under way, if any.
         var task: Task<Void, Never>?
-        var again = false
+        /// Another pass was asked for during it, and whether that one also removes aged resources.
+        var again: (checkingAge: Bool, asked: Bool) = (false, false)
+        /// Runs a pass every ``Configuration/evictionCheckInterval`` while the cache is open, when
+        /// a resource's age or the volume's free space can call for one without a commit.
+        var watch: Task<Void, Never>?
     }
 
     /// Opens the cache, creating its directory if needed, and reconciles files and index.
@@ -84,6 +89,7 @@ public final class StreamCache: Sendable {
                 }
             }
         }
+        startEvictionWatch()
     }
 
     /// The resource for `key`, fetched from `origin` when bytes are missing.
@@ -101,7 +107,7 @@ public final class StreamCache: Sendable {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
                  openFiles: openFiles, connectionGate: connectionGate, hostPaths: hostPaths,
                  metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, shutDown: isShutDown.withLock { $0 },
-                 onCommit: { [weak self] in self?.enforceSizeLimit() })
+                 onCommit: { [weak self] in self?.enforceEvictionPolicy() })
     }
 
     /// What the cache has done since it was opened in this process: reads, bytes served from the
@@ -231,66 +237,15 @@ public final class StreamCache: Sendable {
         isShutDown.withLock { $0 = true }
         for resource in resources.all { await resource.cancelDownloads() }
         await flush()
-        let task = eviction.withLock { $0.task }
+        let task = eviction.withLock { state in
+            state.watch?.cancel()
+            return state.task
+        }
         await task?.value
         if hostAllowancesChanged.withLock({ $0 }) {
             let hostPaths = self.hostPaths
             try? await store.saveHostConnectionAllowances { hostPaths.allowanceSnapshots() }
         }
         store.releaseDirectory()
-    }
-
-    /// Evicts least recently used resources when the cache is over its limit (down to 90 % of it,
-    /// so eviction does not run after every commit). Runs one pass at a time.
-    func enforceSizeLimit() {
-        guard let limit = configuration.maximumSize else { return }
-        eviction.withLock { state in
-            guard state.task == nil else {
-                state.again = true
-                return
-            }
-            state.task = Task { [weak self] in
-                while let self {
-                    await self.evict(limit: limit)
-                    let again = self.eviction.withLock { state -> Bool in
-                        if state.again {
-                            state.again = false
-                            return true
-                        }
-                        state.task = nil
-                        return false
-                    }
-                    if !again { break }
-                }
-            }
-        }
-    }
-
-    private func evict(limit: Int64) async {
-        do {
-            guard try await store.totalCachedBytes() > limit else { return }
-            let busy = usage.busyKeys
-            let target = limit - limit / 10
-            let candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
-            var total = try await store.totalCachedBytes()
-            for candidate in candidates where total > target {
-                // A read may begin between the look at what is busy and the removal, which then
-                // refuses: the next candidate is tried, rather than the cache left over its limit.
-                let removed: Bool
-                do {
-                    removed = try await remove(candidate.key)
-                } catch {
-                    configuration.logger.debug("not evicted", metadata: ["key": "\(candidate.key)", "reason": "\(error)"])
-                    continue
-                }
-                if removed {
-                    total -= candidate.spans.coveredByteCount
-                    metrics.recordEviction(bytes: candidate.spans.coveredByteCount)
-                    configuration.logger.info("evicted", metadata: ["key": "\(candidate.key)", "bytes": "\(candidate.spans.coveredByteCount)"])
-                }
-            }
-        } catch {
-            configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
-        }
     }
 }

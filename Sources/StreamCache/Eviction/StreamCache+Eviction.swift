@@ -1,0 +1,145 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension StreamCache {
+    // Which resources leave the cache, and when: least recently used first, never a pinned one
+    // or one being read, for three reasons a configuration may name (``Configuration/maximumSize``,
+    // ``Configuration/maximumAge``, ``Configuration/minimumFreeSpace``), in that order of cost:
+    // age costs nothing the user wants, size was agreed on, free space is the device's.
+
+    /// Why a resource was evicted, for the log.
+    enum EvictionReason: String, Sendable {
+        case age = "not read for longer than the maximum age"
+        case size = "the cache is over its maximum size"
+        case freeSpace = "the volume has less than the minimum free space"
+    }
+
+    /// Whether any of the eviction settings is set.
+    var evicts: Bool {
+        configuration.maximumSize != nil || configuration.maximumAge != nil || configuration.minimumFreeSpace != nil
+    }
+
+    /// Runs an eviction pass when the cache opens, and every
+    /// ``Configuration/evictionCheckInterval`` after when a maximum age or a minimum free space
+    /// is set; ``shutdown()`` ends it.
+    func startEvictionWatch() {
+        guard evicts else { return }
+        enforceEvictionPolicy(checkingAge: true)
+        guard configuration.maximumAge != nil || configuration.minimumFreeSpace != nil else { return }
+        let interval = configuration.evictionCheckInterval
+        let watch = Task { [weak self] in
+            while true {
+                do { try await Task.sleep(for: interval) } catch { return }
+                guard let self else { return }
+                self.enforceEvictionPolicy(checkingAge: true)
+            }
+        }
+        eviction.withLock { $0.watch = watch }
+    }
+
+    /// Evicts what the settings call for: after a commit (the cache grew, the volume filled),
+    /// and with `checkingAge`, when the cache opens and on its watch. One pass runs at a time; a
+    /// pass asked for during one runs after it.
+    func enforceEvictionPolicy(checkingAge: Bool = false) {
+        guard evicts else { return }
+        eviction.withLock { state in
+            guard state.task == nil else {
+                state.again = (state.again.checkingAge || checkingAge, true)
+                return
+            }
+            state.task = Task { [weak self] in
+                var checkingAge = checkingAge
+                while let self {
+                    await self.evictionPass(checkingAge: checkingAge)
+                    let again = self.eviction.withLock { state -> Bool? in
+                        guard state.again.asked else {
+                            state.task = nil
+                            return nil
+                        }
+                        defer { state.again = (false, false) }
+                        return state.again.checkingAge
+                    }
+                    guard let again else { break }
+                    checkingAge = again
+                }
+            }
+        }
+    }
+
+    /// One pass: resources not read within the maximum age (`checkingAge`); then, least
+    /// recently used first, down to 90 % of the maximum size when the cache is over it (so a
+    /// full cache does not run a pass after every commit), and until the volume has a tenth more
+    /// than the minimum free space when it has less.
+    func evictionPass(checkingAge: Bool, now: Date = Date()) async {
+        do {
+            let ageCutoff = checkingAge ? configuration.maximumAge.map { now - $0.timeInterval } : nil
+            var total = try await store.totalCachedBytes()
+            let overSize = configuration.maximumSize.map { total > $0 } ?? false
+            let freeSpaceTarget = configuration.minimumFreeSpace.flatMap { minimum in
+                freeSpace().map { $0 < minimum } == true ? minimum + minimum / 10 : nil
+            }
+            guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return }
+            let busy = usage.busyKeys
+            // Least recently used first.
+            var candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
+            if let ageCutoff {
+                var kept: [CacheStore.Entry] = []
+                for candidate in candidates {
+                    if candidate.lastAccessedAt < ageCutoff, await evict(candidate, because: .age) {
+                        total -= candidate.spans.coveredByteCount
+                    } else {
+                        kept.append(candidate)
+                    }
+                }
+                candidates = kept
+            }
+            if let limit = configuration.maximumSize, total > limit {
+                let target = limit - limit / 10
+                var kept: [CacheStore.Entry] = []
+                for candidate in candidates {
+                    if total > target, await evict(candidate, because: .size) {
+                        total -= candidate.spans.coveredByteCount
+                    } else {
+                        kept.append(candidate)
+                    }
+                }
+                candidates = kept
+            }
+            if let freeSpaceTarget {
+                // The volume is asked again after each removal: what a removal frees is the
+                // data file's blocks, not its byte count, and other programs write too.
+                for candidate in candidates {
+                    guard let free = freeSpace(), free < freeSpaceTarget else { break }
+                    _ = await evict(candidate, because: .freeSpace)
+                }
+            }
+        } catch {
+            configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The bytes still free for the cache on its volume (``Configuration/volumeFreeSpace``).
+    private func freeSpace() -> Int64? {
+        configuration.volumeFreeSpace(configuration.directory)
+    }
+
+    /// Removes `entry` and counts it; `false` when it could not be removed. A read may begin
+    /// between the look at what is busy and the removal, which then refuses: the pass goes on
+    /// to the next candidate rather than leaving the cache over its limit.
+    private func evict(_ entry: CacheStore.Entry, because reason: EvictionReason) async -> Bool {
+        let removed: Bool
+        do {
+            removed = try await remove(entry.key)
+        } catch {
+            configuration.logger.debug("not evicted", metadata: ["key": "\(entry.key)", "reason": "\(error)"])
+            return false
+        }
+        guard removed else { return false }
+        metrics.recordEviction(bytes: entry.spans.coveredByteCount)
+        configuration.logger.info("evicted", metadata: ["key": "\(entry.key)", "bytes": "\(entry.spans.coveredByteCount)", "why": "\(reason.rawValue)"])
+        return true
+    }
+}
