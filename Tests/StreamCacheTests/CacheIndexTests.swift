@@ -50,6 +50,16 @@ import Testing
         }
     }
 
+    /// A cache in `directory` as earlier versions left it: one resource, `test:song`, with a data
+    /// file of `fileBytes` random bytes and an index (GRDB's) claiming `spans`.
+    static func makeEarlierVersionsCache(in directory: URL, fileBytes: Int, spans: [(Int64, Int64)]) throws -> CacheKey {
+        let key = CacheKey("test:song")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+        try TestData.random(count: fileBytes).write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
+        try makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data", spans: spans)
+        return key
+    }
+
     @Test func anIndexWrittenByGRDBOpensWithItsResourcesSpansAndDates() async throws {
         try await withTemporaryDirectory { directory in
             let key = CacheKey("test:song")
@@ -94,11 +104,7 @@ import Testing
     /// holds more: no byte past the end is counted against the cache's limit or served.
     @Test func spansPastTheResourcesLengthAreCutWhenTheCacheOpens() async throws {
         try await withTemporaryDirectory { directory in
-            let key = CacheKey("test:song")
-            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
-            try TestData.random(count: 8192).write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
-            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data",
-                                   spans: [(0, 8192)])
+            let key = try Self.makeEarlierVersionsCache(in: directory, fileBytes: 8192, spans: [(0, 8192)])
             let store = try CacheStore(directory: directory)
             #expect(try await store.entry(for: key)?.spans == RangeSet([ByteRange(0, 4096)]))
             #expect(try await store.totalCachedBytes() == 4096)
@@ -110,11 +116,7 @@ import Testing
     /// the next store on the directory reads back.
     @Test func hostsConnectionAllowancesAreKeptForTheNextStore() async throws {
         try await withTemporaryDirectory { directory in
-            let key = CacheKey("test:song")
-            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
-            try TestData.random(count: 4096).write(to: directory.appendingPathComponent("data/\(key.fileStem).data"))
-            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: "\(key.fileStem).data",
-                                   spans: [(0, 4096)])
+            let key = try Self.makeEarlierVersionsCache(in: directory, fileBytes: 4096, spans: [(0, 4096)])
             let refused = Date(timeIntervalSince1970: 1_800_000_000.25)
             let allowances = [
                 "https://downloader.disk.yandex.ru:443": ConnectionAllowance.Snapshot(connections: 2, refusedAt: refused, taughtAt: refused + 60, hold: .seconds(120)),

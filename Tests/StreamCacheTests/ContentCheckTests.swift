@@ -58,6 +58,17 @@ import Testing
         return try await withAsyncCleanup { try await body(cache) } cleanup: { await cache.shutdown() }
     }
 
+    /// Caches the whole file of `server` in a cache in `directory` (one process's run), and
+    /// returns its key.
+    static func prefetchWhole(from server: TestOrigin, into directory: URL) async throws -> CacheKey {
+        try await withCache(in: directory) { cache in
+            let song = resource(cache, server)
+            try await song.prefetch()
+            await song.flush()
+            return song.key
+        }
+    }
+
     /// Inverts the byte at `offset` of `key`'s data file in the cache at `directory`, behind the
     /// cache's back (a disk that rotted, another program).
     static func invertByte(at offset: UInt64, inTheDataFileOf key: CacheKey, cachedIn directory: URL) throws {
@@ -233,12 +244,7 @@ import Testing
         let (server, _, digest) = try Self.origin(seed: 308)
         defer { server.stop() }
         try await withTemporaryDirectory { directory in
-            let key = try await Self.withCache(in: directory) { cache in
-                let song = Self.resource(cache, server)
-                try await song.prefetch()
-                await song.flush()
-                return song.key
-            }
+            let key = try await Self.prefetchWhole(from: server, into: directory)
             try ContentCheckTests.invertByte(at: UInt64(Self.size - 1), inTheDataFileOf: key, cachedIn: directory)
             // Small steps, few held ahead: the read is still under way when the check ends.
             var configuration = StreamCache.Configuration(directory: directory)
@@ -270,12 +276,7 @@ import Testing
         let (server, data, digest) = try Self.origin(seed: 305)
         defer { server.stop() }
         try await withTemporaryDirectory { directory in
-            let key = try await Self.withCache(in: directory) { first in
-                let song = Self.resource(first, server)
-                try await song.prefetch()
-                await song.flush()
-                return song.key
-            }
+            let key = try await Self.prefetchWhole(from: server, into: directory)
             try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
                 try db.execute(sql: #"UPDATE "resource" SET "contentMatched" = NULL"#)
             }
