@@ -592,7 +592,7 @@ extension Resource {
         guard var download = downloads[id], let file = try reopenedFile() else { return nil }
         download.opened = true
         download.isBeingAnswered = true
-        noteAnswered(besides: downloads.values.filter { $0.isBeingAnswered && $0.id != id }.count)
+        noteAnswered(besides: downloads.values.count { $0.isBeingAnswered && $0.id != id })
         download.requestSentAt = sentAt
         download.answerBody = response.body
         download.position = response.offset

@@ -49,8 +49,8 @@ public final class StreamCache: Sendable {
     struct EvictionState {
         /// The pass under way, if any.
         var task: Task<Void, Never>?
-        /// Another pass was asked for during it, and whether that one also removes aged resources.
-        var again: (checkingAge: Bool, asked: Bool) = (false, false)
+        /// Whether a pass asked for during it also removes aged resources; `nil` when none was asked for.
+        var againCheckingAge: Bool?
         /// Runs a pass every ``Configuration/evictionCheckInterval`` while the cache is open, when
         /// a resource's age or the volume's free space can call for one without a commit.
         var watch: Task<Void, Never>?

@@ -47,7 +47,7 @@ extension StreamCache {
         guard evicts else { return }
         eviction.withLock { state in
             guard state.task == nil else {
-                state.again = (state.again.checkingAge || checkingAge, true)
+                state.againCheckingAge = (state.againCheckingAge ?? false) || checkingAge
                 return
             }
             state.task = Task { [weak self] in
@@ -55,12 +55,9 @@ extension StreamCache {
                 while let self {
                     await self.evictionPass(checkingAge: checkingAge)
                     let again = self.eviction.withLock { state -> Bool? in
-                        guard state.again.asked else {
-                            state.task = nil
-                            return nil
-                        }
-                        defer { state.again = (false, false) }
-                        return state.again.checkingAge
+                        defer { state.againCheckingAge = nil }
+                        if state.againCheckingAge == nil { state.task = nil }
+                        return state.againCheckingAge
                     }
                     guard let again else { break }
                     checkingAge = again
