@@ -52,6 +52,8 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var eviction: EvictionOptions
+
     @OptionGroup var sources: SourceOptions
 
     @OptionGroup var transportOptions: TransportOptions
@@ -97,6 +99,7 @@ struct GetCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
+            try eviction.apply(to: &configuration)
             let open = { try StreamCache(configuration: configuration) }
             if file != nil {
                 // A cloud file's origin lives in this process (its token, its expiring links):

@@ -53,6 +53,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var eviction: EvictionOptions
+
     @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
@@ -70,6 +72,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
+            try eviction.apply(to: &configuration)
             switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
             case .opened(let opened):
                 cache = opened

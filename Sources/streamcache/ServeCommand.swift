@@ -61,18 +61,6 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The port (0 picks a free one).", valueName: "n"))
     var port = 0
 
-    @Option(name: .customLong("max-cache-size"), help: ArgumentHelp("Evict least recently used resources above this size, e.g. 2GB.", valueName: "size"))
-    var maxCacheSize: String?
-
-    @Option(name: .customLong("max-age"),
-            help: ArgumentHelp("Evict resources not read for this long, e.g. 30d (checked at start and once a minute).", valueName: "time"),
-            transform: ArgumentParsing.duration)
-    var maxAge: Duration?
-
-    @Option(name: .customLong("min-free-space"),
-            help: ArgumentHelp("Evict least recently used resources while the cache's disk has less free than this, e.g. 5GB.", valueName: "size"))
-    var minFreeSpace: String?
-
     @Option(name: .customLong("control-token-file"), help: ArgumentHelp("Where to write the control API's bearer token (mode 0600).", discussion: "Default: $XDG_STATE_HOME/streamcache/control-token, else ~/.local/state/streamcache/control-token.", valueName: "file"))
     var controlTokenFile: String?
 
@@ -91,6 +79,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var eviction: EvictionOptions
+
     @OptionGroup var sources: SourceOptions
 
     @OptionGroup var transportOptions: TransportOptions
@@ -99,8 +89,6 @@ struct ServeCommand: AsyncParsableCommand {
         for url in urls where !SourceReference.isSourceReference(url) { _ = try ArgumentParsing.httpURL(url) }
         if let folder { _ = try ArgumentParsing.httpURL(folder) }
         _ = try ArgumentParsing.headers(headers)
-        if let maxCacheSize { _ = try ArgumentParsing.byteCount(maxCacheSize) }
-        if let minFreeSpace { _ = try ArgumentParsing.byteCount(minFreeSpace) }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535.") }
         if urlToken != nil, folder == nil { throw ValidationError("--url-token needs --folder.") }
         if !allowNonLoopback, !ProxyServer.Configuration.isLoopbackHost(host) {
@@ -111,9 +99,8 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = Self.makeLogger(verbose: verbose)
         let headers = try ArgumentParsing.headers(headers)
-        var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory, maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount))
-        cacheConfiguration.maximumAge = maxAge
-        cacheConfiguration.minimumFreeSpace = try minFreeSpace.map(ArgumentParsing.byteCount)
+        var cacheConfiguration = StreamCache.Configuration.proxy(directory: cache.directory)
+        try eviction.apply(to: &cacheConfiguration)
         cacheConfiguration.logger = logger
         downloads.apply(to: &cacheConfiguration, sharesOrigins: true)
         let metrics = PrometheusMetrics()

@@ -25,6 +25,9 @@ import Testing
         ["get", "http://127.0.0.1:1/a", "--revalidate-after", "-5m"],
         ["get", "http://127.0.0.1:1/a", "--connections-per-host", "0"],
         ["get", "http://127.0.0.1:1/a", "--cacert", "/nonexistent/ca.pem"],
+        ["get", "http://127.0.0.1:1/a", "--max-cache-size", "big"],
+        ["prefetch", "http://127.0.0.1:1/a", "--max-age", "old"],
+        ["prefetch", "http://127.0.0.1:1/a", "--min-free-space", "-1GB"],
     ])
     func malformedInputIsAUsageError(arguments: [String]) async throws {
         try await withTemporaryDirectory { directory in
@@ -32,6 +35,27 @@ import Testing
             #expect(result.status == 64)
             #expect(result.stderr.hasPrefix("Error: "))
             #expect(!result.stderr.contains("Fatal error"))
+        }
+    }
+
+    /// `prefetch --max-cache-size` keeps the cache to the size when it opens the cache itself: the
+    /// third file of 1 MB under a limit of 2.5 MB evicts the least recently used one, and the
+    /// command returns once the pass is done.
+    @Test func prefetchKeepsTheCacheToTheSizeGiven() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let paths = ["/one.mp3", "/two.mp3", "/three.mp3"]
+        for (index, path) in paths.enumerated() { server.setFile(path, data: TestData.random(count: 1_000_000, seed: 530 + UInt64(index))) }
+        try await withTemporaryDirectory { directory in
+            for path in paths {
+                let prefetched = try await CommandLineTool.run(["prefetch", server.url(path).absoluteString, "--quiet", "--max-cache-size", "2.5MB",
+                                                                "--cache-dir", directory.path])
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                // The index's access times are to the millisecond or finer; the next file is younger.
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let keys = Set(try await CacheStore(inspecting: directory).entries().map(\.key))
+            #expect(keys == Set(["/two.mp3", "/three.mp3"].map { CacheKey(url: server.url($0)) }), "\(keys)")
         }
     }
 

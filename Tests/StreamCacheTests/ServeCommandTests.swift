@@ -434,6 +434,9 @@ import Glibc
             let server = try CommandLineTool.start(["serve", "--max-age", "1d", "--cache-dir", cacheDir.path,
                                                     "--control-token-file", work.appendingPathComponent("token").path])
             defer { server.signal(SIGKILL) }
+            // Up, so that SIGTERM stops it cleanly (its record is written once it serves).
+            let record = cacheDir.appendingPathComponent("server.json")
+            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
             let index = try CacheStore(inspecting: cacheDir)
             var keys = Set(try await index.entries().map(\.key))
             for _ in 0..<(200 * TestTiming.slowdown) where keys.count == 3 {

@@ -185,6 +185,13 @@ public final class StreamCache: Sendable {
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
         try checkNotShutDown()
+        return try await removeResource(key)
+    }
+
+    /// ``remove(_:)`` without its check that the cache is open: for an eviction pass, which
+    /// ``shutdown()`` lets finish (after its last commits, which may call for one) before it gives
+    /// the directory up.
+    func removeResource(_ key: CacheKey) async throws -> Bool {
         guard store.knows(key) || resources.existing(key) != nil else { return try await store.remove(key) }
         // Through the resource's actor, even one made for this: a read that begins meanwhile then
         // loads the entry before or after the removal, never halfway through it.
@@ -225,8 +232,8 @@ public final class StreamCache: Sendable {
         for resource in resources.all { await resource.flush() }
     }
 
-    /// Stops every download, records what was written and gives the directory up (see
-    /// ``CacheStore/releaseDirectory()``). Call before the process exits, or before another
+    /// Stops every download, records what was written, lets the eviction pass those last commits
+    /// call for finish, and gives the directory up (see ``CacheStore/releaseDirectory()``). Call before the process exits, or before another
     /// `StreamCache` opens the directory; this one must not be used afterwards. Should it be,
     /// nothing in the directory changes, since it may be another cache's by then: no download
     /// starts again, also for a resource first asked for afterwards (a read of bytes that are not

@@ -129,7 +129,7 @@ extension StreamCache {
     private func evict(_ entry: CacheStore.Entry, because reason: EvictionReason) async -> Bool {
         let removed: Bool
         do {
-            removed = try await remove(entry.key)
+            removed = try await removeResource(entry.key)
         } catch {
             configuration.logger.debug("not evicted", metadata: ["key": "\(entry.key)", "reason": "\(error)"])
             return false

@@ -1,0 +1,32 @@
+import ArgumentParser
+import StreamCache
+
+/// The eviction rules of a command that opens the cache itself (`serve`, and `get` and
+/// `prefetch` when no server has the directory): ``StreamCache/Configuration/maximumSize``,
+/// ``StreamCache/Configuration/maximumAge`` and ``StreamCache/Configuration/minimumFreeSpace``.
+/// They act when the cache opens, after each commit, and (age, free space) once a minute.
+struct EvictionOptions: ParsableArguments {
+    @Option(name: .customLong("max-cache-size"), help: ArgumentHelp("Evict least recently used resources above this size, e.g. 2GB.", valueName: "size"))
+    var maxCacheSize: String?
+
+    @Option(name: .customLong("max-age"),
+            help: ArgumentHelp("Evict resources not read for this long, e.g. 30d.", valueName: "time"),
+            transform: ArgumentParsing.duration)
+    var maxAge: Duration?
+
+    @Option(name: .customLong("min-free-space"),
+            help: ArgumentHelp("Evict least recently used resources while the cache's disk has less free than this, e.g. 5GB.", valueName: "size"))
+    var minFreeSpace: String?
+
+    func validate() throws {
+        if let maxCacheSize { _ = try ArgumentParsing.byteCount(maxCacheSize) }
+        if let minFreeSpace { _ = try ArgumentParsing.byteCount(minFreeSpace) }
+    }
+
+    /// Sets the rules given on the command line; the others stay as they are.
+    func apply(to configuration: inout StreamCache.Configuration) throws {
+        if let maxCacheSize { configuration.maximumSize = try ArgumentParsing.byteCount(maxCacheSize) }
+        if let maxAge { configuration.maximumAge = maxAge }
+        if let minFreeSpace { configuration.minimumFreeSpace = try ArgumentParsing.byteCount(minFreeSpace) }
+    }
+}
