@@ -83,39 +83,39 @@ extension StreamCache {
             // Least recently used first.
             var candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
             if let ageCutoff {
-                var kept: [CacheStore.Entry] = []
-                for candidate in candidates {
-                    if candidate.lastAccessedAt < ageCutoff, await evict(candidate, because: .age) {
-                        total -= candidate.spans.coveredByteCount
-                    } else {
-                        kept.append(candidate)
-                    }
-                }
-                candidates = kept
+                let aged = await evict(from: candidates, because: .age) { candidate, _ in candidate.lastAccessedAt < ageCutoff }
+                candidates = aged.left
+                total -= aged.freed
             }
             if let limit = configuration.maximumSize, total > limit {
                 let target = limit - limit / 10
-                var kept: [CacheStore.Entry] = []
-                for candidate in candidates {
-                    if total > target, await evict(candidate, because: .size) {
-                        total -= candidate.spans.coveredByteCount
-                    } else {
-                        kept.append(candidate)
-                    }
-                }
-                candidates = kept
+                candidates = await evict(from: candidates, because: .size) { _, freed in total - freed > target }.left
             }
             if let freeSpaceTarget {
-                // The volume is asked again after each removal: what a removal frees is the
+                // The volume is asked again before each removal: what a removal frees is the
                 // data file's blocks, not its byte count, and other programs write too.
-                for candidate in candidates {
-                    guard let free = freeSpace(), free < freeSpaceTarget else { break }
-                    _ = await evict(candidate, because: .freeSpace)
-                }
+                _ = await evict(from: candidates, because: .freeSpace) { _, _ in freeSpace().map { $0 < freeSpaceTarget } ?? false }
             }
         } catch {
             configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Evicts each of `candidates` (least recently used first) that `goes` picks, asked in turn
+    /// with the bytes this call has freed so far; returns those left and the bytes freed. A
+    /// candidate that cannot be removed (a read began) is left, and the next one is asked about.
+    private func evict(from candidates: [CacheStore.Entry], because reason: EvictionReason,
+                       picking goes: (CacheStore.Entry, _ freed: Int64) -> Bool) async -> (left: [CacheStore.Entry], freed: Int64) {
+        var left: [CacheStore.Entry] = []
+        var freed: Int64 = 0
+        for candidate in candidates {
+            if goes(candidate, freed), await evict(candidate, because: reason) {
+                freed += candidate.spans.coveredByteCount
+            } else {
+                left.append(candidate)
+            }
+        }
+        return (left, freed)
     }
 
     /// The bytes still free for the cache on its volume (``Configuration/volumeFreeSpace``).
