@@ -19,6 +19,14 @@ public final class Nginx: Sendable {
         /// nginx's serial number of the connection the request came on (equal numbers: a reused
         /// keep-alive connection).
         public var connection: Int
+        /// When nginx logged the request (its last byte sent), in seconds since 1970, to the
+        /// millisecond (`$msec`).
+        public var endedAt: Double
+        /// How long nginx took over the request, from its first byte read to its last byte
+        /// sent, to the millisecond (`$request_time`).
+        public var duration: Double
+        /// When nginx read the request's first byte, in seconds since 1970.
+        public var startedAt: Double { endedAt - duration }
     }
 
     /// The port nginx listens on.
@@ -192,7 +200,7 @@ public final class Nginx: Sendable {
         pid \(prefix.path)/nginx.pid;
         events { worker_connections 1024; }
         http {
-            log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent\\t$connection';
+            log_format streamcache '$uri\\t$http_range\\t$status\\t$body_bytes_sent\\t$connection\\t$msec\\t$request_time';
             access_log \(prefix.path)/logs/access.log streamcache;
             client_body_temp_path \(prefix.path)/body;
             proxy_temp_path \(prefix.path)/proxy;
@@ -265,8 +273,10 @@ public final class Nginx: Sendable {
         let text = (try? String(contentsOf: prefix.appendingPathComponent("logs/access.log"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
-            guard fields.count == 5, let status = Int(fields[2]), let bytes = Int64(fields[3]), let connection = Int(fields[4]) else { return nil }
-            return LogEntry(path: String(fields[0]), range: String(fields[1]), status: status, bodyBytes: bytes, connection: connection)
+            guard fields.count == 7, let status = Int(fields[2]), let bytes = Int64(fields[3]), let connection = Int(fields[4]),
+                  let endedAt = Double(fields[5]), let duration = Double(fields[6]) else { return nil }
+            return LogEntry(path: String(fields[0]), range: String(fields[1]), status: status, bodyBytes: bytes, connection: connection,
+                            endedAt: endedAt, duration: duration)
         }
     }
 

@@ -132,7 +132,9 @@ public func collectEvents(_ events: ResourceEvents, within limit: Duration = .se
     return await reading.value
 }
 
-/// A swift-log handler that keeps every message in memory, to prove what was (not) logged.
+/// A swift-log handler that keeps every message in memory, to prove what was (not) logged. Each
+/// line begins with the wall-clock time it was logged at (seconds since 1970, to the millisecond),
+/// which lines it up with an origin's access log (``Nginx/LogEntry/endedAt``).
 public struct InMemoryLogHandler: LogHandler {
     /// The shared store of lines.
     public final class Store: @unchecked Sendable {
@@ -163,6 +165,6 @@ public struct InMemoryLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
-        store.append("\(event.level) \(label): \(event.message) \(merged)")
+        store.append(String(format: "%.3f ", Date().timeIntervalSince1970) + "\(event.level) \(label): \(event.message) \(merged)")
     }
 }
