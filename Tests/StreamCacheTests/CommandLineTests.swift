@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import StreamCache
 import StreamCacheTestSupport
 import Testing
@@ -56,6 +57,37 @@ import Testing
             }
             let keys = Set(try await CacheStore(inspecting: directory).entries().map(\.key))
             #expect(keys == Set(["/two.mp3", "/three.mp3"].map { CacheKey(url: server.url($0)) }), "\(keys)")
+        }
+    }
+
+    /// `get --max-age` of a file older than the maximum age writes it from the cache: the pass
+    /// that runs as the cache opens leaves the file the command asked for (and is about to read),
+    /// and the read counts it read now. (The pass's side of this is told exactly by
+    /// `EvictionTests.aResourceAskedForDuringAPassStays`; here the read began first every time,
+    /// before as after the ask counted as a use.)
+    @Test func getOfAFileOlderThanTheMaximumAgeWritesItFromTheCache() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 2_000_000, seed: 533)
+        server.setFile("/old.mp3", data: data)
+        try await withTemporaryDirectory { directory in
+            let cacheDirectory = directory.appendingPathComponent("cache")
+            let first = try await CommandLineTool.run(["get", server.url("/old.mp3").absoluteString, "-o", directory.appendingPathComponent("first.mp3").path,
+                                                       "--quiet", "--cache-dir", cacheDirectory.path])
+            #expect(first.status == 0, "\(first.stderr)")
+            try await DatabaseQueue(path: cacheDirectory.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "lastAccessedAt" = ?"#, arguments: [Date().timeIntervalSince1970 - 2 * 86_400])
+            }
+            let requests = server.dataRequests(for: "/old.mp3").count
+            let output = directory.appendingPathComponent("second.mp3")
+            let second = try await CommandLineTool.run(["get", server.url("/old.mp3").absoluteString, "-o", output.path, "--quiet", "--max-age", "1d",
+                                                        "--cache-dir", cacheDirectory.path])
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
+            #expect(server.dataRequests(for: "/old.mp3").count == requests, "written from the cache")
+            let entry = try #require(try await CacheStore(inspecting: cacheDirectory).entries().first)
+            #expect(entry.spans.coveredByteCount == Int64(data.count))
+            #expect(Date().timeIntervalSince(entry.lastAccessedAt) < 3_600, "read now")
         }
     }
 

@@ -168,6 +168,76 @@ import Testing
         }
     }
 
+    /// A resource asked for counts as used then, before its read begins: of three files under a
+    /// limit that holds two, the oldest, asked for again after the second was read, stays, and
+    /// the second goes. Counted by reads alone, the file a caller had just asked for went, and
+    /// its read then fetched it again whole.
+    @Test func aResourceAskedForCountsAsUsed() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let files = (0..<3).map { TestData.random(count: 1_000_000, seed: 130 + UInt64($0)) }
+        for (name, data) in zip(["/a", "/b", "/c"], files) { server.setFile(name, data: data) }
+        try await withTemporaryCache(configure: { $0.maximumSize = 2_500_000; $0.commitInterval = .seconds(600) }) { cache in
+            _ = try await fill(cache, server, "/a")
+            try await Task.sleep(for: .milliseconds(20))
+            _ = try await fill(cache, server, "/b")
+            try await Task.sleep(for: .milliseconds(20))
+            let a = cache.resource(for: CacheKey(url: server.url("/a")), origin: HTTPOrigin(url: server.url("/a")))
+            try await Task.sleep(for: .milliseconds(20))
+            _ = try await fill(cache, server, "/c")
+            let keys = try await waitUntilEvicted(["/b"], from: cache, server)
+            #expect(keys == Set(["/a", "/c"].map { server.url($0).absoluteString }), "\(keys.sorted())")
+            #expect(TestData.sha256(try await a.read(from: 0).collect()) == TestData.sha256(files[0]))
+            #expect(server.bodyBytesSent(for: "/a") == 1_000_000, "read from the cache")
+        }
+    }
+
+    /// A resource asked for while a pass runs, after the pass chose it and before its removal,
+    /// stays (the pass goes on to the next), as one whose read began then does: a caller that
+    /// asks for a file reads it next. The volume here holds 4.4 MB and the cache's files only
+    /// (see ``leastRecentlyUsedGoWhileTheVolumeHasLessThanTheMinimumFreeSpace()``); the oldest
+    /// is asked for as the pass looks at the volume before removing it.
+    @Test func aResourceAskedForDuringAPassStays() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let names = ["/a", "/b", "/c"]
+        for (index, name) in names.enumerated() { server.setFile(name, data: TestData.random(count: 1_000_000, seed: 133 + UInt64(index))) }
+        // Once armed, the pass's second look at the volume (before its first removal) asks for /a.
+        let asking = Locked<(cache: StreamCache?, looks: Int)>((nil, 0))
+        let urlA = server.url("/a")
+        try await withTemporaryCache(configure: { configuration in
+            configuration.commitInterval = .seconds(600)
+            configuration.minimumFreeSpace = 1_500_000
+            configuration.volumeFreeSpace = { directory in
+                let data = directory.appendingPathComponent("data")
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
+                let used = files.reduce(Int64(0)) { sum, name in
+                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
+                }
+                let cache = asking.withLock { state -> StreamCache? in
+                    guard state.cache != nil else { return nil }
+                    state.looks += 1
+                    return state.looks == 2 ? state.cache : nil
+                }
+                _ = cache?.resource(for: CacheKey(url: urlA), origin: HTTPOrigin(url: urlA))
+                return 4_400_000 - used
+            }
+        }) { cache in
+            _ = try await fill(cache, server, "/a")
+            try await Task.sleep(for: .milliseconds(20))
+            _ = try await fill(cache, server, "/b")
+            try await Task.sleep(for: .milliseconds(20))
+            asking.withLock { $0.cache = cache }
+            _ = try await fill(cache, server, "/c")
+            _ = try await waitUntilEvicted(["/b"], from: cache, server)
+            try await Task.sleep(for: .milliseconds(200))
+            let keys = Set(try await cache.store.entries().map(\.key.rawValue))
+            #expect(keys == Set(["/a", "/c"].map { server.url($0).absoluteString }), "\(keys.sorted())")
+            #expect(cache.statistics.evictedResources == 1)
+            #expect(asking.withLock { $0.looks } >= 2, "the pass looked at the volume before its removal")
+        }
+    }
+
     /// Waits (up to 10 s) until the cache holds none of `paths` and has counted as many
     /// evictions (a pass counts each after its removal); returns the keys it holds then.
     func waitUntilEvicted(_ paths: [String], from cache: StreamCache, _ server: TestOrigin) async throws -> Set<String> {

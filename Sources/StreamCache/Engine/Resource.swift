@@ -40,6 +40,10 @@ public actor Resource {
     /// Where missing bytes come from; replaceable from any thread (a refreshed download link).
     nonisolated let originBox: Locked<any Origin>
     var origin: any Origin { originBox.withLock { $0 } }
+    /// When the resource was last asked for (``StreamCache/resource(for:origin:)``), on the wall
+    /// clock, as its index row's last access is: eviction counts it as a use
+    /// (``StreamCache/evictionPass(checkingAge:now:)``).
+    nonisolated let askedForAt = Locked<Date?>(nil)
 
     // Loaded from the store on first use. A new resource has no index row until the store chain
     // creates it, off the path of the first read; store operations read `entryID` when they run.
@@ -374,9 +378,11 @@ public actor Resource {
     /// Forgets the in-memory state and deletes the resource from the store, if nothing is using it.
     /// Called by eviction and removal. A load in progress or a read still starting counts as a
     /// use: between a read's load and its start, a removal left it with no data file (a 502 in a
-    /// stress run of the proxy with eviction running all along).
-    func removeIfIdle() async -> Bool {
+    /// stress run of the proxy with eviction running all along). So does being asked for at
+    /// `askedSince` or later (an eviction pass that began then): its caller is about to read it.
+    func removeIfIdle(unlessAskedForSince askedSince: Date? = nil) async -> Bool {
         guard !isActive, readsStarting == 0, loadTask == nil else { return false }
+        if let askedSince, let asked = askedForAt.withLock({ $0 }), asked >= askedSince { return false }
         isLoaded = false
         entryID = nil
         file = nil

@@ -28,7 +28,7 @@ public final class StreamCache: Sendable {
     public let configuration: Configuration
     /// The durable store (files and index).
     public let store: CacheStore
-    private let resources: ResidentResources
+    let resources: ResidentResources
     let usage = UsageTracker()
     /// Shared by every resource: downloads no reader waits for leave connections free per host.
     private let connectionGate = BulkConnectionGate()
@@ -100,6 +100,9 @@ public final class StreamCache: Sendable {
     public func resource(for key: CacheKey, origin: any Origin) -> Resource {
         let (resource, isNew) = resources.resource(for: key) { makeResource(key: key, origin: origin) }
         if !isNew { resource.setOrigin(origin) }
+        // Asked for is as good as read, for eviction: a caller asks for a resource to read it,
+        // and an eviction pass under way must not remove it before its read begins.
+        resource.askedForAt.withLock { $0 = Date() }
         return resource
     }
 
@@ -190,13 +193,14 @@ public final class StreamCache: Sendable {
 
     /// ``remove(_:)`` without its check that the cache is open: for an eviction pass, which
     /// ``shutdown()`` lets finish (after its last commits, which may call for one) before it gives
-    /// the directory up.
-    func removeResource(_ key: CacheKey) async throws -> Bool {
+    /// the directory up, and which passes the time it began as `askedSince`: a resource asked for
+    /// since then (``Resource/askedForAt``) stays, as one being read does.
+    func removeResource(_ key: CacheKey, unlessAskedForSince askedSince: Date? = nil) async throws -> Bool {
         guard store.knows(key) || resources.existing(key) != nil else { return try await store.remove(key) }
         // Through the resource's actor, even one made for this: a read that begins meanwhile then
         // loads the entry before or after the removal, never halfway through it.
         let resource = resources.resource(for: key, makesRecent: false) { makeResource(key: key, origin: UnreachableOrigin(key: key)) }.resource
-        guard await resource.removeIfIdle() else {
+        guard await resource.removeIfIdle(unlessAskedForSince: askedSince) else {
             throw StreamCacheError(.invalidArgument, "The resource \(key) is in use; stop reading it before removing it.")
         }
         return true

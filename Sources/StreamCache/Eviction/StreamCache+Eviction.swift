@@ -70,7 +70,14 @@ extension StreamCache {
     /// recently used first, down to 90 % of the maximum size when the cache is over it (so a
     /// full cache does not run a pass after every commit), and until the volume has a tenth more
     /// than the minimum free space when it has less.
+    ///
+    /// A resource asked for (``resource(for:origin:)``) counts as used when it was asked for: one
+    /// is asked for to be read, and its read may begin only once its caller has done something
+    /// else first (`get` opens the cache, then its output file). Counted by its last read alone, a
+    /// file older than the maximum age was evicted by the pass that runs as the cache opens, and
+    /// then fetched again whole by the read it was asked for.
     func evictionPass(checkingAge: Bool, now: Date = Date()) async {
+        let began = Date()
         do {
             let ageCutoff = checkingAge ? configuration.maximumAge.map { now - $0.timeInterval } : nil
             var total = try await store.totalCachedBytes()
@@ -80,21 +87,25 @@ extension StreamCache {
             }
             guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return }
             let busy = usage.busyKeys
-            // Least recently used first.
-            var candidates = try await store.entries().reversed().filter { !$0.pinned && !busy.contains($0.key) }
+            // Least recently used first, a resource asked for as used then.
+            var candidates = try await store.entries().filter { !$0.pinned && !busy.contains($0.key) }.map { entry in
+                var entry = entry
+                if let asked = resources.existing(entry.key)?.askedForAt.withLock({ $0 }) { entry.lastAccessedAt = max(entry.lastAccessedAt, asked) }
+                return entry
+            }.sorted { $0.lastAccessedAt < $1.lastAccessedAt }
             if let ageCutoff {
-                let aged = await evict(from: candidates, because: .age) { candidate, _ in candidate.lastAccessedAt < ageCutoff }
+                let aged = await evict(from: candidates, because: .age, unlessAskedForSince: began) { candidate, _ in candidate.lastAccessedAt < ageCutoff }
                 candidates = aged.left
                 total -= aged.freed
             }
             if let limit = configuration.maximumSize, total > limit {
                 let target = limit - limit / 10
-                candidates = await evict(from: candidates, because: .size) { _, freed in total - freed > target }.left
+                candidates = await evict(from: candidates, because: .size, unlessAskedForSince: began) { _, freed in total - freed > target }.left
             }
             if let freeSpaceTarget {
                 // The volume is asked again before each removal: what a removal frees is the
                 // data file's blocks, not its byte count, and other programs write too.
-                _ = await evict(from: candidates, because: .freeSpace) { _, _ in freeSpace().map { $0 < freeSpaceTarget } ?? false }
+                _ = await evict(from: candidates, because: .freeSpace, unlessAskedForSince: began) { _, _ in freeSpace().map { $0 < freeSpaceTarget } ?? false }
             }
         } catch {
             configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
@@ -104,12 +115,12 @@ extension StreamCache {
     /// Evicts each of `candidates` (least recently used first) that `goes` picks, asked in turn
     /// with the bytes this call has freed so far; returns those left and the bytes freed. A
     /// candidate that cannot be removed (a read began) is left, and the next one is asked about.
-    private func evict(from candidates: [CacheStore.Entry], because reason: EvictionReason,
+    private func evict(from candidates: [CacheStore.Entry], because reason: EvictionReason, unlessAskedForSince began: Date,
                        picking goes: (CacheStore.Entry, _ freed: Int64) -> Bool) async -> (left: [CacheStore.Entry], freed: Int64) {
         var left: [CacheStore.Entry] = []
         var freed: Int64 = 0
         for candidate in candidates {
-            if goes(candidate, freed), await evict(candidate, because: reason) {
+            if goes(candidate, freed), await evict(candidate, because: reason, unlessAskedForSince: began) {
                 freed += candidate.spans.coveredByteCount
             } else {
                 left.append(candidate)
@@ -123,13 +134,14 @@ extension StreamCache {
         configuration.volumeFreeSpace(configuration.directory)
     }
 
-    /// Removes `entry` and counts it; `false` when it could not be removed. A read may begin
-    /// between the look at what is busy and the removal, which then refuses: the pass goes on
-    /// to the next candidate rather than leaving the cache over its limit.
-    private func evict(_ entry: CacheStore.Entry, because reason: EvictionReason) async -> Bool {
+    /// Removes `entry` and counts it; `false` when it could not be removed. A read may begin, or
+    /// the resource be asked for, between the pass's look at what is used (`began`) and the
+    /// removal, which then refuses: the pass goes on to the next candidate rather than leaving
+    /// the cache over its limit.
+    private func evict(_ entry: CacheStore.Entry, because reason: EvictionReason, unlessAskedForSince began: Date) async -> Bool {
         let removed: Bool
         do {
-            removed = try await removeResource(entry.key)
+            removed = try await removeResource(entry.key, unlessAskedForSince: began)
         } catch {
             configuration.logger.debug("not evicted", metadata: ["key": "\(entry.key)", "reason": "\(error)"])
             return false
