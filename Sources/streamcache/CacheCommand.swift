@@ -13,7 +13,7 @@ struct CacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Inspect and manage the cache.",
-        subcommands: [List.self, Info.self, Pin.self, Unpin.self, Clear.self, Verify.self]
+        subcommands: [List.self, Info.self, Pin.self, Unpin.self, Clear.self, Prune.self, Verify.self]
     )
 
     /// One resource as `list`/`info` print it (and as `--json` encodes it).
@@ -236,6 +236,61 @@ struct CacheCommand: AsyncParsableCommand {
 
         private static func unknown(_ key: String) -> StreamCacheError {
             StreamCacheError(.invalidArgument, "The cache has no resource with key \(key).")
+        }
+    }
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Evict resources by size, age or free space, once, now.",
+            discussion: "Least recently used first, never a pinned resource nor one in use: those not read within --max-age, then down to 90% of --max-cache-size, then until the disk has a tenth more free than --min-free-space. For a cron job, or a cache no serve keeps within its limits. Beside a running serve, the server does it. --dry-run prints what would go.")
+        @OptionGroup var eviction: EvictionOptions
+        @Flag(help: "Only print what would be evicted.") var dryRun = false
+        @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var cache: CacheOptions
+        @OptionGroup var cacheWait: CacheWaitOptions
+
+        func validate() throws {
+            guard !(try eviction.rules()).isEmpty else {
+                throw ValidationError("Name at least one rule: --max-cache-size, --max-age or --min-free-space.")
+            }
+        }
+
+        func run() async throws {
+            let rules = try eviction.rules()
+            let directory = cache.directory
+            var pruning: ControlAPI.Pruning
+            do {
+                // The cache is opened without rules of its own: its pass at open would evict
+                // before this one could tell what it did (or, in a dry run, evict at all).
+                switch try await cacheWait.claim({ try StreamCache(configuration: StreamCache.Configuration(directory: directory)) },
+                                                 orServerIn: directory, transport: AsyncHTTPClientTransport.shared) {
+                case .opened(let streamCache):
+                    let evicted: [EvictedResource]
+                    do {
+                        evicted = try await streamCache.evict(rules, dryRun: dryRun)
+                    } catch {
+                        await streamCache.shutdown()
+                        throw error
+                    }
+                    await streamCache.shutdown()
+                    pruning = ControlAPI.Pruning(evicted, dryRun: dryRun)
+                case .server(let server):
+                    server.tellHandOver(of: directory, "it does this")
+                    pruning = try await server.prune(ControlAPI.PruneRequest(maximumSize: rules.maximumSize, maximumAgeSeconds: rules.maximumAge?.timeInterval,
+                                                                             minimumFreeSpace: rules.minimumFreeSpace, dryRun: dryRun))
+                }
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                throw Failure.exit(error)
+            }
+            if json { return try CacheCommand.printJSON(pruning) }
+            for row in pruning.evicted {
+                let reason = EvictionReason(rawValue: row.reason).map { "(\($0))" } ?? "(\(row.reason))"
+                print("\(dryRun ? "would evict" : "evicted")  \(ByteFormat.string(row.bytes).leftPadded(to: 10))  \(row.key)  \(reason)")
+            }
+            let bytes = pruning.evicted.reduce(Int64(0)) { $0 + $1.bytes }
+            print(pruning.evicted.isEmpty ? "nothing to evict" : "\(dryRun ? "would evict" : "evicted") \(pruning.evicted.count) resource(s), \(ByteFormat.string(bytes))")
         }
     }
 

@@ -4,7 +4,8 @@ import StreamCache
 /// The eviction rules of a command that opens the cache itself (`serve`, and `get` and
 /// `prefetch` when no server has the directory): ``StreamCache/Configuration/maximumSize``,
 /// ``StreamCache/Configuration/maximumAge`` and ``StreamCache/Configuration/minimumFreeSpace``.
-/// They act when the cache opens, after each commit, and (age, free space) once a minute.
+/// They act when the cache opens, after each commit, and (age, free space) once a minute; for
+/// `cache prune`, once, at once (``StreamCache/evict(_:dryRun:)``).
 struct EvictionOptions: ParsableArguments {
     @Option(name: .customLong("max-cache-size"), help: ArgumentHelp("Evict least recently used resources above this size, e.g. 2GB.", valueName: "size"))
     var maxCacheSize: String?
@@ -23,10 +24,17 @@ struct EvictionOptions: ParsableArguments {
         if let minFreeSpace { _ = try ArgumentParsing.byteCount(minFreeSpace) }
     }
 
+    /// The rules given on the command line (those not given are `nil`).
+    func rules() throws -> EvictionRules {
+        EvictionRules(maximumSize: try maxCacheSize.map(ArgumentParsing.byteCount), maximumAge: maxAge,
+                      minimumFreeSpace: try minFreeSpace.map(ArgumentParsing.byteCount))
+    }
+
     /// Sets the rules given on the command line; the others stay as they are.
     func apply(to configuration: inout StreamCache.Configuration) throws {
-        if let maxCacheSize { configuration.maximumSize = try ArgumentParsing.byteCount(maxCacheSize) }
-        if let maxAge { configuration.maximumAge = maxAge }
-        if let minFreeSpace { configuration.minimumFreeSpace = try ArgumentParsing.byteCount(minFreeSpace) }
+        let rules = try rules()
+        if let size = rules.maximumSize { configuration.maximumSize = size }
+        if let age = rules.maximumAge { configuration.maximumAge = age }
+        if let space = rules.minimumFreeSpace { configuration.minimumFreeSpace = space }
     }
 }

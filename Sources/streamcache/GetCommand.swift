@@ -100,6 +100,7 @@ struct GetCommand: AsyncParsableCommand {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
             try eviction.apply(to: &configuration)
+            configuration.keysToBeRead = [try file?.key ?? CacheKey(url: parsedURL())]
             let open = { try StreamCache(configuration: configuration) }
             if file != nil {
                 // A cloud file's origin lives in this process (its token, its expiring links):

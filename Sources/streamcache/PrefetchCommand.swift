@@ -73,6 +73,7 @@ struct PrefetchCommand: AsyncParsableCommand {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
             try eviction.apply(to: &configuration)
+            configuration.keysToBeRead = [CacheKey(url: url)]
             switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
             case .opened(let opened):
                 cache = opened

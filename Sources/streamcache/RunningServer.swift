@@ -162,6 +162,11 @@ struct RunningServer: Sendable {
         return try JSONDecoder().decode(ControlAPI.Removal.self, from: answer.body)
     }
 
+    /// Runs one eviction pass by `request`'s rules in the server (`POST /api/cache/prune`).
+    func prune(_ request: ControlAPI.PruneRequest) async throws -> ControlAPI.Pruning {
+        try decoded(try await call("POST", "/api/cache/prune", body: try JSONEncoder().encode(request)), as: ControlAPI.Pruning.self)
+    }
+
     /// `key` as one path segment: every byte but RFC 3986's unreserved ones percent-encoded.
     private static func segment(_ key: String) -> String {
         key.percentEncoded(allowing: URICharacters.isUnreserved)
@@ -218,10 +223,10 @@ struct RunningServer: Sendable {
                                "The server at \(record.url) (process \(record.pid)) refused the request: \(reason)")
     }
 
-    private func decoded(_ answer: (status: Int, body: Data)) throws -> ControlAPI.ResourceStatus {
+    private func decoded<Answer: Decodable>(_ answer: (status: Int, body: Data), as type: Answer.Type = ControlAPI.ResourceStatus.self) throws -> Answer {
         try check(answer)
         do {
-            return try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
+            return try JSONDecoder().decode(Answer.self, from: answer.body)
         } catch {
             throw StreamCacheError(.badResponse, "The server at \(record.url) (process \(record.pid)) answered JSON this version cannot read.")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StreamCache
+import StreamCacheServer
 import StreamCacheTestSupport
 import Testing
 
@@ -61,10 +62,11 @@ import Testing
     }
 
     /// `get --max-age` of a file older than the maximum age writes it from the cache: the pass
-    /// that runs as the cache opens leaves the file the command asked for (and is about to read),
-    /// and the read counts it read now. (The pass's side of this is told exactly by
-    /// `EvictionTests.aResourceAskedForDuringAPassStays`; here the read began first every time,
-    /// before as after the ask counted as a use.)
+    /// that runs as the cache opens leaves the file the command opened it to read, and the read
+    /// counts it read now. Alone, the read began before the pass came to the file every time; in
+    /// a full run of the suite the pass evicted it once first, and the `get` fetched it again
+    /// (the command now names its file when it opens the cache: see
+    /// `EvictionTests.aResourceTheCacheIsOpenedToReadOutlivesThePassAtOpen`).
     @Test func getOfAFileOlderThanTheMaximumAgeWritesItFromTheCache() async throws {
         let server = try TestOrigin()
         defer { server.stop() }
@@ -88,6 +90,50 @@ import Testing
             let entry = try #require(try await CacheStore(inspecting: cacheDirectory).entries().first)
             #expect(entry.spans.coveredByteCount == Int64(data.count))
             #expect(Date().timeIntervalSince(entry.lastAccessedAt) < 3_600, "read now")
+        }
+    }
+
+    /// `cache prune` evicts by the rules it is given, once: of three files of 1 MB, the one not
+    /// read for two days goes by `--max-age 1d`, and the oldest of the other two by
+    /// `--max-cache-size 1.5MB` (the pass goes down to 90 % of it); `--dry-run` tells the same
+    /// and removes nothing. Without a rule it says what it needs.
+    @Test func cachePruneEvictsByTheRulesGivenAndTellsWhat() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let paths = ["/one.mp3", "/two.mp3", "/three.mp3"]
+        for (index, path) in paths.enumerated() { server.setFile(path, data: TestData.random(count: 1_000_000, seed: 536 + UInt64(index))) }
+        try await withTemporaryDirectory { directory in
+            let cache = ["--cache-dir", directory.path]
+            for path in paths {
+                let got = try await CommandLineTool.run(["prefetch", server.url(path).absoluteString, "--quiet"] + cache)
+                #expect(got.status == 0, "\(got.stderr)")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // The newest is the one not read for two days.
+            try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "lastAccessedAt" = ? WHERE "key" = ?"#,
+                               arguments: [Date().timeIntervalSince1970 - 2 * 86_400, server.url("/three.mp3").absoluteString])
+            }
+            let key = { (path: String) in server.url(path).absoluteString }
+            let expected = [("/three.mp3", "age"), ("/one.mp3", "size")].map { ControlAPI.Pruning.Evicted(key: key($0.0), bytes: 1_000_000, reason: $0.1) }
+            let rules = ["--max-age", "1d", "--max-cache-size", "1.5MB"]
+            let dry = try await CommandLineTool.run(["cache", "prune", "--dry-run", "--json"] + rules + cache)
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(try JSONDecoder().decode(ControlAPI.Pruning.self, from: dry.stdout) == ControlAPI.Pruning(evicted: expected, dryRun: true), "\(dry.output)")
+            #expect(Set(try await CacheStore(inspecting: directory).entries().map(\.key.rawValue)) == Set(paths.map(key)), "a dry run evicts nothing")
+
+            let pruned = try await CommandLineTool.run(["cache", "prune"] + rules + cache)
+            #expect(pruned.status == 0, "\(pruned.stderr)")
+            #expect(pruned.output.contains("evicted 2 resource(s), 1.9 MiB"), "\(pruned.output)")
+            #expect(pruned.output.contains("\(key("/three.mp3"))  (not read for longer than the maximum age)"), "\(pruned.output)")
+            #expect(try await CacheStore(inspecting: directory).entries().map(\.key.rawValue) == [key("/two.mp3")])
+            let again = try await CommandLineTool.run(["cache", "prune"] + rules + cache)
+            #expect(again.status == 0 && again.output.contains("nothing to evict"), "\(again.output)")
+
+            let ruleless = try await CommandLineTool.run(["cache", "prune"] + cache)
+            #expect(ruleless.status != 0 && ruleless.stderr.contains("Name at least one rule"), "\(ruleless.stderr)")
+            let bad = try await CommandLineTool.run(["cache", "prune", "--max-cache-size", "lots"] + cache)
+            #expect(bad.status != 0, "\(bad.stderr)")
         }
     }
 

@@ -284,6 +284,38 @@ import Testing
         }
     }
 
+    /// A resource the process opens the cache to read (``StreamCache/Configuration/keysToBeRead``:
+    /// `get`, `prefetch`) outlives the pass that runs as the cache opens, which may come before
+    /// the process could ask for it: of two resources two days old under a maximum age of a day,
+    /// the other one goes.
+    @Test func aResourceTheCacheIsOpenedToReadOutlivesThePassAtOpen() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        for (index, name) in ["/wanted", "/old"].enumerated() {
+            server.setFile(name, data: TestData.random(count: 200_000, seed: 140 + UInt64(index)))
+        }
+        try await withTemporaryDirectory { directory in
+            do {
+                let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+                try await withAsyncCleanup {
+                    for name in ["/wanted", "/old"] { _ = try await fill(cache, server, name) }
+                } cleanup: { await cache.shutdown() }
+            }
+            try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                try db.execute(sql: #"UPDATE "resource" SET "lastAccessedAt" = ?"#, arguments: [Date().timeIntervalSince1970 - 2 * 86_400])
+            }
+            var configuration = StreamCache.Configuration(directory: directory)
+            configuration.maximumAge = .seconds(86_400)
+            configuration.keysToBeRead = [CacheKey(url: server.url("/wanted"))]
+            let cache = try StreamCache(configuration: configuration)
+            try await withAsyncCleanup {
+                let keys = try await waitUntilEvicted(["/old"], from: cache, server)
+                #expect(keys == [server.url("/wanted").absoluteString], "\(keys.sorted())")
+                #expect(cache.statistics.evictedResources == 1)
+            } cleanup: { await cache.shutdown() }
+        }
+    }
+
     /// A resource that ages while the cache is open leaves at the next look (once a minute; a
     /// fifth of a second here), with no commit to prompt it; not before its age.
     @Test func aResourceThatAgesWhileTheCacheIsOpenGoes() async throws {
@@ -337,6 +369,49 @@ import Testing
             let keys = Set(try await cache.store.entries().map(\.key.rawValue))
             #expect(keys == Set(["/a", "/c"].map { server.url($0).absoluteString }), "\(keys.sorted())")
             #expect(cache.statistics.evictedResources == 1)
+        }
+    }
+
+    /// A pass asked for at once (``StreamCache/evict(_:dryRun:)``, what `cache prune` runs) follows
+    /// the rules it is given, in a cache with none of its own, and tells what it evicted; a dry run
+    /// tells the same and removes nothing, counting the free space a removal would give by its
+    /// bytes. On the volume of 4.4 MB of the test above, three files of 1 MB leave 1.4 MB free,
+    /// under a minimum of 1.5 MB: the oldest goes, and 2.4 MB are then free. After shutdown, the
+    /// cache refuses.
+    @Test func aPassAskedForFollowsItsOwnRulesAndADryRunRemovesNothing() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let names = ["/a", "/b", "/c"]
+        for (index, name) in names.enumerated() { server.setFile(name, data: TestData.random(count: 1_000_000, seed: 137 + UInt64(index))) }
+        try await withTemporaryCache(configure: { configuration in
+            configuration.volumeFreeSpace = { directory in
+                let data = directory.appendingPathComponent("data")
+                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
+                let used = files.reduce(Int64(0)) { sum, name in
+                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
+                }
+                return 4_400_000 - used
+            }
+        }) { cache in
+            for name in names {
+                _ = try await fill(cache, server, name)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let rules = EvictionRules(minimumFreeSpace: 1_500_000)
+            let expected = [EvictedResource(key: CacheKey(url: server.url("/a")), bytes: 1_000_000, reason: .freeSpace)]
+            #expect(try await cache.evict(rules, dryRun: true) == expected)
+            #expect(try await cache.store.entries().count == 3, "a dry run removes nothing")
+            #expect(cache.statistics.evictedResources == 0)
+            #expect(try await cache.evict(rules) == expected)
+            #expect(Set(try await cache.store.entries().map(\.key.rawValue)) == Set(["/b", "/c"].map { server.url($0).absoluteString }))
+            #expect(cache.statistics.evictedResources == 1)
+            #expect(try await cache.evict(rules).isEmpty, "2.4 MB free")
+            await cache.shutdown()
+            await #expect {
+                try await cache.evict(EvictionRules(maximumSize: 0))
+            } throws: { error in
+                (error as? StreamCacheError)?.code == .cacheInUse
+            }
         }
     }
 

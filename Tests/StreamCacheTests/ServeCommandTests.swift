@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import StreamCache
+import StreamCacheServer
 import StreamCacheTestSupport
 import StreamCacheURLSession
 import Testing
@@ -311,6 +312,15 @@ import Glibc
             struct Row: Decodable { var key: String }
             let listed = try JSONDecoder().decode([Row].self, from: try await CommandLineTool.run(["cache", "list", "--json"] + directory).stdout)
             #expect(listed.map(\.key) == [albumKey], "the files whose fetch failed left no entry: \(listed)")
+            // A prune too; a dry run, which leaves the album for the offline play below.
+            let unpinned = try await CommandLineTool.run(["cache", "unpin", albumKey] + directory)
+            #expect(unpinned.status == 0, "\(unpinned.stderr)")
+            let pruned = try await CommandLineTool.run(["cache", "prune", "--max-cache-size", "1MB", "--dry-run", "--json"] + directory)
+            #expect(pruned.status == 0 && pruned.stderr.contains("; it does this."), "\(pruned.stderr)")
+            let pruning = try JSONDecoder().decode(ControlAPI.Pruning.self, from: pruned.stdout)
+            #expect(pruning == ControlAPI.Pruning([EvictedResource(key: CacheKey(albumKey), bytes: Int64(album.count), reason: .size)], dryRun: true),
+                    "\(pruned.output)")
+            #expect(try await CacheStore(inspecting: cacheDir).entries().map(\.key.rawValue) == [albumKey], "a dry run evicts nothing")
 
             #expect(try await Self.terminate(server) == 0)
             #expect(!FileManager.default.fileExists(atPath: record.path), "a server that stops removes its record")

@@ -29,6 +29,12 @@ extension StreamCache {
         /// How the bytes free for this process on the volume that holds `directory` are found
         /// (`statvfs`'s available blocks); a test puts a volume of its own in its place.
         package var volumeFreeSpace: @Sendable (URL) -> Int64? = VolumeSpace.available(at:)
+        /// Resources the process opens the cache to read (`get` and `prefetch` open it for one):
+        /// an eviction pass counts them as asked for when the cache opened. The pass that runs as
+        /// the cache opens may remove a resource before its caller could ask for it
+        /// (``StreamCache/resource(for:origin:)``); under a loaded test suite it did, a `get
+        /// --max-age` of a file past the age, which then fetched the file again whole.
+        package var keysToBeRead: Set<CacheKey> = []
         /// How often an open cache looks at its resources' age and its volume's free space, which
         /// change without a commit (time passes; other programs fill the disk); a test shortens it.
         package var evictionCheckInterval: Duration = .seconds(60)

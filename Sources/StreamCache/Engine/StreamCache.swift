@@ -29,6 +29,8 @@ public final class StreamCache: Sendable {
     /// The durable store (files and index).
     public let store: CacheStore
     let resources: ResidentResources
+    /// When this instance opened the cache: when ``Configuration/keysToBeRead`` count as asked for.
+    let openedAt: Date
     let usage = UsageTracker()
     /// Shared by every resource: downloads no reader waits for leave connections free per host.
     private let connectionGate = BulkConnectionGate()
@@ -63,6 +65,7 @@ public final class StreamCache: Sendable {
     ///   index cannot be opened.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
+        openedAt = Date()
         self.store = try CacheStore(directory: configuration.directory, logger: configuration.logger)
         resources = ResidentResources(limit: configuration.maximumRecentResources)
         let store = self.store
@@ -226,7 +229,7 @@ public final class StreamCache: Sendable {
 
     /// Throws once ``shutdown()`` gave the directory up: a change made afterwards would land in
     /// what may be another cache's directory (a removal would delete that cache's data file).
-    private func checkNotShutDown() throws {
+    func checkNotShutDown() throws {
         guard isShutDown.withLock({ $0 }) else { return }
         throw StreamCacheError(.cacheInUse, "This cache was shut down and gave its directory (\(configuration.directory.path)) up; open a new StreamCache to change it.")
     }

@@ -10,16 +10,28 @@ extension StreamCache {
     // ``Configuration/maximumAge``, ``Configuration/minimumFreeSpace``), in that order of cost:
     // age costs nothing the user wants, size was agreed on, free space is the device's.
 
-    /// Why a resource was evicted, for the log.
-    enum EvictionReason: String, Sendable {
-        case age = "not read for longer than the maximum age"
-        case size = "the cache is over its maximum size"
-        case freeSpace = "the volume has less than the minimum free space"
+    /// The rules every pass of this cache follows, as its configuration names them.
+    var configuredEvictionRules: EvictionRules {
+        EvictionRules(maximumSize: configuration.maximumSize, maximumAge: configuration.maximumAge, minimumFreeSpace: configuration.minimumFreeSpace)
     }
 
     /// Whether any of the eviction settings is set.
-    var evicts: Bool {
-        configuration.maximumSize != nil || configuration.maximumAge != nil || configuration.minimumFreeSpace != nil
+    var evicts: Bool { !configuredEvictionRules.isEmpty }
+
+    /// Runs one eviction pass by `rules` now, whatever the cache's own settings, and returns what
+    /// it evicted, least recently used first: `streamcache cache prune`, or an app's "free up
+    /// space". With `dryRun`, nothing is removed: the pass returns what it would evict, counting
+    /// the free space each removal would give by the bytes it frees.
+    ///
+    /// The pass passes over pinned resources and those being read, downloaded or asked for
+    /// while it runs (see ``EvictionRules``); it may run beside one the cache's own settings
+    /// started.
+    ///
+    /// - Throws: ``StreamCacheError`` (`cacheInUse`) after ``shutdown()``; (`cacheIOFailed`) when
+    ///   the index cannot be read.
+    public func evict(_ rules: EvictionRules, dryRun: Bool = false) async throws -> [EvictedResource] {
+        try checkNotShutDown()
+        return try await evictionPass(following: rules, checkingAge: true, dryRun: dryRun)
     }
 
     /// Runs an eviction pass when the cache opens, and every
@@ -77,56 +89,70 @@ extension StreamCache {
     /// file older than the maximum age was evicted by the pass that runs as the cache opens, and
     /// then fetched again whole by the read it was asked for.
     func evictionPass(checkingAge: Bool, now: Date = Date()) async {
-        let began = Date()
         do {
-            let ageCutoff = checkingAge ? configuration.maximumAge.map { now - $0.timeInterval } : nil
-            var total = try await store.totalCachedBytes()
-            let overSize = configuration.maximumSize.map { total > $0 } ?? false
-            let freeSpaceTarget = configuration.minimumFreeSpace.flatMap { minimum in
-                freeSpace().map { $0 < minimum } == true ? minimum + minimum / 10 : nil
-            }
-            guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return }
-            let busy = usage.busyKeys
-            // Least recently used first, a resource asked for as used then.
-            var candidates = try await store.entries().filter { !$0.pinned && !busy.contains($0.key) }.map { entry in
-                var entry = entry
-                if let asked = resources.existing(entry.key)?.askedForAt.withLock({ $0 }) { entry.lastAccessedAt = max(entry.lastAccessedAt, asked) }
-                return entry
-            }.sorted { $0.lastAccessedAt < $1.lastAccessedAt }
-            if let ageCutoff {
-                let aged = await evict(from: candidates, because: .age, unlessAskedForSince: began) { candidate, _ in candidate.lastAccessedAt < ageCutoff }
-                candidates = aged.left
-                total -= aged.freed
-            }
-            if let limit = configuration.maximumSize, total > limit {
-                let target = limit - limit / 10
-                candidates = await evict(from: candidates, because: .size, unlessAskedForSince: began) { _, freed in total - freed > target }.left
-            }
-            if let freeSpaceTarget {
-                // The volume is asked again before each removal: what a removal frees is the
-                // data file's blocks, not its byte count, and other programs write too.
-                _ = await evict(from: candidates, because: .freeSpace, unlessAskedForSince: began) { _, _ in freeSpace().map { $0 < freeSpaceTarget } ?? false }
-            }
+            _ = try await evictionPass(following: configuredEvictionRules, checkingAge: checkingAge, now: now)
         } catch {
             configuration.logger.info("eviction failed", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Evicts each of `candidates` (least recently used first) that `goes` picks, asked in turn
-    /// with the bytes this call has freed so far; returns those left and the bytes freed. A
-    /// candidate that cannot be removed (a read began) is left, and the next one is asked about.
-    private func evict(from candidates: [CacheStore.Entry], because reason: EvictionReason, unlessAskedForSince began: Date,
-                       picking goes: (CacheStore.Entry, _ freed: Int64) -> Bool) async -> (left: [CacheStore.Entry], freed: Int64) {
-        var left: [CacheStore.Entry] = []
-        var freed: Int64 = 0
-        for candidate in candidates {
-            if goes(candidate, freed), await evict(candidate, because: reason, unlessAskedForSince: began) {
+    /// A pass by `rules` (the age rule only with `checkingAge`); returns what it evicted, or with
+    /// `dryRun` what it would.
+    func evictionPass(following rules: EvictionRules, checkingAge: Bool, now: Date = Date(), dryRun: Bool = false) async throws -> [EvictedResource] {
+        let began = Date()
+        let ageCutoff = checkingAge ? rules.maximumAge.map { now - $0.timeInterval } : nil
+        var total = try await store.totalCachedBytes()
+        let overSize = rules.maximumSize.map { total > $0 } ?? false
+        let freeAtStart = freeSpace()
+        let freeSpaceTarget = rules.minimumFreeSpace.flatMap { minimum in
+            freeAtStart.map { $0 < minimum } == true ? minimum + minimum / 10 : nil
+        }
+        guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return [] }
+        let busy = usage.busyKeys
+        // Least recently used first, a resource asked for as used then (one the process opened
+        // the cache to read, when it opened it).
+        var candidates = try await store.entries().filter { !$0.pinned && !busy.contains($0.key) }.map { entry in
+            var entry = entry
+            if let asked = resources.existing(entry.key)?.askedForAt.withLock({ $0 }) { entry.lastAccessedAt = max(entry.lastAccessedAt, asked) }
+            if configuration.keysToBeRead.contains(entry.key) { entry.lastAccessedAt = max(entry.lastAccessedAt, openedAt) }
+            return entry
+        }.sorted { $0.lastAccessedAt < $1.lastAccessedAt }
+        var evicted: [EvictedResource] = []
+        func evict(because reason: EvictionReason, picking goes: (CacheStore.Entry, _ freed: Int64) -> Bool) async -> Int64 {
+            var left: [CacheStore.Entry] = []
+            var freed: Int64 = 0
+            for candidate in candidates {
+                // A candidate that cannot be removed (a read began, it was asked for) is left,
+                // and the next one is asked about.
+                let gone = goes(candidate, freed) ? dryRun ? true : await self.evict(candidate, because: reason, unlessAskedForSince: began) : false
+                guard gone else {
+                    left.append(candidate)
+                    continue
+                }
                 freed += candidate.spans.coveredByteCount
-            } else {
-                left.append(candidate)
+                evicted.append(EvictedResource(key: candidate.key, bytes: candidate.spans.coveredByteCount, reason: reason))
+            }
+            candidates = left
+            return freed
+        }
+        if let ageCutoff {
+            total -= await evict(because: .age) { candidate, _ in candidate.lastAccessedAt < ageCutoff }
+        }
+        if let limit = rules.maximumSize, total > limit {
+            let target = limit - limit / 10
+            total -= await evict(because: .size) { _, freed in total - freed > target }
+        }
+        if let freeSpaceTarget {
+            // The volume is asked again before each removal: what a removal frees is the data
+            // file's blocks, not its byte count, and other programs write too. A dry run frees
+            // nothing, and counts by bytes.
+            let freedBefore = evicted.reduce(Int64(0)) { $0 + $1.bytes }
+            _ = await evict(because: .freeSpace) { _, freed in
+                let free = dryRun ? freeAtStart.map { $0 + freedBefore + freed } : freeSpace()
+                return free.map { $0 < freeSpaceTarget } ?? false
             }
         }
-        return (left, freed)
+        return evicted
     }
 
     /// The bytes still free for the cache on its volume (``Configuration/volumeFreeSpace``).
@@ -148,7 +174,7 @@ extension StreamCache {
         }
         guard removed else { return false }
         metrics.recordEviction(bytes: entry.spans.coveredByteCount)
-        configuration.logger.info("evicted", metadata: ["key": "\(entry.key)", "bytes": "\(entry.spans.coveredByteCount)", "why": "\(reason.rawValue)"])
+        configuration.logger.info("evicted", metadata: ["key": "\(entry.key)", "bytes": "\(entry.spans.coveredByteCount)", "why": "\(reason)"])
         return true
     }
 }

@@ -154,6 +154,65 @@ public enum ControlAPI {
         public var kept: Int
     }
 
+    /// `POST /api/cache/prune`: the rules of one eviction pass (``StreamCache/EvictionRules``), at
+    /// least one of them; and whether to only tell what would go.
+    public struct PruneRequest: Codable, Sendable, Equatable {
+        /// Evict least recently used resources until the cache holds at most 90 % of this many bytes.
+        public var maximumSize: Int64?
+        /// Evict resources not read for this many seconds.
+        public var maximumAgeSeconds: Double?
+        /// Evict least recently used resources while the volume has less free than this many bytes.
+        public var minimumFreeSpace: Int64?
+        /// Only tell what would be evicted.
+        public var dryRun: Bool?
+
+        /// Creates a request.
+        public init(maximumSize: Int64? = nil, maximumAgeSeconds: Double? = nil, minimumFreeSpace: Int64? = nil, dryRun: Bool? = nil) {
+            self.maximumSize = maximumSize
+            self.maximumAgeSeconds = maximumAgeSeconds
+            self.minimumFreeSpace = minimumFreeSpace
+            self.dryRun = dryRun
+        }
+    }
+
+    /// `POST /api/cache/prune`: what the pass evicted, least recently used first (or, in a dry
+    /// run, would have).
+    public struct Pruning: Codable, Sendable, Equatable {
+        /// One resource evicted.
+        public struct Evicted: Codable, Sendable, Equatable {
+            /// Its cache key.
+            public var key: String
+            /// The cached bytes it held.
+            public var bytes: Int64
+            /// The rule it went by: `age`, `size` or `freeSpace` (``StreamCache/EvictionReason``).
+            public var reason: String
+
+            /// Creates a row.
+            public init(key: String, bytes: Int64, reason: String) {
+                self.key = key
+                self.bytes = bytes
+                self.reason = reason
+            }
+        }
+
+        /// The resources evicted.
+        public var evicted: [Evicted]
+        /// Whether nothing was removed (the request's `dryRun`).
+        public var dryRun: Bool
+
+        /// An answer of these rows.
+        public init(evicted: [Evicted], dryRun: Bool) {
+            self.evicted = evicted
+            self.dryRun = dryRun
+        }
+
+        /// What `evicted` reports.
+        public init(_ evicted: [EvictedResource], dryRun: Bool) {
+            self.evicted = evicted.map { Evicted(key: $0.key.rawValue, bytes: $0.bytes, reason: $0.reason.rawValue) }
+            self.dryRun = dryRun
+        }
+    }
+
     /// The body of every error answer.
     public struct ErrorBody: Codable, Sendable {
         /// A stable machine-readable code (`unauthorized`, `notFound`, `invalidRequest`, …).

@@ -55,6 +55,8 @@ struct ControlAPIResponder: Sendable {
             return await setPinned(false, key: path[1])
         case (.post, let path) where path.count == 3 && path[0] == "cache" && path[2] == "verify":
             return await checkContent(key: path[1])
+        case (.post, ["cache", "prune"]):
+            return await prune(&request)
         case (.delete, let path) where path.count == 2 && path[0] == "cache":
             return await removeEntry(key: path[1])
         case (.delete, ["cache"]):
@@ -181,6 +183,30 @@ struct ControlAPIResponder: Sendable {
             return Self.json(.ok, ControlAPI.Removal(removed: removed, kept: kept))
         } catch {
             return Self.error(.internalServerError, "cacheIOFailed", "The cache could not be cleared: \(error)")
+        }
+    }
+
+    /// One eviction pass by the rules the request names, beside the server's own.
+    private func prune(_ request: inout Request) async -> Response {
+        let body: ControlAPI.PruneRequest
+        do {
+            body = try await Self.decode(ControlAPI.PruneRequest.self, from: &request)
+        } catch {
+            return Self.error(.badRequest, "invalidRequest", "\(error)")
+        }
+        let rules = EvictionRules(maximumSize: body.maximumSize, maximumAge: body.maximumAgeSeconds.map { .milliseconds(Int64(($0 * 1000).rounded())) },
+                                  minimumFreeSpace: body.minimumFreeSpace)
+        guard !rules.isEmpty else {
+            return Self.error(.badRequest, "invalidRequest", "Name at least one rule: maximumSize, maximumAgeSeconds or minimumFreeSpace.")
+        }
+        guard [body.maximumSize, body.minimumFreeSpace].allSatisfy({ ($0 ?? 0) >= 0 }), body.maximumAgeSeconds.map({ $0.isFinite && $0 >= 0 && $0 < 1e15 }) ?? true else {
+            return Self.error(.badRequest, "invalidRequest", "The rules must be zero or more (and the age finite).")
+        }
+        do {
+            let evicted = try await server.cache.evict(rules, dryRun: body.dryRun ?? false)
+            return Self.json(.ok, ControlAPI.Pruning(evicted, dryRun: body.dryRun ?? false))
+        } catch {
+            return Self.error(.internalServerError, "cacheIOFailed", "The cache could not be pruned: \(error)")
         }
     }
 
