@@ -83,11 +83,12 @@ extension StreamCache {
     /// full cache does not run a pass after every commit), and until the volume has a tenth more
     /// than the minimum free space when it has less.
     ///
-    /// A resource asked for (``resource(for:origin:)``) counts as used when it was asked for: one
-    /// is asked for to be read, and its read may begin only once its caller has done something
-    /// else first (`get` opens the cache, then its output file). Counted by its last read alone, a
-    /// file older than the maximum age was evicted by the pass that runs as the cache opens, and
-    /// then fetched again whole by the read it was asked for.
+    /// A resource asked for (``resource(for:origin:)``) counts as used when it was asked for, and
+    /// one the process opened the cache to read (``Configuration/keysToBeRead``) when it opened
+    /// it: one is asked for to be read, and its read may begin only once its caller has done
+    /// something else first. Counted by its last read alone, a file older than the maximum age
+    /// was evicted by the pass that runs as the cache opens, and then fetched again whole by the
+    /// read it was asked for.
     func evictionPass(checkingAge: Bool, now: Date = Date()) async {
         do {
             _ = try await evictionPass(following: configuredEvictionRules, checkingAge: checkingAge, now: now)
@@ -124,8 +125,11 @@ extension StreamCache {
             for candidate in candidates {
                 // A candidate that cannot be removed (a read began, it was asked for) is left,
                 // and the next one is asked about.
-                let gone = goes(candidate, freed) ? dryRun ? true : await self.evict(candidate, because: reason, unlessAskedForSince: began) : false
-                guard gone else {
+                guard goes(candidate, freed) else {
+                    left.append(candidate)
+                    continue
+                }
+                if !dryRun, !(await self.evict(candidate, because: reason, unlessAskedForSince: began)) {
                     left.append(candidate)
                     continue
                 }

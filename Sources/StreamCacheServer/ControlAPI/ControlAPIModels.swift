@@ -205,12 +205,6 @@ public enum ControlAPI {
             self.evicted = evicted
             self.dryRun = dryRun
         }
-
-        /// What `evicted` reports.
-        public init(_ evicted: [EvictedResource], dryRun: Bool) {
-            self.evicted = evicted.map { Evicted(key: $0.key.rawValue, bytes: $0.bytes, reason: $0.reason.rawValue) }
-            self.dryRun = dryRun
-        }
     }
 
     /// The body of every error answer.
