@@ -16,6 +16,19 @@ import Testing
         return resource
     }
 
+    /// The free space of a volume of `size` bytes that holds the cache's data files only (their
+    /// lengths), for ``StreamCache/Configuration/volumeFreeSpace``.
+    static func volume(holding size: Int64) -> @Sendable (URL) -> Int64? {
+        { directory in
+            let data = directory.appendingPathComponent("data")
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
+            let used = files.reduce(Int64(0)) { sum, name in
+                sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
+            }
+            return size - used
+        }
+    }
+
     func waitForEviction(_ cache: StreamCache, atMost bytes: Int64) async throws -> Int64 {
         var total = try await cache.store.totalCachedBytes()
         for _ in 0..<100 where total > bytes {
@@ -208,19 +221,15 @@ import Testing
         try await withTemporaryCache(configure: { configuration in
             configuration.commitInterval = .seconds(600)
             configuration.minimumFreeSpace = 1_500_000
+            let volume = Self.volume(holding: 4_400_000)
             configuration.volumeFreeSpace = { directory in
-                let data = directory.appendingPathComponent("data")
-                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
-                let used = files.reduce(Int64(0)) { sum, name in
-                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
-                }
                 let cache = asking.withLock { state -> StreamCache? in
                     guard state.cache != nil else { return nil }
                     state.looks += 1
                     return state.looks == 2 ? state.cache : nil
                 }
                 _ = cache?.resource(for: CacheKey(url: urlA), origin: HTTPOrigin(url: urlA))
-                return 4_400_000 - used
+                return volume(directory)
             }
         }) { cache in
             _ = try await fill(cache, server, "/a")
@@ -348,14 +357,7 @@ import Testing
         try await withTemporaryCache(configure: { configuration in
             configuration.commitInterval = .seconds(600)
             configuration.minimumFreeSpace = 1_500_000
-            configuration.volumeFreeSpace = { directory in
-                let data = directory.appendingPathComponent("data")
-                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
-                let used = files.reduce(Int64(0)) { sum, name in
-                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
-                }
-                return 4_400_000 - used
-            }
+            configuration.volumeFreeSpace = Self.volume(holding: 4_400_000)
         }) { cache in
             let a = try await fill(cache, server, "/a")
             try await cache.setPinned(true, for: a.key)
@@ -384,14 +386,7 @@ import Testing
         let names = ["/a", "/b", "/c"]
         for (index, name) in names.enumerated() { server.setFile(name, data: TestData.random(count: 1_000_000, seed: 137 + UInt64(index))) }
         try await withTemporaryCache(configure: { configuration in
-            configuration.volumeFreeSpace = { directory in
-                let data = directory.appendingPathComponent("data")
-                let files = (try? FileManager.default.contentsOfDirectory(atPath: data.path)) ?? []
-                let used = files.reduce(Int64(0)) { sum, name in
-                    sum + ((try? FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(name).path)[.size] as? Int64) ?? 0)
-                }
-                return 4_400_000 - used
-            }
+            configuration.volumeFreeSpace = Self.volume(holding: 4_400_000)
         }) { cache in
             for name in names {
                 _ = try await fill(cache, server, name)
