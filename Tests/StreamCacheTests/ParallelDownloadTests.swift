@@ -914,6 +914,9 @@ import Testing
                     Self.configure(connections: 4)(&configuration)
                     configuration.parallelPartSize = 2 << 20
                     configuration.minimumParallelSpeedup = nil
+                    // No probe for a third connection within the test, however slow the machine
+                    // runs it (one a minute on costs a refusal or two).
+                    configuration.connectionProbeInterval = .seconds(3_600)
                     configuration.logger = Logger(label: "t") { InMemoryLogHandler(label: $0, store: logs) }
                     configuration.logger.logLevel = .trace
                 }) { (cache: StreamCache) async throws -> Void in
@@ -1070,6 +1073,9 @@ import Testing
             Self.configure(connections: 4)(&configuration)
             configuration.parallelPartSize = 1 << 20
             configuration.minimumParallelSpeedup = nil
+            // No probe for a third connection within the test, however slow the machine runs it
+            // (one a minute on costs a refusal or two).
+            configuration.connectionProbeInterval = .seconds(3_600)
             func read(_ path: String, in cache: StreamCache) async throws {
                 let song = Self.resource(cache, server, path: path)
                 #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(songs[path]!), "\(path)")
