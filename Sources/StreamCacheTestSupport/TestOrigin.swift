@@ -135,6 +135,9 @@ public final class TestOrigin: @unchecked Sendable {
         var requestCount = 0
         /// Requests whose answer is being written (recorded in ``requests`` once it ends).
         var answering = 0
+        /// Answers counted against ``mostAnswersAtOnce``: until their last byte is written, as
+        /// nginx's `limit_conn` counts, not until the link has carried it.
+        var writing = 0
         var mostAnswersAtOnce: Int?
         var stopped = false
         var listening = false
@@ -242,6 +245,11 @@ public final class TestOrigin: @unchecked Sendable {
     /// Refuses a request with 429 when this many answers are already being written, as a service that
     /// limits a user's downloads at once does (nginx's `limit_conn`); `nil` for no limit. Can be
     /// changed while requests come: a service busy for a moment, then not.
+    ///
+    /// An answer stops counting once its last byte is written, before the time its rate gives
+    /// that last chunk has passed, as a server's count ends before its client can have the bytes.
+    /// Counted to the end of that time (160 ms for a chunk under the sanitizer's slowdown), a
+    /// client that took in the last bytes and sent its next request at once was refused.
     public var mostAnswersAtOnce: Int? {
         get { state.withLock { $0.mostAnswersAtOnce } }
         set { state.withLock { $0.mostAnswersAtOnce = newValue } }
@@ -485,9 +493,19 @@ public final class TestOrigin: @unchecked Sendable {
         let (faultProvider, index, overLimit) = state.withLock { state in
             state.requestCount += 1
             state.answering += 1
-            return (state.faults, state.requestCount - 1, state.mostAnswersAtOnce.map { state.answering > $0 } ?? false)
+            state.writing += 1
+            return (state.faults, state.requestCount - 1, state.mostAnswersAtOnce.map { state.writing > $0 } ?? false)
         }
-        defer { state.withLock { $0.answering -= 1 } }
+        var written = false
+        func lastByteWritten() {
+            guard !written else { return }
+            written = true
+            state.withLock { $0.writing -= 1 }
+        }
+        defer {
+            lastByteWritten()
+            state.withLock { $0.answering -= 1 }
+        }
         // The fault script runs first, so it may change the file this very request sees.
         let arrival = ContinuousClock.now
         var fault = faultProvider?(method, path, headers, index)
@@ -624,6 +642,7 @@ public final class TestOrigin: @unchecked Sendable {
             lastHandedOver = .now
             guard ok else { record(status, sent); return false }
             sent += Int64(count)
+            if sent >= limit { lastByteWritten() }
             if let rate, rate > 0 {
                 let due = Double(sent) / Double(rate)
                 let elapsed = Date().timeIntervalSince(started)
