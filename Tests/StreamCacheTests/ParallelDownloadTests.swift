@@ -987,8 +987,9 @@ import Testing
     /// interval whether or not anything used it.
     ///
     /// The origin holds the first answers after 512 KiB until one of the song's parts has been
-    /// refused twice (which makes it give way, and the engine learn), then stops refusing; the
-    /// next song's answers until it answers as many at once as were allowed. Under the full
+    /// refused twice (which makes it give way, and the engine learn), and stops refusing once the
+    /// song is read; it holds the next song's answers until it answers as many at once as were
+    /// allowed. Under the full
     /// suite's load the engine's requests otherwise came too far apart to meet the limit at all.
     @Test func aServiceBusyForAMomentGetsItsConnectionsBackOneAtATimeAsTheyAreUsed() async throws {
         let server = try TestOrigin()
@@ -1000,9 +1001,7 @@ import Testing
         server.mostAnswersAtOnce = 2
         let partGaveWay: @Sendable () -> Bool = { [server] in
             let refused = Dictionary(grouping: server.requests.filter { $0.path == busy && $0.status == 429 }, by: { $0.headers["Range"] })
-            guard refused.contains(where: { $0.value.count >= 2 }) else { return false }
-            server.mostAnswersAtOnce = nil
-            return true
+            return refused.contains { $0.value.count >= 2 }
         }
         let nextAtOnce = Locked(Int.max)
         let nextIsSplit: @Sendable () -> Bool = { [server] in
@@ -1026,22 +1025,29 @@ import Testing
                 try await Self.waitUntilIdle(song, origin: server)
             }
             try await read(busy)
+            // The service keeps its limit for the whole first song: a slow machine's song outlasts
+            // an interval, and a probe the service accepted then grew the count before it was looked at.
+            server.mostAnswersAtOnce = nil
             #expect(partGaveWay(), "a part was refused twice: \(server.timeline(for: busy))")
             let host = try #require(cache.hostConnectionAllowances.first, "the host's refusal was learned")
             // The service's two, or one where the other answer had not come in yet; three
             // where the engine had not taken in the end of an answer (the sanitizer's).
             let learned = host.value.connections
             #expect((1...3).contains(learned), "\(server.timeline(for: busy))")
-            try await Task.sleep(for: .seconds(3))
+            // Three holds from the last lesson (a second each, or doubled by probes refused
+            // during a slow song).
+            let unused = host.value.taughtAt.addingTimeInterval(3 * host.value.hold.timeInterval).timeIntervalSinceNow
+            try await Task.sleep(for: .milliseconds(Int64(max(0, unused) * 1000) + 100))
             let song = Self.resource(cache, server, path: next)
             let allowed = await song.connectionsAllowed
-            #expect(allowed == min(4, learned + 1), "learned \(learned), allowed \(allowed) three intervals on, unused")
+            #expect(allowed == min(4, learned + 1), "learned \(learned), allowed \(allowed) three holds on, unused")
             nextAtOnce.withLock { $0 = allowed }
             try await read(next)
             #expect(!server.requests.contains { $0.path == next && $0.status == 429 })
             let concurrency = server.maximumConcurrency(for: next)
             #expect(concurrency >= allowed, "at once: \(concurrency): \(server.timeline(for: next))")
-            #expect(cache.hostConnectionAllowances[host.key]?.connections == allowed, "the probe answered is the count: \(server.timeline(for: next))")
+            // (More, where the song outlasted another hold, and a probe was answered again.)
+            #expect((cache.hostConnectionAllowances[host.key]?.connections ?? 0) >= allowed, "the probe answered is the count: \(server.timeline(for: next))")
             #expect(Self.servedRangesAreDisjoint(server, path: next), "\(server.timeline(for: next))")
         }
     }
