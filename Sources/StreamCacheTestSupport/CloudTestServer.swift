@@ -474,7 +474,15 @@ public final class CloudTestServer: @unchecked Sendable {
             if rest.isEmpty { return json(["id": "od-drive-9", "driveType": "personal"]) }
             var item: File?
             var suffix = ""
-            if rest.hasPrefix("/items/") {
+            if rest.hasPrefix("/items/folder:") {
+                // The stand-in's folder ids are their paths (`folder:/Music/Album`), slashes and all.
+                let inner = String(rest.dropFirst("/items/folder:".count))
+                let folder = inner.hasSuffix("/children") ? String(inner.dropLast("/children".count)) : inner
+                guard isFolder(folder) else { return json(["error": ["code": "itemNotFound"]], status: .notFound) }
+                if inner.hasSuffix("/children") { return json(["value": children(of: folder).map { graphItem($0) }]) }
+                return json(["id": "folder:" + folder, "name": folder.split(separator: "/").last.map(String.init) ?? "",
+                             "folder": ["childCount": children(of: folder).count]])
+            } else if rest.hasPrefix("/items/") {
                 let parts = rest.dropFirst("/items/".count).split(separator: "/", maxSplits: 1)
                 item = file(id: String(parts.first ?? ""))
                 suffix = parts.count > 1 ? String(parts[1]) : ""
@@ -487,7 +495,7 @@ public final class CloudTestServer: @unchecked Sendable {
                     return json(["value": children(of: pieces[0]).map { graphItem($0) }])
                 }
                 if item == nil, suffix.isEmpty, isFolder(pieces[0]) {
-                    return json(["id": "folder" + pieces[0], "name": pieces[0].split(separator: "/").last.map(String.init) ?? "",
+                    return json(["id": "folder:" + pieces[0], "name": pieces[0].split(separator: "/").last.map(String.init) ?? "",
                                  "folder": ["childCount": children(of: pieces[0]).count]])
                 }
             }
@@ -590,7 +598,7 @@ public final class CloudTestServer: @unchecked Sendable {
     }
 
     private func graphItem(_ child: Child) -> [String: Any] {
-        child.isFolder ? ["id": child.path, "name": child.name, "folder": ["childCount": 1]] : ["id": child.id, "name": child.name, "size": child.size]
+        child.isFolder ? ["id": "folder:" + child.path, "name": child.name, "folder": ["childCount": 1]] : ["id": child.id, "name": child.name, "size": child.size]
     }
 
     private func file(path: String) -> File? { state.withLock { $0.files[path] } }
@@ -602,8 +610,8 @@ public final class CloudTestServer: @unchecked Sendable {
     /// Whether `path` is a folder: some file lies below it.
     private func isFolder(_ path: String) -> Bool { !path.isEmpty && !children(of: path).isEmpty }
 
-    /// Folder ids of the Drive and Box stand-ins are their paths.
-    private func folderPath(id: String) -> String { id }
+    /// Folder ids of the stand-ins are their paths, after `folder:` in those their listings give.
+    private func folderPath(id: String) -> String { id.hasPrefix("folder:") ? String(id.dropFirst("folder:".count)) : id }
 
     private func children(of folder: String) -> [Child] {
         let prefix = folder.hasSuffix("/") ? folder : folder + "/"

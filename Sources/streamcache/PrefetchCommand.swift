@@ -8,6 +8,7 @@ import StreamCache
 import StreamCacheHLS
 import StreamCacheHTTPClient
 import StreamCacheServer
+import StreamCacheSources
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -23,17 +24,25 @@ struct PrefetchCommand: AsyncParsableCommand {
         Bytes already cached are not fetched again. An HLS playlist (.m3u8, or served as one) is downloaded with the \
         files it names: for a master playlist, the variants chosen by --variants and the renditions they play with. \
         Afterwards `streamcache serve` plays it with the origin gone. While a `streamcache serve` uses the cache directory, \
-        that server does the prefetch (this command waits for it and reports).
+        that server does the prefetch (this command waits for it and reports). A source reference (webdav://…, yandex:/…, \
+        dropbox:/…, gdrive:…, onedrive:/…, box:…) names a file, or a folder whose files are downloaded one after another \
+        (by name; --recursive takes its subfolders too); a file that fails is reported and the others go on.
 
         Examples:
           streamcache prefetch https://example.com/show/master.m3u8 -H 'Authorization: Bearer TOKEN' --variants all
           streamcache prefetch https://example.com/show/master.m3u8 --variants lowest --segments 30
           streamcache prefetch https://example.com/a.mp3 -H 'Authorization: Bearer TOKEN'
+          streamcache prefetch yandex:/Music/Album --recursive --token-env YANDEX_TOKEN
         """
     )
 
-    @Argument(help: "An http or https URL.")
+    @Argument(help: "An http or https URL, or a source reference: a file or a folder.")
     var url: String
+
+    @Flag(help: "Sources: the files of a folder's subfolders too.")
+    var recursive = false
+
+    @OptionGroup var sources: SourceOptions
 
     @Option(name: .customShort("H"), help: ArgumentHelp("A request header, 'Name: value'. Repeatable.", valueName: "header"))
     var headers: [String] = []
@@ -58,13 +67,21 @@ struct PrefetchCommand: AsyncParsableCommand {
     @OptionGroup var transportOptions: TransportOptions
 
     func validate() throws {
-        _ = try ArgumentParsing.httpURL(url)
+        if SourceReference.isSourceReference(url) {
+            // A source brings its own credentials, and its files are not HLS playlists to walk.
+            guard headers.isEmpty else { throw ValidationError("-H is for a URL; a source's credentials come from --token-env, --password-env or the credentials file.") }
+            guard variants == "highest", segments == nil else { throw ValidationError("--variants and --segments are for an HLS URL.") }
+        } else {
+            _ = try ArgumentParsing.httpURL(url)
+            guard !recursive else { throw ValidationError("--recursive is for a source folder (webdav://…, yandex:/…).") }
+        }
         _ = try ArgumentParsing.headers(headers)
         guard HLSVariantSelection(variants) != nil else { throw ValidationError("--variants must be all, highest, lowest or a variant index.") }
         if let segments, segments < 1 { throw ValidationError("--segments must be at least 1.") }
     }
 
     func run() async throws {
+        if SourceReference.isSourceReference(url) { return try await prefetchSource() }
         let url = try ArgumentParsing.httpURL(url)
         let headers = try ArgumentParsing.headers(headers)
         let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
@@ -171,6 +188,67 @@ struct PrefetchCommand: AsyncParsableCommand {
             }
             throw TerminationSignals.exit(stoppedBy: interruption)
         }
+    }
+
+    /// Downloads the file a source reference names, or every file of its folder, one after
+    /// another. A cloud file's origin lives in this process (its token, its expiring links), so
+    /// this waits for the cache directory rather than hand the work to a server that holds it.
+    private func prefetchSource() async throws {
+        let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
+        let found: SourceFiles
+        let cache: StreamCache
+        do {
+            let parse = try sources.parser(for: url, transport: transport)
+            found = try await SourceFiles.find(url, parse: parse, recursive: recursive)
+            var configuration = StreamCache.Configuration(directory: self.cache.directory)
+            downloads.apply(to: &configuration, sharesOrigins: false)
+            try eviction.apply(to: &configuration)
+            configuration.keysToBeRead = Set(found.files.map(\.resolved.key))
+            cache = try await cacheWait.claim { try StreamCache(configuration: configuration) }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw Failure.exit(error)
+        }
+        for (reference, error) in found.failures { Self.printToStandardError("streamcache: \(reference): \(Self.describe(error))\n") }
+        let failures = Locked(found.failures.map(\.error))
+        let cached = Locked((files: 0, bytes: Int64(0)))
+        let interruption = try await TerminationSignals.cancelling {
+            for file in found.files {
+                do {
+                    let resource = try await cache.resource(for: file.resolved)
+                    try await resource.prefetch()
+                    let size = resource.knownInfo?.totalLength ?? file.resolved.size ?? 0
+                    cached.withLock { $0.files += 1; $0.bytes += size }
+                    print("\(ByteFormat.string(size)) cached for \(file.reference)")
+                } catch {
+                    try Task.checkCancellation()
+                    failures.withLock { $0.append(error) }
+                    Self.printToStandardError("streamcache: \(file.reference): \(Self.describe(error))\n")
+                    // A full disk or a refused account fails the next file the same way.
+                    if let error = error as? StreamCacheError, [.diskFull, .cacheIOFailed, .authenticationFailed].contains(error.code) { break }
+                }
+            }
+        }
+        await cache.shutdown()
+        if let interruption { throw TerminationSignals.exit(stoppedBy: interruption) }
+        let done = cached.withLock { $0 }
+        let failed = failures.withLock { $0 }
+        if found.isFolder {
+            var line = "\(done.files) file\(done.files == 1 ? "" : "s") (\(ByteFormat.string(done.bytes))) cached for \(url)"
+            if !failed.isEmpty { line += "; \(failed.count) failed" }
+            if !found.foldersLeftOut.isEmpty {
+                line += "; \(found.foldersLeftOut.count) folder\(found.foldersLeftOut.count == 1 ? "" : "s") left out"
+                line += recursive ? " (deeper than \(SourceFiles.maximumDepth))" : " (--recursive takes them)"
+            }
+            print(line)
+        }
+        // Every file that could be cached was; the exit tells the first failure's kind.
+        if let first = failed.first { throw Failure.exit(first, quietly: true) }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        (error as? StreamCacheError)?.description ?? "\(error)"
     }
 
     private static func printToStandardError(_ text: String) {

@@ -25,6 +25,13 @@ struct SourceOptions: ParsableArguments {
 
     /// The source a reference names, with its credentials from the environment or the file.
     func source(_ reference: String, transport: any HTTPTransport) throws -> any Source {
+        try parser(for: reference, transport: transport)(reference)
+    }
+
+    /// Parses `reference` and the references of what its folder holds with one set of
+    /// credentials: the files of a folder share one token, refreshed once for all of them (a
+    /// service that rotates refresh tokens takes each only once).
+    func parser(for reference: String, transport: any HTTPTransport) throws -> @Sendable (String) throws -> any Source {
         let environment = ProcessInfo.processInfo.environment
         let configuration = SourceConfiguration(transport: transport, endpoints: .fromEnvironment(environment))
         let file = try CredentialsFile.load(from: credentialsFile.map { URL(fileURLWithPath: $0) } ?? CredentialsFile.defaultURL(environment: environment))
@@ -42,6 +49,6 @@ struct SourceOptions: ParsableArguments {
         } else if service == "webdav", let components = URLComponents(string: reference), let host = components.host {
             credentials.password = file?.webDAVPassword(user: components.user ?? user ?? "", host: host)
         }
-        return try SourceReference.parse(reference, credentials: credentials, configuration: configuration)
+        return { [credentials] in try SourceReference.parse($0, credentials: credentials, configuration: configuration) }
     }
 }

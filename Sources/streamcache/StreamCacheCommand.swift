@@ -139,7 +139,9 @@ struct DownloadOptions: ParsableArguments {
 
 /// Turns errors into one line on stderr and an exit code; never a stack trace.
 enum Failure {
-    static func exit(_ error: any Error) -> ExitCode {
+    /// The exit `error` gives, after a line on stderr that says what it was (none when `quietly`:
+    /// the command has said it already).
+    static func exit(_ error: any Error, quietly: Bool = false) -> ExitCode {
         if error is ExitCode { return error as! ExitCode }
         let message: String
         let code: Int32
@@ -167,7 +169,7 @@ enum Failure {
             message = "\(error)"
             code = 1
         }
-        FileDescriptorOutput.standardError.write("streamcache: error: \(message)\n")
+        if !quietly { FileDescriptorOutput.standardError.write("streamcache: error: \(message)\n") }
         return ExitCode(code)
     }
 }

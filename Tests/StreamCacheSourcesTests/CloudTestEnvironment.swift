@@ -29,6 +29,22 @@ struct CloudTestEnvironment {
         return try await withAsyncCleanup { try await body(environment) } cleanup: { await server.stop() }
     }
 
+    /// The environment that points the `streamcache` binary's every service, and each service's
+    /// token endpoint, at the test server.
+    var endpointVariables: [String: String] {
+        let endpoints = configuration.endpoints
+        var variables = ["STREAMCACHE_ENDPOINT_YANDEX": endpoints.yandex.absoluteString,
+                         "STREAMCACHE_ENDPOINT_DROPBOX_API": endpoints.dropboxAPI.absoluteString,
+                         "STREAMCACHE_ENDPOINT_DROPBOX_CONTENT": endpoints.dropboxContent.absoluteString,
+                         "STREAMCACHE_ENDPOINT_GDRIVE": endpoints.googleDrive.absoluteString,
+                         "STREAMCACHE_ENDPOINT_ONEDRIVE": endpoints.microsoftGraph.absoluteString,
+                         "STREAMCACHE_ENDPOINT_BOX": endpoints.box.absoluteString]
+        for service in endpoints.tokens.keys {
+            variables["STREAMCACHE_ENDPOINT_TOKEN_\(service.uppercased())"] = server.url(.api, "/oauth/token").absoluteString
+        }
+        return variables
+    }
+
     /// The reference of the file at `path` in `service`'s own syntax.
     func reference(_ service: String, path: String) -> String {
         let id = server.fileID(path) ?? "missing"

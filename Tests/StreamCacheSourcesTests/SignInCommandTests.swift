@@ -14,14 +14,10 @@ import Testing
 
     /// The variables that point every endpoint of every service at the test server.
     static func variables(_ environment: CloudTestEnvironment) -> [String: String] {
-        let server = environment.server
-        let endpoints = environment.configuration.endpoints
-        var variables = ["STREAMCACHE_ENDPOINT_YANDEX": endpoints.yandex.absoluteString, "STREAMCACHE_ENDPOINT_DROPBOX_API": endpoints.dropboxAPI.absoluteString,
-                         "STREAMCACHE_ENDPOINT_GDRIVE": endpoints.googleDrive.absoluteString, "STREAMCACHE_ENDPOINT_ONEDRIVE": endpoints.microsoftGraph.absoluteString,
-                         "STREAMCACHE_ENDPOINT_BOX": endpoints.box.absoluteString, "APP_SECRET": clientSecret]
+        var variables = environment.endpointVariables
+        variables["APP_SECRET"] = clientSecret
         for service in services {
-            variables["STREAMCACHE_ENDPOINT_TOKEN_\(service.uppercased())"] = server.url(.api, "/oauth/token").absoluteString
-            variables["STREAMCACHE_ENDPOINT_AUTHORIZE_\(service.uppercased())"] = server.url(.api, "/oauth/authorize").absoluteString
+            variables["STREAMCACHE_ENDPOINT_AUTHORIZE_\(service.uppercased())"] = environment.server.url(.api, "/oauth/authorize").absoluteString
         }
         return variables
     }

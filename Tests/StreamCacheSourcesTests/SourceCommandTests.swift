@@ -241,4 +241,105 @@ import Glibc
             }
         }
     }
+    /// `prefetch` of a cloud folder caches each of its files for offline play: every byte comes
+    /// from the service once, a subfolder waits for `--recursive` (and the files cached before are
+    /// not fetched again), and a `get` of each file afterwards needs no download.
+    @Test(arguments: ["yandex", "dropbox", "gdrive", "onedrive", "box"])
+    func prefetchOfACloudFolderCachesEachOfItsFiles(service: String) async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let files = [("/Music/Album/01.mp3", TestData.random(count: 700_000, seed: 91)),
+                             ("/Music/Album/02.mp3", TestData.random(count: 500_000, seed: 92)),
+                             ("/Music/Album/CD2/03.mp3", TestData.random(count: 300_000, seed: 93))]
+                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
+                var variables = environment.endpointVariables
+                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                let options = ["--token-env", "TOKEN", "--cache-dir", work.appendingPathComponent("cache").path, "--quiet"]
+                let folder = CloudTestEnvironment.folderReference(service, path: "/Music/Album")
+
+                let first = try await CommandLineTool.run(["prefetch", folder] + options, environment: variables)
+                #expect(first.status == 0, "\(first.stderr)")
+                var lines = first.output.split(separator: "\n").map(String.init)
+                #expect(lines.count == 3 && lines.prefix(2).allSatisfy { $0.contains(" cached for ") }, "\(lines)")
+                #expect(lines.last?.hasPrefix("2 files (") == true && lines.last?.hasSuffix(") cached for \(folder); 1 folder left out (--recursive takes them)") == true,
+                        "\(lines)")
+                #expect(server.downloadedBytes == 1_200_000, "each byte of the two files once, none of the subfolder's")
+
+                let second = try await CommandLineTool.run(["prefetch", folder, "--recursive"] + options, environment: variables)
+                #expect(second.status == 0, "\(second.stderr) \(second.output)")
+                lines = second.output.split(separator: "\n").map(String.init)
+                #expect(lines.count == 4 && lines.last?.hasPrefix("3 files (") == true && lines.last?.hasSuffix(") cached for \(folder)") == true, "\(lines)")
+                #expect(server.downloadedBytes == 1_500_000, "the files cached before are not fetched again")
+
+                for (index, (path, data)) in files.enumerated() {
+                    let output = work.appendingPathComponent("copy-\(index).mp3")
+                    let got = try await CommandLineTool.run(["get", environment.reference(service, path: path), "-o", output.path] + options, environment: variables)
+                    #expect(got.status == 0, "\(got.stderr)")
+                    #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data), "\(path)")
+                }
+                #expect(server.downloadedBytes == 1_500_000, "the gets came from the cache")
+            }
+        }
+    }
+
+    /// A file of the folder that the service will not give is reported, the others are cached,
+    /// and the exit tells the failure's kind; the next `prefetch` fetches only what is missing.
+    @Test func prefetchOfAFolderGoesOnPastAFileThatFails() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                server.setFile("/Music/Album/01.mp3", data: TestData.random(count: 400_000, seed: 94), mimeType: "audio/mpeg")
+                server.setFile("/Music/Album/02.mp3", data: TestData.random(count: 600_000, seed: 95), mimeType: "audio/mpeg")
+                var variables = environment.endpointVariables
+                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                let arguments = ["prefetch", "yandex:/Music/Album", "--token-env", "TOKEN", "--cache-dir", work.appendingPathComponent("cache").path, "--quiet"]
+                // Every attempt the retry policy makes for the first file.
+                server.failDownloads(5, status: 503)
+                let failed = try await CommandLineTool.run(arguments, environment: variables)
+                #expect(failed.status == 3, "\(failed.stderr)")
+                #expect(failed.stderr.contains("yandex:/Music/Album/01.mp3: ") && failed.stderr.contains("503"), "\(failed.stderr)")
+                #expect(failed.output.hasSuffix("585.9 KiB cached for yandex:/Music/Album/02.mp3\n1 file (585.9 KiB) cached for yandex:/Music/Album; 1 failed\n"),
+                        "\(failed.output)")
+                #expect(server.downloadedBytes == 600_000)
+
+                let again = try await CommandLineTool.run(arguments, environment: variables)
+                #expect(again.status == 0, "\(again.stderr)")
+                #expect(server.downloadedBytes == 1_000_000, "only the file that failed is fetched")
+            }
+        }
+    }
+
+    /// `prefetch` of a WebDAV collection (with its trailing slash or without) caches its files
+    /// from one `PROPFIND`, each byte once, and a file's reference still names the file; a
+    /// reference to nothing is `notFound` (exit 5).
+    @Test func prefetchOfAWebDAVCollection() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
+            let a = TestData.random(count: 900_000, seed: 96), b = TestData.random(count: 300_000, seed: 97)
+            try a.write(to: root.appendingPathComponent("music/a.mp3"))
+            try b.write(to: root.appendingPathComponent("music/b.mp3"))
+            try TestData.random(count: 1000, seed: 98).write(to: root.appendingPathComponent("music/live/c.mp3"))
+            let account = Nginx.WebDAVAccount(user: "keeper", password: "prefetch-secret-5c2a")
+            try await Nginx.serving(root: root, webDAV: account) { nginx in
+                let base = "webdav://keeper@127.0.0.1:\(nginx.port)/music"
+                let options = ["--password-env", "PW", "--cache-dir", root.appendingPathComponent("cache").path, "--quiet"]
+                let environment = ["PW": account.password]
+                let single = try await CommandLineTool.run(["prefetch", base + "/b.mp3"] + options, environment: environment)
+                #expect(single.status == 0, "\(single.stderr)")
+                #expect(single.output.split(separator: "\n").count == 1 && single.output.contains("cached for \(base)/b.mp3"), "\(single.output)")
+                for reference in [base, base + "/"] {
+                    let folder = try await CommandLineTool.run(["prefetch", reference] + options, environment: environment)
+                    #expect(folder.status == 0, "\(folder.stderr)")
+                    #expect(folder.output.contains("cached for \(base)/a.mp3\n") && folder.output.contains("cached for \(base)/b.mp3\n"), "\(folder.output)")
+                    #expect(folder.output.hasSuffix("cached for \(reference); 1 folder left out (--recursive takes them)\n"), "\(folder.output)")
+                }
+                let gets = nginx.accessLog().filter { $0.status == 200 || $0.status == 206 }
+                #expect(Dictionary(grouping: gets, by: \.path).mapValues { $0.reduce(0) { $0 + $1.bodyBytes } } == ["/music/a.mp3": 900_000, "/music/b.mp3": 300_000],
+                        "\(gets.map { ($0.path, $0.range, $0.bodyBytes) })")
+                let missing = try await CommandLineTool.run(["prefetch", base + "/none.mp3"] + options, environment: environment)
+                #expect(missing.status == 5, "\(missing.stderr)")
+            }
+        }
+    }
 }

@@ -32,6 +32,11 @@ public protocol Source: Sendable {
     ///
     /// - Throws: ``StreamCache/StreamCacheError``.
     func list() async throws -> [SourceEntry]
+    /// The file the reference names, resolved, or the folder's entries: what a command that takes
+    /// either (`streamcache prefetch`) asks first. A default implementation comes with the protocol.
+    ///
+    /// - Throws: ``StreamCache/StreamCacheError``.
+    func contents() async throws -> SourceContents
 }
 
 /// A source's file, ready to be read through the cache.

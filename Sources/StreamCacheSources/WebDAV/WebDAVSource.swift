@@ -102,16 +102,40 @@ public struct WebDAVSource: Source {
     }
 
     public func list() async throws -> [SourceEntry] {
+        entries(of: try await propfind(depth: 1))
+    }
+
+    /// One `PROPFIND` (`Depth: 1`) tells both: whether the reference is a collection (its own
+    /// entry in the answer) and, if it is, what it holds. The file is resolved as ``resolve()``
+    /// does, without its properties.
+    public func contents() async throws -> SourceContents {
         let answer = try await propfind(depth: 1)
-        let ownPath = url.path.hasSuffix("/") ? url.path : url.path + "/"
-        return answer.resources.compactMap { resource -> SourceEntry? in
-            // Hrefs may be absolute URLs or paths; the collection itself is listed too.
-            let path = URL(string: resource.href.percentEncoded(allowing: URICharacters.isPathAllowed))?.path ?? resource.href
-            let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
-            guard trimmed + "/" != ownPath, trimmed != url.path else { return nil }
+        guard answer.resources.contains(where: { isOwnEntry($0) && $0.isCollection }) else { return .file(try await resolve()) }
+        return .folder(entries(of: answer))
+    }
+
+    /// Hrefs may be absolute URLs or paths, with or without the collection's trailing slash.
+    private func path(of resource: PropfindResponse.Resource) -> String {
+        let path = URL(string: resource.href.percentEncoded(allowing: URICharacters.isPathAllowed))?.path ?? resource.href
+        return path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    /// The reference's path with one trailing slash, as a collection's.
+    private var collectionPath: String { url.path.hasSuffix("/") ? url.path : url.path + "/" }
+
+    private func isOwnEntry(_ resource: PropfindResponse.Resource) -> Bool {
+        let trimmed = path(of: resource)
+        return trimmed + "/" == collectionPath || trimmed == url.path
+    }
+
+    /// The entries of a `Depth: 1` answer but the collection's own.
+    private func entries(of answer: PropfindResponse) -> [SourceEntry] {
+        answer.resources.compactMap { resource -> SourceEntry? in
+            guard !isOwnEntry(resource) else { return nil }
+            let trimmed = path(of: resource)
             let name = trimmed.split(separator: "/").last.map(String.init) ?? trimmed
             var child = URLComponents(url: url, resolvingAgainstBaseURL: false)
-            child?.path = ownPath + name + (resource.isCollection ? "/" : "")
+            child?.path = collectionPath + name + (resource.isCollection ? "/" : "")
             let childSource = WebDAVSource(url: child?.url ?? url, user: user, password: nil, configuration: configuration)
             return SourceEntry(name: name, isFolder: resource.isCollection, size: resource.contentLength, reference: childSource.reference)
         }

@@ -1,0 +1,66 @@
+import StreamCache
+import StreamCacheSources
+
+/// The files a source reference names, resolved: the file itself, or the files of its folder by
+/// name (and, when asked, of its subfolders, depth first), for `streamcache prefetch`.
+struct SourceFiles {
+    /// A file found, with the reference `ls` would print for it.
+    struct File {
+        let reference: String
+        let resolved: ResolvedSource
+    }
+
+    /// Subfolders deeper than this are passed over, as folders are without `--recursive`: a
+    /// server whose links make a folder its own descendant cannot keep the walk going.
+    static let maximumDepth = 32
+
+    private(set) var files: [File] = []
+    /// Folders left out: all subfolders without `recursive`, those past ``maximumDepth`` with it.
+    private(set) var foldersLeftOut: [String] = []
+    /// Entries that could not be resolved or listed, each with its error; the others go on.
+    private(set) var failures: [(reference: String, error: any Error)] = []
+
+    /// Whether `reference` named a folder.
+    private(set) var isFolder = false
+
+    /// Resolves `reference` with the sources `parse` makes. Its own lookup failing fails the
+    /// whole (there is nothing to download); a file or subfolder in it that fails is recorded.
+    ///
+    /// - Throws: ``StreamCacheError`` from the reference's own lookup, `CancellationError`.
+    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool) async throws -> SourceFiles {
+        var found = SourceFiles()
+        switch try await parse(reference).contents() {
+        case .file(let file):
+            found.files.append(File(reference: reference, resolved: file))
+        case .folder(let entries):
+            found.isFolder = true
+            try await found.add(entries, parse: parse, recursive: recursive, depth: 1)
+        }
+        return found
+    }
+
+    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, recursive: Bool, depth: Int) async throws {
+        let byName = entries.sorted { $0.name < $1.name }
+        for entry in byName where !entry.isFolder {
+            do {
+                files.append(File(reference: entry.reference, resolved: try await parse(entry.reference).resolve()))
+            } catch {
+                try Task.checkCancellation()
+                failures.append((entry.reference, error))
+            }
+        }
+        for entry in byName where entry.isFolder {
+            guard recursive, depth < Self.maximumDepth else {
+                foldersLeftOut.append(entry.reference)
+                continue
+            }
+            do {
+                let listed = try await parse(entry.reference).list()
+                try await add(listed, parse: parse, recursive: recursive, depth: depth + 1)
+            } catch {
+                try Task.checkCancellation()
+                failures.append((entry.reference, error))
+            }
+        }
+    }
+}
