@@ -235,7 +235,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         let done = cached.withLock { $0 }
         let failed = failures.withLock { $0 }
         if found.isFolder {
-            var line = "\(done.files) file\(done.files == 1 ? "" : "s") (\(ByteFormat.string(done.bytes))) cached for \(url)"
+            var line = "\(done.files) file\(done.files == 1 ? "" : "s") (\(ByteFormat.string(done.bytes))) cached for \(found.name)"
             if !failed.isEmpty { line += "; \(failed.count) failed" }
             if !found.foldersLeftOut.isEmpty {
                 line += "; \(found.foldersLeftOut.count) folder\(found.foldersLeftOut.count == 1 ? "" : "s") left out"

@@ -37,11 +37,15 @@ struct ServeCommand: AsyncParsableCommand {
           mpv "$(streamcache serve … | head -1 | cut -f1)"
           streamcache serve webdav://me@127.0.0.1:8080/music/a.mp3 --password-env WEBDAV_PASSWORD
           streamcache serve yandex:/Music/a.mp3 --token-env YANDEX_TOKEN
+          streamcache serve yandex:/Music/Album --recursive --prefetch --token-env YANDEX_TOKEN
         """
     )
 
-    @Argument(help: "http or https URLs, or source references (webdav://…, yandex:/…, dropbox:/…, gdrive:…, onedrive:…, box:…), to serve.")
+    @Argument(help: "http or https URLs, or source references (webdav://…, yandex:/…, dropbox:/…, gdrive:…, onedrive:…, box:…), to serve; a source folder's files are each served.")
     var urls: [String] = []
+
+    @Flag(help: "Source folders: the files of their subfolders too.")
+    var recursive = false
 
     @Option(name: .customShort("H"), help: ArgumentHelp("A header sent to the origin, 'Name: value'. Repeatable; applies to every URL and the folder.", valueName: "header"))
     var headers: [String] = []
@@ -131,10 +135,18 @@ struct ServeCommand: AsyncParsableCommand {
         for text in urls {
             if SourceReference.isSourceReference(text) {
                 do {
-                    let source = try sources.source(text, transport: transport)
-                    let file = try await source.resolve()
-                    _ = try await cache.resource(for: file)
-                    registrations.append((server.register(origin: file.origin, key: file.key, fileName: file.fileName), source.reference))
+                    // A folder's files are each served; one that cannot be looked up is said and left out.
+                    let found = try await SourceFiles.find(text, parse: try sources.parser(for: text, transport: transport), recursive: recursive,
+                                                           resolvingFirst: true)
+                    for (reference, error) in found.failures { Self.printError("warning: \(reference) is not served: \(error)") }
+                    if !found.foldersLeftOut.isEmpty, !recursive {
+                        Self.printError("warning: \(text): \(found.foldersLeftOut.count) subfolder(s) not served (--recursive serves them)")
+                    }
+                    for file in found.files {
+                        _ = try await cache.resource(for: file.resolved)
+                        registrations.append((server.register(origin: file.resolved.origin, key: file.resolved.key, fileName: file.resolved.fileName),
+                                              file.reference))
+                    }
                 } catch {
                     throw Failure.exit(error)
                 }

@@ -20,18 +20,27 @@ struct SourceFiles {
     /// Entries that could not be resolved or listed, each with its error; the others go on.
     private(set) var failures: [(reference: String, error: any Error)] = []
 
-    /// Whether `reference` named a folder.
+    /// Whether the reference named a folder.
     private(set) var isFolder = false
+    /// The reference as its source gives it back (without a secret the user put in it).
+    private(set) var name = ""
 
     /// Resolves `reference` with the sources `parse` makes. Its own lookup failing fails the
     /// whole (there is nothing to download); a file or subfolder in it that fails is recorded.
     ///
+    /// - Parameter resolvingFirst: resolve the reference as a file, and list it only when its
+    ///   source refuses it as a folder (``Source/resolvedOrListed()``), instead of asking what it
+    ///   is (``Source/contents()``). A WebDAV file then needs no request, so `serve` plays a
+    ///   cached one with its server unreachable; a collection's reference must end with `/`.
     /// - Throws: ``StreamCacheError`` from the reference's own lookup, `CancellationError`.
-    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool) async throws -> SourceFiles {
+    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool,
+                     resolvingFirst: Bool = false) async throws -> SourceFiles {
         var found = SourceFiles()
-        switch try await parse(reference).contents() {
+        let source = try parse(reference)
+        found.name = source.reference
+        switch try await resolvingFirst ? source.resolvedOrListed() : source.contents() {
         case .file(let file):
-            found.files.append(File(reference: reference, resolved: file))
+            found.files.append(File(reference: source.reference, resolved: file))
         case .folder(let entries):
             found.isFolder = true
             try await found.add(entries, parse: parse, recursive: recursive, depth: 1)

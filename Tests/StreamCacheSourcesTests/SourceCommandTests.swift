@@ -241,6 +241,7 @@ import Glibc
             }
         }
     }
+
     /// `prefetch` of a cloud folder caches each of its files for offline play: every byte comes
     /// from the service once, a subfolder waits for `--recursive` (and the files cached before are
     /// not fetched again), and a `get` of each file afterwards needs no download.
@@ -339,6 +340,50 @@ import Glibc
                         "\(gets.map { ($0.path, $0.range, $0.bodyBytes) })")
                 let missing = try await CommandLineTool.run(["prefetch", base + "/none.mp3"] + options, environment: environment)
                 #expect(missing.status == 5, "\(missing.stderr)")
+            }
+        }
+    }
+
+    /// `serve` of a cloud folder serves each of its files (its subfolders' with `--recursive`),
+    /// one line each, and `--prefetch` caches them all in the background: each byte once, and
+    /// each stream URL plays its own file's bytes.
+    @Test func serveOfACloudFolderServesAndPrefetchesEachOfItsFiles() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let files = [("/Music/Album/01.mp3", TestData.random(count: 800_000, seed: 101)),
+                             ("/Music/Album/02.mp3", TestData.random(count: 400_000, seed: 102)),
+                             ("/Music/Album/CD2/03.mp3", TestData.random(count: 200_000, seed: 103))]
+                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
+                var variables = environment.endpointVariables
+                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                let out = work.appendingPathComponent("stdout"), err = work.appendingPathComponent("stderr")
+                _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+                let process = try CommandLineTool.start(["serve", "yandex:/Music/Album", "--recursive", "--prefetch", "--token-env", "TOKEN",
+                                                         "--cache-dir", work.appendingPathComponent("cache").path,
+                                                         "--control-token-file", work.appendingPathComponent("token").path],
+                                                        stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err),
+                                                        environment: variables)
+                try await withAsyncCleanup {
+                    var lines: [Substring] = []
+                    for _ in 0..<(300 * TestTiming.slowdown) where lines.count < 3 && process.isRunning {
+                        try await Task.sleep(for: .milliseconds(50))
+                        lines = ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n")
+                    }
+                    #expect(lines.map { $0.split(separator: "\t").last.map(String.init) ?? "" }
+                            == files.map { "yandex:" + $0.0 }, "\(lines) \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+                    for _ in 0..<(300 * TestTiming.slowdown) where server.downloadedBytes < 1_400_000 { try await Task.sleep(for: .milliseconds(50)) }
+                    #expect(server.downloadedBytes == 1_400_000, "the prefetch fetched each byte once")
+                    for (line, (path, data)) in zip(lines, files) {
+                        let url = try #require(URL(string: String(line.split(separator: "\t")[0])))
+                        let response = try await RawHTTP.get(port: url.port ?? 0, path: url.path)
+                        #expect(response.status == 200 && TestData.sha256(response.body) == TestData.sha256(data), "\(path): \(response.head)")
+                    }
+                    #expect(server.downloadedBytes == 1_400_000, "the plays came from the cache")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
             }
         }
     }

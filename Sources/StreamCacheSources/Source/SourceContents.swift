@@ -12,15 +12,17 @@ public enum SourceContents: Sendable {
 }
 
 extension Source {
-    /// The file the reference names, resolved, or the folder's entries.
-    ///
-    /// The default asks ``resolve()`` and, when it refuses the reference as a folder
-    /// (`invalidArgument`), ``list()``; a reference that is neither (a Google document) fails with
-    /// the resolution's error.
+    /// The default: ``resolvedOrListed()``.
+    public func contents() async throws -> SourceContents { try await resolvedOrListed() }
+
+    /// The reference resolved as a file, or listed when ``resolve()`` refuses it as a folder
+    /// (`invalidArgument`): a file costs no request beyond its resolution (none for WebDAV, so a
+    /// cached file plays with its server unreachable). A reference that is neither (a Google
+    /// document) fails with the resolution's error.
     ///
     /// - Throws: ``StreamCache/StreamCacheError`` (`notFound`, `authenticationFailed`,
     ///   `originUnavailable`, `badResponse`, `invalidArgument`).
-    public func contents() async throws -> SourceContents {
+    public func resolvedOrListed() async throws -> SourceContents {
         do {
             return .file(try await resolve())
         } catch let refusal as StreamCacheError where refusal.code == .invalidArgument {

@@ -95,6 +95,7 @@ public struct WebDAVSource: Source {
     /// and each download checks the version with `If-Range` (the ETag, else Last-Modified). So a
     /// cached file plays with the server unreachable. ``properties()`` asks for the metadata.
     public func resolve() async throws -> ResolvedSource {
+        guard !url.path.hasSuffix("/") else { throw StreamCacheError(.invalidArgument, "\(reference) is a collection; list it with `streamcache ls`.") }
         let port = url.port ?? (url.scheme == "https" ? 443 : 80)
         let key = CacheKey("webdav:\(user ?? "")@\(url.host?.lowercased() ?? ""):\(port)\(url.path)")
         let origin = configuration.origin(FixedDownloadLocator(url: url), credentials: credentials)
@@ -106,10 +107,11 @@ public struct WebDAVSource: Source {
     }
 
     /// One `PROPFIND` (`Depth: 1`) tells both: whether the reference is a collection (its own
-    /// entry in the answer) and, if it is, what it holds. The file is resolved as ``resolve()``
-    /// does, without its properties.
+    /// entry in the answer, with a trailing slash in the reference or without) and, if it is,
+    /// what it holds. The file is resolved as ``resolve()`` does, without its properties.
     public func contents() async throws -> SourceContents {
         let answer = try await propfind(depth: 1)
+        if url.path.hasSuffix("/") { return .folder(entries(of: answer)) }
         guard answer.resources.contains(where: { isOwnEntry($0) && $0.isCollection }) else { return .file(try await resolve()) }
         return .folder(entries(of: answer))
     }
