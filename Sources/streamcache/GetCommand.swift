@@ -6,6 +6,7 @@ import Foundation
 #endif
 import StreamCache
 import StreamCacheHTTPClient
+import StreamCacheServer
 import StreamCacheSources
 #if canImport(Glibc)
 import Glibc
@@ -103,15 +104,23 @@ struct GetCommand: AsyncParsableCommand {
             configuration.keysToBeRead = [try file?.key ?? CacheKey(url: parsedURL())]
             let open = { try StreamCache(configuration: configuration) }
             if file != nil {
-                // A cloud file's origin lives in this process (its token, its expiring links):
-                // a server cannot be handed one, so this waits for the directory.
-                cache = try await cacheWait.claim(open)
+                // A server that holds the directory resolves the file again itself, with the
+                // credentials this command was given (its origin, with its token and expiring
+                // links, lives in this process and cannot be handed over).
+                switch try await cacheWait.claim(open, orServerIn: self.cache.directory, transport: transport) {
+                case .opened(let opened):
+                    cache = opened
+                case .server(let server):
+                    let access = try sources.access()
+                    return try await get(range: range, through: server) { [url] in try await server.register(source: url, access: access) }
+                }
             } else {
                 switch try await cacheWait.claim(open, orServerIn: self.cache.directory, transport: transport) {
                 case .opened(let opened):
                     cache = opened
                 case .server(let server):
-                    return try await get(try parsedURL(), headers: try parsedHeaders(), range: range, through: server)
+                    let url = try parsedURL(), headers = try parsedHeaders()
+                    return try await get(range: range, through: server) { try await server.register(url, headers: headers) }
                 }
             }
         } catch let error as ExitCode {
@@ -170,7 +179,8 @@ struct GetCommand: AsyncParsableCommand {
     /// Streams the file through the server that holds the cache directory, as a player would:
     /// cached bytes come from its disk, missing ones from the origin into its cache. This
     /// command's download options do not apply (the server's do).
-    private func get(_ url: URL, headers: HTTPHeaders, range: ByteRange, through server: RunningServer) async throws {
+    private func get(range: ByteRange, through server: RunningServer,
+                     register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws {
         server.tellHandOver(of: cache.directory, "the file comes through it")
         let output: FileDescriptorOutput
         do {
@@ -181,7 +191,7 @@ struct GetCommand: AsyncParsableCommand {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         do {
             let interruption = try await TerminationSignals.cancelling {
-                let status = try await server.register(url, headers: headers)
+                let status = try await register()
                 let response = try await server.stream(status, range: range)
                 let expected = response.headers["Content-Length"].flatMap { Int64($0) }
                 let progress = ProgressBar(enabled: showsProgress)

@@ -144,13 +144,21 @@ struct PrefetchCommand: AsyncParsableCommand {
     /// command runs itself; what came stays in the cache.
     private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
         server.tellHandOver(of: cache.directory, "it does this prefetch")
+        try await prefetch(url.redactedDescription, through: server) { try await server.register(url, headers: headers) }
+    }
+
+    /// Has the server prefetch what `register` registers with it (printed as `name`), and waits.
+    ///
+    /// - Throws: the prefetch's error; an `ExitCode` when a signal stopped it.
+    private func prefetch(_ name: String, through server: RunningServer,
+                          register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
         let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)
         // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
         let registered = Locked<String?>(nil)
         let interruption = try await TerminationSignals.cancelling {
-            var status = try await server.register(url, headers: headers)
+            var status = try await register()
             let id = status.id
             registered.withLock { $0 = id }
             status = try await server.startPrefetch(of: id, request)
@@ -172,9 +180,9 @@ struct PrefetchCommand: AsyncParsableCommand {
                 throw StreamCacheError(RunningServer.code(named: status.prefetchErrorCode, status: 502), "The server's prefetch failed: \(message)")
             }
             if let hls = status.hlsPrefetch {
-                print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(url.redactedDescription)")
+                print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(name)")
             } else {
-                print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(url.redactedDescription)")
+                print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(name)")
             }
         }
         if let interruption {
@@ -191,51 +199,34 @@ struct PrefetchCommand: AsyncParsableCommand {
     }
 
     /// Downloads the file a source reference names, or every file of its folder, one after
-    /// another. A cloud file's origin lives in this process (its token, its expiring links), so
-    /// this waits for the cache directory rather than hand the work to a server that holds it.
+    /// another: here, or by the server that holds the cache directory (which resolves each file
+    /// again, with the credentials this command was given).
     private func prefetchSource() async throws {
         let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
         let found: SourceFiles
-        let cache: StreamCache
+        let outcome: SourcePrefetchOutcome
         do {
-            let parse = try sources.parser(for: url, transport: transport)
-            found = try await SourceFiles.find(url, parse: parse, recursive: recursive)
+            found = try await SourceFiles.find(url, parse: try sources.parser(for: url, transport: transport), recursive: recursive)
+            for (reference, error) in found.failures { Self.printToStandardError("streamcache: \(reference): \(Self.describe(error))\n") }
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
             try eviction.apply(to: &configuration)
             configuration.keysToBeRead = Set(found.files.map(\.resolved.key))
-            cache = try await cacheWait.claim { try StreamCache(configuration: configuration) }
+            switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
+            case .opened(let cache):
+                outcome = try await prefetch(found.files, into: cache)
+            case .server(let server):
+                server.tellHandOver(of: self.cache.directory, "it does this prefetch")
+                outcome = try await prefetch(found.files, through: server, access: try sources.access())
+            }
         } catch let error as ExitCode {
             throw error
         } catch {
             throw Failure.exit(error)
         }
-        for (reference, error) in found.failures { Self.printToStandardError("streamcache: \(reference): \(Self.describe(error))\n") }
-        let failures = Locked(found.failures.map(\.error))
-        let cached = Locked((files: 0, bytes: Int64(0)))
-        let interruption = try await TerminationSignals.cancelling {
-            for file in found.files {
-                do {
-                    let resource = try await cache.resource(for: file.resolved)
-                    try await resource.prefetch()
-                    let size = resource.knownInfo?.totalLength ?? file.resolved.size ?? 0
-                    cached.withLock { $0.files += 1; $0.bytes += size }
-                    print("\(ByteFormat.string(size)) cached for \(file.reference)")
-                } catch {
-                    try Task.checkCancellation()
-                    failures.withLock { $0.append(error) }
-                    Self.printToStandardError("streamcache: \(file.reference): \(Self.describe(error))\n")
-                    // A full disk or a refused account fails the next file the same way.
-                    if let error = error as? StreamCacheError, [.diskFull, .cacheIOFailed, .authenticationFailed].contains(error.code) { break }
-                }
-            }
-        }
-        await cache.shutdown()
-        if let interruption { throw TerminationSignals.exit(stoppedBy: interruption) }
-        let done = cached.withLock { $0 }
-        let failed = failures.withLock { $0 }
+        let failed = found.failures.map(\.error) + outcome.failures
         if found.isFolder {
-            var line = "\(done.files) file\(done.files == 1 ? "" : "s") (\(ByteFormat.string(done.bytes))) cached for \(found.name)"
+            var line = "\(outcome.files) file\(outcome.files == 1 ? "" : "s") (\(ByteFormat.string(outcome.bytes))) cached for \(found.name)"
             if !failed.isEmpty { line += "; \(failed.count) failed" }
             if !found.foldersLeftOut.isEmpty {
                 line += "; \(found.foldersLeftOut.count) folder\(found.foldersLeftOut.count == 1 ? "" : "s") left out"
@@ -247,11 +238,64 @@ struct PrefetchCommand: AsyncParsableCommand {
         if let first = failed.first { throw Failure.exit(first, quietly: true) }
     }
 
-    private static func describe(_ error: any Error) -> String {
+    /// What a prefetch of a source's files came to.
+    private struct SourcePrefetchOutcome: Sendable {
+        var files = 0
+        var bytes: Int64 = 0
+        var failures: [any Error] = []
+
+        /// Records a file's failure, said on stderr; whether the next file would fail the same
+        /// way (a full disk, a refused account), so that the prefetch stops.
+        mutating func record(_ error: any Error, of file: SourceFiles.File) -> Bool {
+            failures.append(error)
+            PrefetchCommand.printToStandardError("streamcache: \(file.reference): \(PrefetchCommand.describe(error))\n")
+            guard let error = error as? StreamCacheError else { return false }
+            return [.diskFull, .cacheIOFailed, .authenticationFailed].contains(error.code)
+        }
+    }
+
+    private func prefetch(_ files: [SourceFiles.File], into cache: StreamCache) async throws -> SourcePrefetchOutcome {
+        let outcome = Locked(SourcePrefetchOutcome())
+        let interruption = try await TerminationSignals.cancelling {
+            for file in files {
+                do {
+                    let resource = try await cache.resource(for: file.resolved)
+                    try await resource.prefetch()
+                    let size = resource.knownInfo?.totalLength ?? file.resolved.size ?? 0
+                    outcome.withLock { $0.files += 1; $0.bytes += size }
+                    print("\(ByteFormat.string(size)) cached for \(file.reference)")
+                } catch {
+                    try Task.checkCancellation()
+                    if outcome.withLock({ $0.record(error, of: file) }) { break }
+                }
+            }
+        }
+        await cache.shutdown()
+        if let interruption { throw TerminationSignals.exit(stoppedBy: interruption) }
+        return outcome.withLock { $0 }
+    }
+
+    private func prefetch(_ files: [SourceFiles.File], through server: RunningServer, access: ControlAPI.SourceAccess) async throws -> SourcePrefetchOutcome {
+        var outcome = SourcePrefetchOutcome()
+        for file in files {
+            do {
+                try await prefetch(file.reference, through: server) { try await server.register(source: file.reference, access: access) }
+                outcome.files += 1
+                outcome.bytes += file.resolved.size ?? 0
+            } catch let stop as ExitCode {
+                throw stop
+            } catch {
+                if outcome.record(error, of: file) { break }
+            }
+        }
+        return outcome
+    }
+
+    fileprivate static func describe(_ error: any Error) -> String {
         (error as? StreamCacheError)?.description ?? "\(error)"
     }
 
-    private static func printToStandardError(_ text: String) {
+    fileprivate static func printToStandardError(_ text: String) {
         FileDescriptorOutput.standardError.write(text)
     }
 }

@@ -114,6 +114,13 @@ struct RunningServer: Sendable {
         return try decoded(try await call("POST", "/api/resources", body: try JSONEncoder().encode(body)))
     }
 
+    /// Registers the file a source reference names; the server resolves it, with `access` and
+    /// else its own credentials.
+    func register(source reference: String, access: ControlAPI.SourceAccess) async throws -> ControlAPI.ResourceStatus {
+        let body = ControlAPI.RegisterRequest(source: reference, access: access)
+        return try decoded(try await call("POST", "/api/resources", body: try JSONEncoder().encode(body), timeout: .seconds(60)))
+    }
+
     /// Starts the server's prefetch of the resource `id` (`POST /api/resources/{id}/prefetch`).
     func startPrefetch(of id: String, _ request: ControlAPI.PrefetchRequest) async throws -> ControlAPI.ResourceStatus {
         try decoded(try await call("POST", "/api/resources/\(id)/prefetch", body: try JSONEncoder().encode(request)))
@@ -193,18 +200,23 @@ struct RunningServer: Sendable {
     /// The error code named `name` (a ``StreamCacheError/Code``'s description), else one for
     /// the HTTP status.
     static func code(named name: String?, status: Int) -> StreamCacheError.Code {
-        let codes: [StreamCacheError.Code] = [
-            .originUnavailable, .resourceChanged, .rangeNotSatisfiable, .authenticationFailed, .notFound, .badResponse,
-            .tooManyRedirects, .diskFull, .cacheIOFailed, .invalidArgument, .rangeNotSupported, .unsupportedMediaType,
-            .invalidPlaylist, .cacheInUse, .contentMismatch,
-        ]
-        if let name, let code = codes.first(where: { $0.description == name }) { return code }
+        if let code = name.flatMap(code(named:)) { return code }
         switch status {
         case 400: return .invalidArgument
         case 404: return .notFound
         case 416: return .rangeNotSatisfiable
         default: return .originUnavailable
         }
+    }
+
+    /// The ``StreamCacheError/Code`` whose description is `name`, if any.
+    static func code(named name: String) -> StreamCacheError.Code? {
+        let codes: [StreamCacheError.Code] = [
+            .originUnavailable, .resourceChanged, .rangeNotSatisfiable, .authenticationFailed, .notFound, .badResponse,
+            .tooManyRedirects, .diskFull, .cacheIOFailed, .invalidArgument, .rangeNotSupported, .unsupportedMediaType,
+            .invalidPlaylist, .cacheInUse, .contentMismatch,
+        ]
+        return codes.first { $0.description == name }
     }
 
     private func call(_ method: String, _ path: String, body: Data? = nil, timeout: Duration = .seconds(30)) async throws -> (status: Int, body: Data) {
@@ -218,9 +230,10 @@ struct RunningServer: Sendable {
     /// Throws the server's reason for an answer that is not a success.
     private func check(_ answer: (status: Int, body: Data)) throws {
         guard !(200..<300).contains(answer.status) else { return }
-        let reason = (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: answer.body))?.message ?? "HTTP \(answer.status)"
-        throw StreamCacheError([400, 409].contains(answer.status) ? .invalidArgument : .originUnavailable,
-                               "The server at \(record.url) (process \(record.pid)) refused the request: \(reason)")
+        let error = try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: answer.body)
+        // A source's error names its kind (`notFound`, `authenticationFailed`), as a prefetch's does.
+        throw StreamCacheError(error.flatMap { Self.code(named: $0.error) } ?? ([400, 409].contains(answer.status) ? .invalidArgument : .originUnavailable),
+                               "The server at \(record.url) (process \(record.pid)) refused the request: \(error?.message ?? "HTTP \(answer.status)")")
     }
 
     private func decoded<Answer: Decodable>(_ answer: (status: Int, body: Data), as type: Answer.Type = ControlAPI.ResourceStatus.self) throws -> Answer {

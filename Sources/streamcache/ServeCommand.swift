@@ -127,6 +127,7 @@ struct ServeCommand: AsyncParsableCommand {
         let server: ProxyServer
         do {
             cache = try await cacheWait.claim { try StreamCache(configuration: cacheConfiguration) }
+            serverConfiguration.sourceResolver = ServedSourceResolver(options: sources, transport: transport, cache: cache)
             server = try ProxyServer(cache: cache, configuration: serverConfiguration, transport: transport)
         } catch {
             throw Failure.exit(error)

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import StreamCache
+import StreamCacheServer
 import StreamCacheSources
 
 /// Options for commands that take source references (`webdav://…`, `yandex:/…`, …): where the
@@ -32,23 +33,48 @@ struct SourceOptions: ParsableArguments {
     /// credentials: the files of a folder share one token, refreshed once for all of them (a
     /// service that rotates refresh tokens takes each only once).
     func parser(for reference: String, transport: any HTTPTransport) throws -> @Sendable (String) throws -> any Source {
+        try parser(for: reference, transport: transport, access: ControlAPI.SourceAccess())
+    }
+
+    /// As ``parser(for:transport:)``, with what `access` gives in place of these options: the
+    /// credentials a `get` or `prefetch` beside a server hands it with a reference.
+    func parser(for reference: String, transport: any HTTPTransport,
+                access: ControlAPI.SourceAccess) throws -> @Sendable (String) throws -> any Source {
         let environment = ProcessInfo.processInfo.environment
         let configuration = SourceConfiguration(transport: transport, endpoints: .fromEnvironment(environment))
-        let file = try CredentialsFile.load(from: credentialsFile.map { URL(fileURLWithPath: $0) } ?? CredentialsFile.defaultURL(environment: environment))
-        var credentials = SourceCredentials(user: user)
+        let fileOption = access.credentialsFile ?? credentialsFile
+        let file = try CredentialsFile.load(from: fileOption.map { URL(fileURLWithPath: $0) } ?? CredentialsFile.defaultURL(environment: environment))
+        var credentials = SourceCredentials(user: access.user ?? user)
         let service = SourceReference.service(of: reference) ?? ""
-        if let name = tokenEnvironment {
-            guard let token = environment[name], !token.isEmpty else { throw ValidationError("The environment variable \(name) is not set.") }
+        if let token = try access.token ?? tokenEnvironment.map(Self.token(from:)) {
             credentials.token = StaticToken(token)
         } else {
             credentials.token = file?.tokenProvider(for: service, configuration: configuration)
         }
-        if let name = passwordEnvironment {
-            guard let password = environment[name] else { throw ValidationError("The environment variable \(name) is not set.") }
+        if let password = try access.password ?? passwordEnvironment.map(Self.password(from:)) {
             credentials.password = password
         } else if service == "webdav", let components = URLComponents(string: reference), let host = components.host {
-            credentials.password = file?.webDAVPassword(user: components.user ?? user ?? "", host: host)
+            credentials.password = file?.webDAVPassword(user: components.user ?? credentials.user ?? "", host: host)
         }
         return { [credentials] in try SourceReference.parse($0, credentials: credentials, configuration: configuration) }
+    }
+
+    /// What these options hand a server with a reference: the token and password their variables
+    /// hold, the user and the credentials file (as an absolute path: the server's directory differs).
+    func access() throws -> ControlAPI.SourceAccess {
+        ControlAPI.SourceAccess(token: try tokenEnvironment.map(Self.token(from:)), password: try passwordEnvironment.map(Self.password(from:)),
+                                user: user, credentialsFile: credentialsFile.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
+    }
+
+    private static func token(from variable: String) throws -> String {
+        guard let token = ProcessInfo.processInfo.environment[variable], !token.isEmpty else {
+            throw ValidationError("The environment variable \(variable) is not set.")
+        }
+        return token
+    }
+
+    private static func password(from variable: String) throws -> String {
+        guard let password = ProcessInfo.processInfo.environment[variable] else { throw ValidationError("The environment variable \(variable) is not set.") }
+        return password
     }
 }

@@ -387,4 +387,45 @@ import Glibc
             }
         }
     }
+
+    /// A `prefetch` of a cloud folder and a `get` of one of its files beside a `serve` that holds
+    /// the cache directory hand their work to it, with the token they were given (the server has
+    /// none of its own), instead of waiting for the directory: each byte comes from the service
+    /// once, and the `get` writes the exact bytes from the server's cache.
+    @Test func aPrefetchAndAGetOfASourceBesideAServerHandTheirWorkToIt() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let files = [("/Music/Album/01.mp3", TestData.random(count: 600_000, seed: 104)),
+                             ("/Music/Album/02.mp3", TestData.random(count: 900_000, seed: 105))]
+                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
+                let cacheDir = work.appendingPathComponent("cache")
+                let serve = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path],
+                                                      environment: environment.endpointVariables)
+                try await withAsyncCleanup {
+                    let record = cacheDir.appendingPathComponent("server.json")
+                    for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+                    var variables = environment.endpointVariables
+                    variables["TOKEN"] = CloudTestEnvironment.accessToken
+                    // No wait for the directory: a command that waited instead of handing over fails at once.
+                    let options = ["--token-env", "TOKEN", "--cache-dir", cacheDir.path, "--wait-for-cache", "0", "--quiet"]
+                    let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album"] + options, environment: variables)
+                    #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                    #expect(prefetched.stderr.contains("in use by the server"), "\(prefetched.stderr)")
+                    #expect(prefetched.output.contains("cached for yandex:/Music/Album/01.mp3\n") && prefetched.output.contains("cached for yandex:/Music/Album/02.mp3\n")
+                            && prefetched.output.hasSuffix(" cached for yandex:/Music/Album\n"), "\(prefetched.output)")
+                    #expect(server.downloadedBytes == 1_500_000, "each byte once, by the server")
+
+                    let output = work.appendingPathComponent("02.mp3")
+                    let got = try await CommandLineTool.run(["get", "yandex:/Music/Album/02.mp3", "-o", output.path] + options, environment: variables)
+                    #expect(got.status == 0, "\(got.stderr)")
+                    #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(files[1].1))
+                    #expect(server.downloadedBytes == 1_500_000, "the get came from the server's cache")
+
+                } cleanup: {
+                    try? await Self.stop(serve)
+                }
+            }
+        }
+    }
 }

@@ -370,6 +370,51 @@ import Testing
         }
     }
 
+    /// `POST /api/resources` with a `"source"` hands the reference and the credentials that came
+    /// with it to the server's resolver and serves what it resolved; the resolver's refusals keep
+    /// their kind (a service's 401 is not the control API's); a server without a resolver, or a
+    /// request with both `url` and `source`, is refused.
+    @Test func controlAPIRegistersASourceThroughItsResolver() async throws {
+        /// Resolves `test:/music/b.flac` to the test origin's file, when the token is right.
+        struct OneFile: SourceResolving {
+            let origin: TestOrigin
+            func resolve(_ reference: String, access: ControlAPI.SourceAccess) async throws -> SourceStream {
+                guard access.token == "service-token" else { throw StreamCacheError(.authenticationFailed, "The service refused the token.") }
+                guard reference == "test:/music/b.flac" else { throw StreamCacheError(.notFound, "No file at \(reference).") }
+                return SourceStream(key: CacheKey(reference), origin: HTTPOrigin(url: origin.url("/music/b.flac")), fileName: "song.flac")
+            }
+        }
+        let data = TestData.random(count: 700_000, seed: 304)
+        let register = { (api: URL, auth: [String], body: String) in
+            try await Self.curl(api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body])
+        }
+        try await Self.withProxy { server, _ in
+            let (api, auth) = try Self.resourcesAPI(of: server)
+            let refused = try await register(api, auth, #"{"source": "test:/music/b.flac"}"#)
+            #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains("no source references"), "\(refused.status)")
+        }
+        let resolver = OneFile(origin: try TestOrigin())
+        defer { resolver.origin.stop() }
+        resolver.origin.setFile("/music/b.flac", data: data, contentType: "audio/flac")
+        try await Self.withProxy(server: { $0.sourceResolver = resolver }) { server, _ in
+            let (api, auth) = try Self.resourcesAPI(of: server)
+            let created = try await register(api, auth, #"{"source": "test:/music/b.flac", "sourceAccess": {"token": "service-token"}}"#)
+            #expect(created.status == 201, "\(String(decoding: created.body, as: UTF8.self))")
+            let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: created.body)
+            #expect(status.key == "test:/music/b.flac" && status.streamURL.hasSuffix("/song.flac"))
+            #expect(!String(decoding: created.body, as: UTF8.self).contains("service-token"), "credentials are never echoed")
+            let stream = try await Self.curl(try #require(URL(string: status.streamURL)))
+            #expect(TestData.sha256(stream.body) == TestData.sha256(data))
+
+            let missing = try await register(api, auth, #"{"source": "test:/music/none.flac", "sourceAccess": {"token": "service-token"}}"#)
+            #expect(missing.status == 404 && (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: missing.body))?.error == "notFound")
+            let unauthorized = try await register(api, auth, #"{"source": "test:/music/b.flac"}"#)
+            #expect(unauthorized.status == 502 && (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: unauthorized.body))?.error == "authenticationFailed")
+            let both = try await register(api, auth, #"{"source": "test:/music/b.flac", "url": "http://127.0.0.1:1/b.flac"}"#)
+            #expect(both.status == 400)
+        }
+    }
+
     @Test func controlAPIRegistersListsPrefetchesAndRemoves() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 3_000_000, seed: 303)

@@ -11,21 +11,56 @@ import StreamCacheHLS
 public enum ControlAPI {
     /// `POST /api/resources`: a resource to register.
     public struct RegisterRequest: Codable, Sendable {
-        /// The `http` or `https` URL of the resource.
-        public var url: String
+        /// The `http` or `https` URL of the resource; or, instead, a ``source``.
+        public var url: String?
         /// Headers sent to the origin (for example `Authorization`); never echoed back.
         public var headers: [String: String]?
         /// A cache key; by default derived from the URL without user info or query.
         public var key: String?
         /// The file name at the end of the stream URL; by default the URL's last path segment.
         public var name: String?
+        /// A source reference to a file (`yandex:/Music/a.mp3`, `webdav://me@nas/music/a.mp3`),
+        /// instead of a ``url``: the server resolves it with its
+        /// ``ProxyServer/Configuration/sourceResolver`` (400 for a server without one), and keys
+        /// it as the source does; ``key`` and ``name`` do not apply.
+        public var source: String?
+        /// The credentials for ``source``; without them the resolver uses its own.
+        public var sourceAccess: SourceAccess?
 
-        /// Creates a request.
+        /// Creates a request for a URL.
         public init(url: String, headers: [String: String]? = nil, key: String? = nil, name: String? = nil) {
             self.url = url
             self.headers = headers
             self.key = key
             self.name = name
+        }
+
+        /// Creates a request for a source reference.
+        public init(source: String, access: SourceAccess? = nil) {
+            self.source = source
+            self.sourceAccess = access
+        }
+    }
+
+    /// The credentials a client hands the server with a source reference: those it was given
+    /// (an access token or password from its environment, a credentials file), so that the
+    /// server reads the file as the client would have. Never echoed back or logged.
+    public struct SourceAccess: Codable, Sendable, Equatable {
+        /// A cloud service's access token.
+        public var token: String?
+        /// A WebDAV password.
+        public var password: String?
+        /// The WebDAV user, when the reference names none.
+        public var user: String?
+        /// The path of a credentials file (refused unless mode 0600, as the client's own would be).
+        public var credentialsFile: String?
+
+        /// Creates credentials; all are optional.
+        public init(token: String? = nil, password: String? = nil, user: String? = nil, credentialsFile: String? = nil) {
+            self.token = token
+            self.password = password
+            self.user = user
+            self.credentialsFile = credentialsFile
         }
     }
 

@@ -105,7 +105,11 @@ struct ControlAPIResponder: Sendable {
         } catch {
             return Self.error(.badRequest, "invalidRequest", "\(error)")
         }
-        guard let url = URL(string: body.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+        if let source = body.source {
+            guard body.url == nil else { return Self.error(.badRequest, "invalidRequest", "Give 'url' or 'source', not both.") }
+            return await register(source: source, access: body.sourceAccess ?? ControlAPI.SourceAccess())
+        }
+        guard let url = URL(string: body.url ?? ""), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             return Self.error(.badRequest, "invalidRequest", "'url' must be an absolute http or https URL.")
         }
         var headers = HTTPHeaders()
@@ -116,6 +120,29 @@ struct ControlAPIResponder: Sendable {
             headers.add(name: name, value: value)
         }
         let registration = server.register(url: url, headers: headers, key: body.key.map { CacheKey($0) }, fileName: body.name)
+        guard let stream = server.registry.stream(id: registration.id) else { return Self.notFound() }
+        return Self.json(.created, await server.status(of: stream))
+    }
+
+    private func register(source reference: String, access: ControlAPI.SourceAccess) async -> Response {
+        guard let resolver = server.configuration.sourceResolver else {
+            return Self.error(.badRequest, "invalidRequest", "This server takes no source references; register a 'url'.")
+        }
+        let file: SourceStream
+        do {
+            file = try await resolver.resolve(reference, access: access)
+        } catch let error as StreamCacheError {
+            // The service's answer, not the control API's: a refused token is not this request's 401.
+            let status: HTTPResponse.Status = switch error.code {
+            case .invalidArgument: .badRequest
+            case .notFound: .notFound
+            default: .badGateway
+            }
+            return Self.error(status, "\(error.code)", error.message)
+        } catch {
+            return Self.error(.badGateway, "originUnavailable", "\(error)")
+        }
+        let registration = server.register(origin: file.origin, key: file.key, fileName: file.fileName)
         guard let stream = server.registry.stream(id: registration.id) else { return Self.notFound() }
         return Self.json(.created, await server.status(of: stream))
     }

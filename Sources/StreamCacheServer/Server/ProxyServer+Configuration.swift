@@ -50,6 +50,9 @@ extension ProxyServer {
         /// (the default) answers 404. Like the rest of the control API it needs the control token,
         /// which a Prometheus scrape job sends as `authorization: { credentials_file: … }`.
         public var metricsExposition: (@Sendable () -> [UInt8])?
+        /// Resolves the source references (`yandex:/…`, `webdav://…`) that `POST /api/resources`
+        /// registers with `"source"`; `nil` (the default) answers such a request 400.
+        public var sourceResolver: (any SourceResolving)?
         /// Where the server logs; URLs are logged without queries and no header value is logged.
         public var logger = Logger(label: "streamcache.server", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -95,8 +95,7 @@ public final class ProxyServer: Sendable {
     /// Registers a resource fetched from any ``Origin`` (a cloud source, for example).
     @discardableResult
     public func register(origin: any Origin, key: CacheKey, fileName: String) -> StreamRegistration {
-        core.registry.register(key: key, fileName: fileName, sourceDescription: origin.logDescription, origin: origin,
-                               resource: core.cache.resource(for: key, origin: origin))
+        core.register(origin: origin, key: key, fileName: fileName)
     }
 
     /// Stops serving a registered resource; its cached bytes stay.

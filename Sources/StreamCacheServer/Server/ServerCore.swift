@@ -97,6 +97,11 @@ final class ServerCore: Sendable {
                                  location: HLSLocation(url: url, headers: headers), resource: cache.resource(for: key, origin: origin))
     }
 
+    func register(origin: any Origin, key: CacheKey, fileName: String) -> StreamRegistration {
+        registry.register(key: key, fileName: fileName, sourceDescription: origin.logDescription, origin: origin,
+                          resource: cache.resource(for: key, origin: origin))
+    }
+
     /// The stream of a file a playlist names.
     func registerDerived(_ location: HLSLocation, isPlaylist: Bool) -> StreamRegistration {
         registry.registerDerived(location, isPlaylist: isPlaylist)

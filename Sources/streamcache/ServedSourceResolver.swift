@@ -1,0 +1,30 @@
+import ArgumentParser
+import StreamCache
+import StreamCacheServer
+import StreamCacheSources
+
+/// How `serve` resolves the source references its control API registers: a `get` or `prefetch`
+/// of a cloud or WebDAV file beside it hands the reference over with the credentials it was
+/// given; what those leave out comes from the server's own options (its `--token-env`, its
+/// credentials file).
+struct ServedSourceResolver: SourceResolving {
+    let options: SourceOptions
+    let transport: any HTTPTransport
+    let cache: StreamCache
+
+    func resolve(_ reference: String, access: ControlAPI.SourceAccess) async throws -> SourceStream {
+        guard SourceReference.isSourceReference(reference) else {
+            throw StreamCacheError(.invalidArgument, "'\(reference.prefix(200))' is not a source reference.")
+        }
+        let source: any Source
+        do {
+            source = try options.parser(for: reference, transport: transport, access: access)(reference)
+        } catch let error as ValidationError {
+            throw StreamCacheError(.invalidArgument, error.message)
+        }
+        let file = try await source.resolve()
+        // Drops what is cached of an older version before the server reads the file.
+        _ = try await cache.resource(for: file)
+        return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName)
+    }
+}
