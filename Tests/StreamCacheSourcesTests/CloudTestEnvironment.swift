@@ -45,6 +45,23 @@ struct CloudTestEnvironment {
         return variables
     }
 
+    /// ``endpointVariables`` and the initial access token in `TOKEN`, for `--token-env TOKEN`.
+    var variablesWithToken: [String: String] {
+        endpointVariables.merging(["TOKEN": Self.accessToken]) { $1 }
+    }
+
+    /// Puts an album on the server, files of `sizes` bytes: `/Music/Album/01.mp3`, `02.mp3`, then
+    /// `CD2/03.mp3` in a subfolder. Returns each path with its bytes.
+    func putAlbum(sizes: [Int], seed: UInt64) -> [(path: String, data: Data)] {
+        let paths = ["/Music/Album/01.mp3", "/Music/Album/02.mp3", "/Music/Album/CD2/03.mp3"]
+        precondition(sizes.count <= paths.count)
+        return zip(paths, sizes).enumerated().map { index, file in
+            let data = TestData.random(count: file.1, seed: seed + UInt64(index))
+            server.setFile(file.0, data: data, mimeType: "audio/mpeg")
+            return (file.0, data)
+        }
+    }
+
     /// The reference of the file at `path` in `service`'s own syntax.
     func reference(_ service: String, path: String) -> String {
         let id = server.fileID(path) ?? "missing"

@@ -250,12 +250,8 @@ import Glibc
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
                 let server = environment.server
-                let files = [("/Music/Album/01.mp3", TestData.random(count: 700_000, seed: 91)),
-                             ("/Music/Album/02.mp3", TestData.random(count: 500_000, seed: 92)),
-                             ("/Music/Album/CD2/03.mp3", TestData.random(count: 300_000, seed: 93))]
-                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
-                var variables = environment.endpointVariables
-                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                let files = environment.putAlbum(sizes: [700_000, 500_000, 300_000], seed: 91)
+                let variables = environment.variablesWithToken
                 let options = ["--token-env", "TOKEN", "--cache-dir", work.appendingPathComponent("cache").path, "--quiet"]
                 let folder = CloudTestEnvironment.folderReference(service, path: "/Music/Album")
 
@@ -290,10 +286,8 @@ import Glibc
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
                 let server = environment.server
-                server.setFile("/Music/Album/01.mp3", data: TestData.random(count: 400_000, seed: 94), mimeType: "audio/mpeg")
-                server.setFile("/Music/Album/02.mp3", data: TestData.random(count: 600_000, seed: 95), mimeType: "audio/mpeg")
-                var variables = environment.endpointVariables
-                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                _ = environment.putAlbum(sizes: [400_000, 600_000], seed: 94)
+                let variables = environment.variablesWithToken
                 let arguments = ["prefetch", "yandex:/Music/Album", "--token-env", "TOKEN", "--cache-dir", work.appendingPathComponent("cache").path, "--quiet"]
                 // Every attempt the retry policy makes for the first file.
                 server.failDownloads(5, status: 503)
@@ -351,12 +345,8 @@ import Glibc
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
                 let server = environment.server
-                let files = [("/Music/Album/01.mp3", TestData.random(count: 800_000, seed: 101)),
-                             ("/Music/Album/02.mp3", TestData.random(count: 400_000, seed: 102)),
-                             ("/Music/Album/CD2/03.mp3", TestData.random(count: 200_000, seed: 103))]
-                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
-                var variables = environment.endpointVariables
-                variables["TOKEN"] = CloudTestEnvironment.accessToken
+                let files = environment.putAlbum(sizes: [800_000, 400_000, 200_000], seed: 101)
+                let variables = environment.variablesWithToken
                 let out = work.appendingPathComponent("stdout"), err = work.appendingPathComponent("stderr")
                 _ = FileManager.default.createFile(atPath: out.path, contents: nil)
                 _ = FileManager.default.createFile(atPath: err.path, contents: nil)
@@ -396,17 +386,14 @@ import Glibc
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
                 let server = environment.server
-                let files = [("/Music/Album/01.mp3", TestData.random(count: 600_000, seed: 104)),
-                             ("/Music/Album/02.mp3", TestData.random(count: 900_000, seed: 105))]
-                for (path, data) in files { server.setFile(path, data: data, mimeType: "audio/mpeg") }
+                let files = environment.putAlbum(sizes: [600_000, 900_000], seed: 104)
                 let cacheDir = work.appendingPathComponent("cache")
                 let serve = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path],
                                                       environment: environment.endpointVariables)
                 try await withAsyncCleanup {
                     let record = cacheDir.appendingPathComponent("server.json")
                     for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
-                    var variables = environment.endpointVariables
-                    variables["TOKEN"] = CloudTestEnvironment.accessToken
+                    let variables = environment.variablesWithToken
                     // No wait for the directory: a command that waited instead of handing over fails at once.
                     let options = ["--token-env", "TOKEN", "--cache-dir", cacheDir.path, "--wait-for-cache", "0", "--quiet"]
                     let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album"] + options, environment: variables)
