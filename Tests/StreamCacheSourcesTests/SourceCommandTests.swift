@@ -415,4 +415,18 @@ import Glibc
             }
         }
     }
+
+    /// What does not apply to what `prefetch` is given is refused before anything is fetched
+    /// (exit 64, with the reason): headers, HLS options with a source, `--recursive` with a URL.
+    @Test func prefetchRefusesOptionsThatDoNotApply() async throws {
+        let cases: [([String], String)] = [
+            (["yandex:/Music/Album", "-H", "Authorization: Bearer x"], "-H is for a URL"),
+            (["yandex:/Music/Album", "--variants", "all"], "--variants and --segments are for an HLS URL"),
+            (["https://example.com/a.mp3", "--recursive"], "--recursive is for a source folder"),
+        ]
+        for (arguments, reason) in cases {
+            let refused = try await CommandLineTool.run(["prefetch"] + arguments)
+            #expect(refused.status == 64 && refused.stderr.contains(reason), "\(arguments): \(refused.status) \(refused.stderr)")
+        }
+    }
 }
