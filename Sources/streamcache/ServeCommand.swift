@@ -38,6 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
           streamcache serve webdav://me@127.0.0.1:8080/music/a.mp3 --password-env WEBDAV_PASSWORD
           streamcache serve yandex:/Music/a.mp3 --token-env YANDEX_TOKEN
           streamcache serve yandex:/Music/Album --recursive --prefetch --token-env YANDEX_TOKEN
+          streamcache serve --folder yandex:/Music --url-token music --token-env YANDEX_TOKEN   # http://127.0.0.1:PORT/music/Album/01.mp3
         """
     )
 
@@ -50,7 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customShort("H"), help: ArgumentHelp("A header sent to the origin, 'Name: value'. Repeatable; applies to every URL and the folder.", valueName: "header"))
     var headers: [String] = []
 
-    @Option(help: ArgumentHelp("Serve every file below this URL at http://HOST:PORT/<token>/<relative path>.", valueName: "base-url"))
+    @Option(help: ArgumentHelp("Serve every file below this URL, or this cloud or WebDAV folder (yandex:/Music, webdav://me@nas/music/), at http://HOST:PORT/<token>/<relative path>.", valueName: "base-url"))
     var folder: String?
 
     @Option(name: .customLong("url-token"), help: ArgumentHelp("The folder's token in its URLs (default: a fresh random token each start).", valueName: "value"))
@@ -91,7 +92,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         for url in urls where !SourceReference.isSourceReference(url) { _ = try ArgumentParsing.httpURL(url) }
-        if let folder { _ = try ArgumentParsing.httpURL(folder) }
+        if let folder, !SourceReference.isSourceReference(folder) { _ = try ArgumentParsing.httpURL(folder) }
         _ = try ArgumentParsing.headers(headers)
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535.") }
         if urlToken != nil, folder == nil { throw ValidationError("--url-token needs --folder.") }
@@ -159,8 +160,12 @@ struct ServeCommand: AsyncParsableCommand {
         var mount: FolderMount?
         var originProblem: String?
         do {
-            if let folder { mount = try server.mountFolder(try ArgumentParsing.httpURL(folder), headers: headers, token: urlToken) }
-            if let mount {
+            if let folder, SourceReference.isSourceReference(folder) {
+                mount = try mountSourceFolder(folder, on: server, cache: cache, transport: transport)
+            } else if let folder {
+                mount = try server.mountFolder(try ArgumentParsing.httpURL(folder), headers: headers, token: urlToken)
+            }
+            if let mount, mount.baseURL != nil {
                 // Checked before the port opens, so the first player finds the origin's keep-alive
                 // connection ready (about 1.5 ms of its first byte); a slow origin delays the start by 2 s at most.
                 originProblem = await server.checkOrigin(of: mount, timeout: .seconds(2))
@@ -185,7 +190,7 @@ struct ServeCommand: AsyncParsableCommand {
             printLine(url: server.url(for: registration).absoluteString, source: source)
         }
         if let mount, let base = server.baseURL {
-            printLine(url: base.absoluteString + "/\(mount.token)/", source: mount.baseURL.redactedDescription)
+            printLine(url: base.absoluteString + "/\(mount.token)/", source: mount.name)
             if let originProblem { Self.printError("warning: \(originProblem)") }
         }
         Self.printError("streamcache: serving on \(server.baseURL?.absoluteString ?? host); control API at /api/ with 'Authorization: Bearer \(server.controlToken)' (also in \(tokenFile.path)); Ctrl-C stops")
@@ -203,6 +208,28 @@ struct ServeCommand: AsyncParsableCommand {
         await server.stop()
         Self.printError("streamcache: \(Self.summary(of: cache.statistics))")
         await cache.shutdown()
+    }
+
+    /// Serves the files below a cloud or WebDAV folder, each looked up by its path at its first
+    /// request. The folder is listed once in the background as the server starts, to say at once
+    /// when the token or the folder is wrong.
+    private func mountSourceFolder(_ folder: String, on server: ProxyServer, cache: StreamCache, transport: any HTTPTransport) throws -> FolderMount {
+        let parse = try sources.parser(for: folder, transport: transport)
+        let paths = SourceFolderPaths(folder: folder, parse: parse)
+        let mount = try server.mountFolder(named: try parse(folder).reference, token: urlToken) { path in
+            let file = try await paths.file(at: path)
+            // Drops what is cached of an older version before the first byte is served.
+            _ = try await cache.resource(for: file)
+            return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName)
+        }
+        Task {
+            do {
+                _ = try await paths.listing()
+            } catch {
+                Self.printError("warning: \(mount.name) could not be listed: \(error); its files may not play.")
+            }
+        }
+        return mount
     }
 
     /// One line on what the cache did while serving: bytes served and how many came from disk,

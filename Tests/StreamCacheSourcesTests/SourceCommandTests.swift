@@ -429,4 +429,73 @@ import Glibc
             #expect(refused.status == 64 && refused.stderr.contains(reason), "\(arguments): \(refused.status) \(refused.stderr)")
         }
     }
+
+    /// `serve --folder` of a cloud folder plays any file below it by its path, subfolders and
+    /// names with spaces included, each looked up at its first request only (a second range of a
+    /// file asks the service's API nothing); a path that names nothing, or a folder, is 404.
+    @Test(arguments: ["yandex", "dropbox", "gdrive", "onedrive", "box"])
+    func serveOfACloudFolderMountPlaysAnyFileBelowItByPath(service: String) async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                var files = environment.putAlbum(sizes: [300_000, 200_000, 100_000], seed: 106)
+                let spaced = TestData.random(count: 150_000, seed: 109)
+                environment.server.setFile("/Music/Album/Track 04.mp3", data: spaced, mimeType: "audio/mpeg")
+                files.append(("/Music/Album/Track 04.mp3", spaced))
+                let arguments = ["--folder", CloudTestEnvironment.folderReference(service, path: "/Music"), "--url-token", "music", "--token-env", "TOKEN",
+                                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(arguments, environment: environment.variablesWithToken, in: work)
+                try await withAsyncCleanup {
+                    #expect(url.absoluteString.hasSuffix("/music/"), "\(url)")
+                    let port = url.port ?? 0
+                    for (path, data) in files {
+                        let relative = "/music" + path.dropFirst("/Music".count).replacingOccurrences(of: " ", with: "%20")
+                        let whole = try await RawHTTP.get(port: port, path: relative)
+                        #expect(whole.status == 200 && TestData.sha256(whole.body) == TestData.sha256(data), "\(relative): \(whole.head)")
+                    }
+                    let lookups = environment.server.records.filter { $0.host == .api }.count
+                    let range = try await RawHTTP.get(port: port, path: "/music/Album/02.mp3", headers: ["Range: bytes=1000-1999"])
+                    #expect(range.status == 206 && range.body == files[1].data[1000..<2000])
+                    #expect(environment.server.records.filter { $0.host == .api }.count == lookups, "the second request for a file looked it up again")
+                    #expect(environment.server.downloadedBytes == 750_000, "each byte once")
+                    for missing in ["/music/Album/none.mp3", "/music/Album/CD2", "/music/Album/01.mp3/x"] {
+                        let answer = try await RawHTTP.get(port: port, path: missing)
+                        #expect(answer.status == 404, "\(missing): \(answer.head)")
+                    }
+                    // A file added after its folder was listed plays at once; a miss is not kept.
+                    let added = TestData.random(count: 50_000, seed: 112)
+                    environment.server.setFile("/Music/Album/none.mp3", data: added, mimeType: "audio/mpeg")
+                    let late = try await RawHTTP.get(port: port, path: "/music/Album/none.mp3")
+                    #expect(late.status == 200 && TestData.sha256(late.body) == TestData.sha256(added), "\(late.head)")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
+
+    /// `serve --folder` of a WebDAV collection plays the files below it by their paths.
+    @Test func serveOfAWebDAVFolderMountPlaysTheFilesBelowIt() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
+            let a = TestData.random(count: 400_000, seed: 110), c = TestData.random(count: 90_000, seed: 111)
+            try a.write(to: root.appendingPathComponent("music/a.mp3"))
+            try c.write(to: root.appendingPathComponent("music/live/c.mp3"))
+            let account = Nginx.WebDAVAccount(user: "mounter", password: "mount-secret-8e4b")
+            try await Nginx.serving(root: root, webDAV: account) { nginx in
+                let work = root.appendingPathComponent("work")
+                try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+                let arguments = ["--folder", "webdav://mounter@127.0.0.1:\(nginx.port)/music/", "--password-env", "PW",
+                                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(arguments, environment: ["PW": account.password], in: work)
+                try await withAsyncCleanup {
+                    for (relative, data) in [("a.mp3", a), ("live/c.mp3", c)] {
+                        let answer = try await RawHTTP.get(port: url.port ?? 0, path: url.path + "/" + relative)
+                        #expect(answer.status == 200 && TestData.sha256(answer.body) == TestData.sha256(data), "\(relative): \(answer.head)")
+                    }
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
 }

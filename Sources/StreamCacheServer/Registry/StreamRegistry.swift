@@ -30,8 +30,12 @@ public struct StreamRegistration: Sendable, Hashable {
 public struct FolderMount: Sendable, Hashable {
     /// The first path segment of every URL below the folder.
     public let token: String
-    /// The folder's URL on the origin.
-    public let baseURL: URL
+    /// The folder's URL on the origin; `nil` for a folder whose files a resolver finds (a cloud
+    /// or WebDAV folder, ``ProxyServer/mountFolder(named:token:resolvingFiles:)``).
+    public let baseURL: URL?
+    /// What the folder is, for people: its URL without secrets, or the name it was mounted with
+    /// (a source reference).
+    public let name: String
 
     /// The path of `relative` below the folder: `/<token>/<relative path>`.
     public func path(of relative: RelativePath) -> String { "/\(token)/\(relative.percentEncoded)" }
@@ -58,9 +62,11 @@ final class StreamRegistry: Sendable {
 
     struct Folder: Sendable {
         var mount: FolderMount
-        var headers: HTTPHeaders
+        var headers: HTTPHeaders = [:]
         /// The transport for this folder's files, when not the server's own.
         var transport: (any HTTPTransport)?
+        /// The files of a folder mounted with a resolver instead of a URL.
+        var resolvedFiles: ResolvedFolderFiles?
     }
 
     /// A file a playlist names, kept small, since a live stream names new ones forever: its URL
@@ -193,16 +199,27 @@ final class StreamRegistry: Sendable {
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the token is malformed, reserved, or
     ///   already mounts another folder.
     func mount(_ baseURL: URL, headers: HTTPHeaders, token: String, transport: (any HTTPTransport)? = nil) throws -> FolderMount {
+        try mount(Folder(mount: FolderMount(token: token, baseURL: baseURL, name: baseURL.redactedDescription), headers: headers, transport: transport))
+    }
+
+    /// Mounts a folder whose files `resolve` finds, under `token`.
+    ///
+    /// - Throws: as ``mount(_:headers:token:transport:)``.
+    func mount(named name: String, token: String, resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream) throws -> FolderMount {
+        try mount(Folder(mount: FolderMount(token: token, baseURL: nil, name: name), resolvedFiles: ResolvedFolderFiles(resolve: resolve)))
+    }
+
+    private func mount(_ folder: Folder) throws -> FolderMount {
+        let token = folder.mount.token
         guard SecretToken.isValid(token), !Self.reservedTokens.contains(token) else {
             throw StreamCacheError(.invalidArgument, "The URL token must be 1–128 letters, digits, '-', '_', '.' or '~', and not 's' or 'api'.")
         }
         return try state.withLock { state in
-            if let existing = state.folders[token], existing.mount.baseURL != baseURL {
+            if let existing = state.folders[token], existing.mount != folder.mount {
                 throw StreamCacheError(.invalidArgument, "The URL token \(token) already serves another folder.")
             }
-            let mount = FolderMount(token: token, baseURL: baseURL)
-            state.folders[token] = Folder(mount: mount, headers: headers, transport: transport)
-            return mount
+            state.folders[token] = folder
+            return folder.mount
         }
     }
 

@@ -73,9 +73,9 @@ struct ProxyResponder: Sendable {
         default:
             guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }
             let encodedRest = path.dropFirst(first.count + 2)
-            guard let relative = RelativePath(encoded: encodedRest), let url = relative.url(below: folder.mount.baseURL) else {
-                return Self.notFound
-            }
+            guard let relative = RelativePath(encoded: encodedRest) else { return Self.notFound }
+            if let files = folder.resolvedFiles { return await respond(to: request, file: relative, of: files, token: first, context: context) }
+            guard let baseURL = folder.mount.baseURL, let url = relative.url(below: baseURL) else { return Self.notFound }
             // A file below a folder is not registered: it gets a stream for this request only,
             // named by the folder's token, so it is served (and its playlists resolved) like one.
             let registration = StreamRegistration(id: String(first), fileName: relative.fileName, key: CacheKey(url: url), sourceDescription: "")
@@ -83,6 +83,26 @@ struct ProxyResponder: Sendable {
                                                location: HLSLocation(url: url, headers: folder.headers))
             return await respond(to: request, stream: stream, context: context)
         }
+    }
+
+    /// A file below a folder mounted with a resolver: looked up once, then served as a plain file.
+    private func respond(to request: Request, file path: RelativePath, of files: ResolvedFolderFiles, token: Substring,
+                         context: Context) async -> Response {
+        let file: SourceStream
+        do {
+            file = try await files.file(at: path)
+        } catch let error as StreamCacheError where error.code == .notFound {
+            return Self.notFound
+        } catch {
+            server.logger.warning("A file below a mounted folder could not be looked up", metadata: ["error": "\(error)"])
+            var response = Response(status: .badGateway, headers: [.contentType: "text/plain; charset=utf-8"],
+                                    body: ResponseBody(byteBuffer: ByteBuffer(string: "The file could not be looked up: \(error)\n")))
+            if let error = error as? StreamCacheError { response.headers[.streamCacheError] = "\(error.code)" }
+            return response
+        }
+        let registration = StreamRegistration(id: String(token), fileName: path.fileName, key: file.key, sourceDescription: "")
+        return await respond(to: request, stream: StreamRegistry.Stream(registration: registration, origin: file.origin, isPlaylist: false),
+                             context: context)
     }
 
     /// A file: a playlist when its name or known type says so (or its stream was named as one);

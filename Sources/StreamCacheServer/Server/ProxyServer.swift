@@ -117,6 +117,26 @@ public final class ProxyServer: Sendable {
         try core.registry.mount(baseURL, headers: headers, token: token ?? SecretToken.make())
     }
 
+    /// Serves every file below a folder whose files `resolve` finds by their path (a cloud or
+    /// WebDAV folder, which the server links no code for: see ``SourceResolving``) at
+    /// `/<token>/<relative path>`.
+    ///
+    /// Paths are normalized as for ``mountFolder(_:headers:token:)``. A file is resolved at its
+    /// first request and kept while the server runs, so a player's range requests for it cost
+    /// one lookup (``StreamCacheError/Code/notFound`` answers 404, other failures 502, and are
+    /// asked again next time). Its files are served as plain files, never as HLS playlists.
+    ///
+    /// - Parameters:
+    ///   - name: What the folder is, for people (a source reference, without secrets).
+    ///   - token: The first path segment; a fresh random token by default.
+    ///   - resolve: Finds the file at a path below the folder.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a malformed or reserved token.
+    @discardableResult
+    public func mountFolder(named name: String, token: String? = nil,
+                            resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream) throws -> FolderMount {
+        try core.registry.mount(named: name, token: token ?? SecretToken.make(), resolvingFiles: resolve)
+    }
+
     /// Asks the folder's origin whether it answers with these headers (a 1-byte `GET` of the
     /// folder URL), so `serve` can warn at start instead of at the first play; it also leaves the
     /// keep-alive connection the first stream will use in the client's pool (AsyncHTTPClient does
@@ -130,23 +150,24 @@ public final class ProxyServer: Sendable {
     /// - Returns: `nil` when the origin answered 2xx or 3xx, else a sentence for the user.
     public func checkOrigin(of folder: FolderMount, timeout: Duration = .seconds(10)) async -> String? {
         guard let mounted = core.registry.folder(token: folder.token) else { return "The folder is not mounted." }
+        guard let baseURL = mounted.mount.baseURL else { return nil }
         var headers = mounted.headers
         headers["Range"] = "bytes=0-0"
         do {
-            let response = try await core.transport.send(HTTPRequest(method: "GET", url: mounted.mount.baseURL, headers: headers,
+            let response = try await core.transport.send(HTTPRequest(method: "GET", url: baseURL, headers: headers,
                                                                      timeout: timeout))
             // Read the (short) body to its end: that returns the connection to the pool for the
             // first stream, where discarding it would close it.
             _ = try? await response.body.collect(upTo: 256 * 1024)
             switch response.status {
             case 200..<400: return nil
-            case 401: return "The origin rejected the credentials (HTTP 401) for \(mounted.mount.baseURL.redactedDescription)."
+            case 401: return "The origin rejected the credentials (HTTP 401) for \(baseURL.redactedDescription)."
             default:
-                return "The origin answered HTTP \(response.status) for the folder URL \(mounted.mount.baseURL.redactedDescription) itself; "
+                return "The origin answered HTTP \(response.status) for the folder URL \(baseURL.redactedDescription) itself; "
                     + "files below it may still be served."
             }
         } catch {
-            return "The origin could not be reached at \(mounted.mount.baseURL.redactedDescription): \(error)"
+            return "The origin could not be reached at \(baseURL.redactedDescription): \(error)"
         }
     }
 

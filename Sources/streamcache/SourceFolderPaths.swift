@@ -1,0 +1,51 @@
+import StreamCache
+import StreamCacheServer
+import StreamCacheSources
+
+/// Finds the files below a source folder by their paths, for `serve --folder SOURCE`: one level
+/// at a time through the folder's listings, since a path means the same on every service while
+/// references do not (Google Drive and Box name files by id). Each listing is kept for
+/// ``listingLifetime``, so an album played track after track lists its folder once; a name a
+/// kept listing lacks has its folder listed again.
+final class SourceFolderPaths: Sendable {
+    static let listingLifetime: Duration = .seconds(60)
+
+    /// The folder's reference as the user gave it.
+    let folder: String
+    private let parse: @Sendable (String) throws -> any Source
+    private let listings = Locked([String: (entries: [SourceEntry], listedAt: ContinuousClock.Instant)]())
+
+    init(folder: String, parse: @escaping @Sendable (String) throws -> any Source) {
+        self.folder = folder
+        self.parse = parse
+    }
+
+    /// The file at `path` below the folder, resolved.
+    ///
+    /// - Throws: ``StreamCacheError``: `notFound` when a segment names nothing (or a folder where a
+    ///   file ends the path), else the service's error.
+    func file(at path: RelativePath) async throws -> ResolvedSource {
+        var reference = folder
+        for (index, segment) in path.segments.enumerated() {
+            let isLast = index == path.segments.count - 1
+            let matches = { (entry: SourceEntry) in entry.name == segment && entry.isFolder != isLast }
+            // A kept listing that lacks the name is asked for again: the file may be new.
+            var entry = try await listing(of: reference).first(where: matches)
+            if entry == nil { entry = try await listing(of: reference, keptOnesWillDo: false).first(where: matches) }
+            guard let entry else { throw StreamCacheError(.notFound, "\(folder) holds no file \(path).") }
+            reference = entry.reference
+        }
+        return try await parse(reference).resolve()
+    }
+
+    /// The folder's entries (`reference` itself by default): what `serve` asks once at start to
+    /// tell a wrong token or folder before the first play.
+    func listing(of reference: String? = nil, keptOnesWillDo: Bool = true) async throws -> [SourceEntry] {
+        let reference = reference ?? folder
+        let now = ContinuousClock.now
+        if keptOnesWillDo, let kept = listings.withLock({ $0[reference] }), now - kept.listedAt < Self.listingLifetime { return kept.entries }
+        let entries = try await parse(reference).list()
+        listings.withLock { $0[reference] = (entries, now) }
+        return entries
+    }
+}
