@@ -217,10 +217,7 @@ struct ServeCommand: AsyncParsableCommand {
         let parse = try sources.parser(for: folder, transport: transport)
         let paths = SourceFolderPaths(folder: folder, parse: parse)
         let mount = try server.mountFolder(named: try parse(folder).reference, token: urlToken) { path in
-            let file = try await paths.file(at: path)
-            // Drops what is cached of an older version before the first byte is served.
-            _ = try await cache.resource(for: file)
-            return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName)
+            try await cache.stream(for: try await paths.file(at: path))
         }
         Task {
             do {

@@ -22,9 +22,15 @@ struct ServedSourceResolver: SourceResolving {
         } catch let error as ValidationError {
             throw StreamCacheError(.invalidArgument, error.message)
         }
-        let file = try await source.resolve()
-        // Drops what is cached of an older version before the server reads the file.
-        _ = try await cache.resource(for: file)
+        return try await cache.stream(for: try await source.resolve())
+    }
+}
+
+extension StreamCache {
+    /// What the server registers for a source's file, once the bytes cached of an older version
+    /// of it are dropped.
+    func stream(for file: ResolvedSource) async throws -> SourceStream {
+        _ = try await resource(for: file)
         return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName)
     }
 }

@@ -27,6 +27,15 @@ import Glibc
         throw StreamCacheError(.originUnavailable, "serve printed no stream URL (exit \(process.isRunning ? -1 : process.terminationStatus))")
     }
 
+    /// Writes each file at its path below `root`, making its folders.
+    static func write(_ files: [String: Data], below root: URL) throws {
+        for (path, data) in files {
+            let file = root.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try data.write(to: file)
+        }
+    }
+
     static func stop(_ process: ChildProcess) async throws {
         process.signal(SIGTERM)
         for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
@@ -310,11 +319,8 @@ import Glibc
     /// reference to nothing is `notFound` (exit 5).
     @Test func prefetchOfAWebDAVCollection() async throws {
         try await withTemporaryDirectory { root in
-            try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
             let a = TestData.random(count: 900_000, seed: 96), b = TestData.random(count: 300_000, seed: 97)
-            try a.write(to: root.appendingPathComponent("music/a.mp3"))
-            try b.write(to: root.appendingPathComponent("music/b.mp3"))
-            try TestData.random(count: 1000, seed: 98).write(to: root.appendingPathComponent("music/live/c.mp3"))
+            try Self.write(["music/a.mp3": a, "music/b.mp3": b, "music/live/c.mp3": TestData.random(count: 1000, seed: 98)], below: root)
             let account = Nginx.WebDAVAccount(user: "keeper", password: "prefetch-secret-5c2a")
             try await Nginx.serving(root: root, webDAV: account) { nginx in
                 let base = "webdav://keeper@127.0.0.1:\(nginx.port)/music"
@@ -476,10 +482,8 @@ import Glibc
     /// `serve --folder` of a WebDAV collection plays the files below it by their paths.
     @Test func serveOfAWebDAVFolderMountPlaysTheFilesBelowIt() async throws {
         try await withTemporaryDirectory { root in
-            try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
             let a = TestData.random(count: 400_000, seed: 110), c = TestData.random(count: 90_000, seed: 111)
-            try a.write(to: root.appendingPathComponent("music/a.mp3"))
-            try c.write(to: root.appendingPathComponent("music/live/c.mp3"))
+            try Self.write(["music/a.mp3": a, "music/live/c.mp3": c], below: root)
             let account = Nginx.WebDAVAccount(user: "mounter", password: "mount-secret-8e4b")
             try await Nginx.serving(root: root, webDAV: account) { nginx in
                 let work = root.appendingPathComponent("work")
