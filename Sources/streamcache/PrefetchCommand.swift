@@ -149,14 +149,17 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     /// Has the server prefetch what `register` registers with it (printed as `name`), and waits.
     ///
+    /// - Returns: the bytes cached.
     /// - Throws: the prefetch's error; an `ExitCode` when a signal stopped it.
+    @discardableResult
     private func prefetch(_ name: String, through server: RunningServer,
-                          register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws {
+                          register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws -> Int64 {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
         let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)
         // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
         let registered = Locked<String?>(nil)
+        let cached = Locked<Int64>(0)
         let interruption = try await TerminationSignals.cancelling {
             var status = try await register()
             let id = status.id
@@ -180,8 +183,10 @@ struct PrefetchCommand: AsyncParsableCommand {
                 throw StreamCacheError(RunningServer.code(named: status.prefetchErrorCode, status: 502), "The server's prefetch failed: \(message)")
             }
             if let hls = status.hlsPrefetch {
+                cached.withLock { $0 = hls.bytes }
                 print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(name)")
             } else {
+                cached.withLock { $0 = status.size ?? status.cachedBytes }
                 print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(name)")
             }
         }
@@ -196,6 +201,7 @@ struct PrefetchCommand: AsyncParsableCommand {
             }
             throw TerminationSignals.exit(stoppedBy: interruption)
         }
+        return cached.withLock { $0 }
     }
 
     /// Downloads the file a source reference names, or every file of its folder, one after
@@ -279,9 +285,8 @@ struct PrefetchCommand: AsyncParsableCommand {
         var outcome = SourcePrefetchOutcome()
         for file in files {
             do {
-                try await prefetch(file.reference, through: server) { try await server.register(source: file.reference, access: access) }
+                outcome.bytes += try await prefetch(file.reference, through: server) { try await server.register(source: file.reference, access: access) }
                 outcome.files += 1
-                outcome.bytes += file.resolved.size ?? 0
             } catch let stop as ExitCode {
                 throw stop
             } catch {

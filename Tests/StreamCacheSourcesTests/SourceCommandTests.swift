@@ -406,7 +406,7 @@ import Glibc
                     #expect(prefetched.status == 0, "\(prefetched.stderr)")
                     #expect(prefetched.stderr.contains("in use by the server"), "\(prefetched.stderr)")
                     #expect(prefetched.output.contains("cached for yandex:/Music/Album/01.mp3\n") && prefetched.output.contains("cached for yandex:/Music/Album/02.mp3\n")
-                            && prefetched.output.hasSuffix(" cached for yandex:/Music/Album\n"), "\(prefetched.output)")
+                            && prefetched.output.hasSuffix("\n2 files (1.4 MiB) cached for yandex:/Music/Album\n"), "\(prefetched.output)")
                     #expect(server.downloadedBytes == 1_500_000, "each byte once, by the server")
 
                     let output = work.appendingPathComponent("02.mp3")
