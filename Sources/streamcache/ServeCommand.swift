@@ -165,7 +165,7 @@ struct ServeCommand: AsyncParsableCommand {
             } else if let folder {
                 mount = try server.mountFolder(try ArgumentParsing.httpURL(folder), headers: headers, token: urlToken)
             }
-            if let mount, mount.baseURL != nil {
+            if let mount {
                 // Checked before the port opens, so the first player finds the origin's keep-alive
                 // connection ready (about 1.5 ms of its first byte); a slow origin delays the start by 2 s at most.
                 originProblem = await server.checkOrigin(of: mount, timeout: .seconds(2))
