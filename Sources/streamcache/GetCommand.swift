@@ -88,10 +88,17 @@ struct GetCommand: AsyncParsableCommand {
         // cold `get` keeps its memory flat whatever the link and the disk; URLSession on Linux
         // cannot: with parallel parts a cold 1 GiB get peaked at 86-94 MiB over it, 60 over this.
         let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
+        // A source's file, resolved by its service, or to be found in the cache by its reference
+        // when the service is out of reach (the failure said if the cache knows none).
+        var source: (any Source)?
         var file: ResolvedSource?
+        var unreachable: StreamCacheError?
         if SourceReference.isSourceReference(url) {
             do {
-                file = try await sources.source(url, transport: transport).resolve()
+                source = try sources.source(url, transport: transport)
+                file = try await source?.resolve()
+            } catch let failure as StreamCacheError where failure.code == .originUnavailable {
+                unreachable = failure
             } catch {
                 throw Failure.exit(error)
             }
@@ -101,9 +108,9 @@ struct GetCommand: AsyncParsableCommand {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
             try eviction.apply(to: &configuration)
-            configuration.keysToBeRead = [try file?.key ?? CacheKey(url: parsedURL())]
+            if unreachable == nil { configuration.keysToBeRead = [try file?.key ?? CacheKey(url: parsedURL())] }
             let open = { try StreamCache(configuration: configuration) }
-            if file != nil {
+            if SourceReference.isSourceReference(url) {
                 // A server that holds the directory resolves the file again itself, with the
                 // credentials this command was given (its origin, with its token and expiring
                 // links, lives in this process and cannot be handed over).
@@ -131,8 +138,13 @@ struct GetCommand: AsyncParsableCommand {
         let output: FileDescriptorOutput
         let resource: Resource
         do {
-            if let file {
-                resource = try await cache.resource(for: file)
+            if let source {
+                // Its reference is remembered for a later run with the service out of reach, and
+                // looked up in the cache when this one is.
+                resource = try await cache.resource(for: try await cache.resolve(alias: source.reference) {
+                    if let file { return file }
+                    throw unreachable ?? StreamCacheError(.originUnavailable, "\(source.reference) could not be resolved.")
+                })
             } else {
                 let url = try parsedURL()
                 resource = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, headers: try parsedHeaders(), transport: transport))

@@ -265,7 +265,8 @@ struct PrefetchCommand: AsyncParsableCommand {
         let interruption = try await TerminationSignals.cancelling {
             for file in files {
                 do {
-                    let resource = try await cache.resource(for: file.resolved)
+                    // Its reference is remembered: a `serve` or `get` with the service out of reach finds it.
+                    let resource = try await cache.resource(for: try await cache.resolve(alias: file.reference) { file.resolved })
                     try await resource.prefetch()
                     let size = resource.knownInfo?.totalLength ?? file.resolved.size ?? 0
                     outcome.withLock { $0.files += 1; $0.bytes += size }

@@ -139,12 +139,15 @@ struct ServeCommand: AsyncParsableCommand {
                 do {
                     // A folder's files are each served; one that cannot be looked up is said and left out.
                     let found = try await SourceFiles.find(text, parse: try sources.parser(for: text, transport: transport), recursive: recursive,
-                                                           resolvingFirst: true)
+                                                           resolvingFirst: true) { try await cache.resolve($0) }
                     for (reference, error) in found.failures { Self.printError("warning: \(reference) is not served: \(error)") }
                     if !found.foldersLeftOut.isEmpty, !recursive {
                         Self.printError("warning: \(text): \(found.foldersLeftOut.count) subfolder(s) not served (--recursive serves them)")
                     }
                     for file in found.files {
+                        if file.resolved.isOffline {
+                            Self.printError("warning: \(file.reference): its service could not be reached; serving what the cache holds of it.")
+                        }
                         _ = try await cache.resource(for: file.resolved)
                         registrations.append((server.register(origin: file.resolved.origin, key: file.resolved.key, fileName: file.resolved.fileName),
                                               file.reference))
@@ -216,8 +219,10 @@ struct ServeCommand: AsyncParsableCommand {
     private func mountSourceFolder(_ folder: String, on server: ProxyServer, cache: StreamCache, transport: any HTTPTransport) throws -> FolderMount {
         let parse = try sources.parser(for: folder, transport: transport)
         let paths = SourceFolderPaths(folder: folder, parse: parse)
-        let mount = try server.mountFolder(named: try parse(folder).reference, token: urlToken) { path in
-            try await cache.stream(for: try await paths.file(at: path))
+        let name = try parse(folder).reference
+        let mount = try server.mountFolder(named: name, token: urlToken) { path in
+            // Known by the folder's name and the path, for when the service is out of reach.
+            try await cache.stream(for: try await cache.resolve(alias: "\(name)/\(path)") { try await paths.file(at: path) })
         }
         Task {
             do {

@@ -22,7 +22,7 @@ struct ServedSourceResolver: SourceResolving {
         } catch let error as ValidationError {
             throw StreamCacheError(.invalidArgument, error.message)
         }
-        return try await cache.stream(for: try await source.resolve())
+        return try await cache.stream(for: try await cache.resolve(source))
     }
 }
 
@@ -31,6 +31,6 @@ extension StreamCache {
     /// of it are dropped.
     func stream(for file: ResolvedSource) async throws -> SourceStream {
         _ = try await resource(for: file)
-        return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName)
+        return SourceStream(key: file.key, origin: file.origin, fileName: file.fileName, isProvisional: file.isOffline)
     }
 }

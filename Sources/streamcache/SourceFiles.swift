@@ -29,30 +29,44 @@ struct SourceFiles {
     /// whole (there is nothing to download); a file or subfolder in it that fails is recorded.
     ///
     /// - Parameter resolvingFirst: resolve the reference as a file, and list it only when its
-    ///   source refuses it as a folder (``Source/resolvedOrListed()``), instead of asking what it
-    ///   is (``Source/contents()``). A WebDAV file then needs no request, so `serve` plays a
+    ///   source refuses it as a folder (as ``Source/resolvedOrListed()`` does), instead of asking
+    ///   what it is (``Source/contents()``). A WebDAV file then needs no request, so `serve` plays a
     ///   cached one with its server unreachable; a collection's reference must end with `/`.
     /// - Throws: ``StreamCacheError`` from the reference's own lookup, `CancellationError`.
-    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool,
-                     resolvingFirst: Bool = false) async throws -> SourceFiles {
+    /// - Parameter resolve: how a file is resolved (`serve` has its cache fall back on what it
+    ///   holds when the service is out of reach: ``StreamCache/StreamCache/resolve(_:)``).
+    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool, resolvingFirst: Bool = false,
+                     resolve: (any Source) async throws -> ResolvedSource = { try await $0.resolve() }) async throws -> SourceFiles {
         var found = SourceFiles()
         let source = try parse(reference)
         found.name = source.reference
-        switch try await resolvingFirst ? source.resolvedOrListed() : source.contents() {
+        let contents: SourceContents
+        if resolvingFirst {
+            do {
+                contents = .file(try await resolve(source))
+            } catch let refusal as StreamCacheError where refusal.code == .invalidArgument {
+                guard let entries = try? await source.list() else { throw refusal }
+                contents = .folder(entries)
+            }
+        } else {
+            contents = try await source.contents()
+        }
+        switch contents {
         case .file(let file):
             found.files.append(File(reference: source.reference, resolved: file))
         case .folder(let entries):
             found.isFolder = true
-            try await found.add(entries, parse: parse, recursive: recursive, depth: 1)
+            try await found.add(entries, parse: parse, resolve: resolve, recursive: recursive, depth: 1)
         }
         return found
     }
 
-    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, recursive: Bool, depth: Int) async throws {
+    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, resolve: (any Source) async throws -> ResolvedSource,
+                              recursive: Bool, depth: Int) async throws {
         let byName = entries.sorted { $0.name < $1.name }
         for entry in byName where !entry.isFolder {
             do {
-                files.append(File(reference: entry.reference, resolved: try await parse(entry.reference).resolve()))
+                files.append(File(reference: entry.reference, resolved: try await resolve(try parse(entry.reference))))
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))
@@ -65,7 +79,7 @@ struct SourceFiles {
             }
             do {
                 let listed = try await parse(entry.reference).list()
-                try await add(listed, parse: parse, recursive: recursive, depth: depth + 1)
+                try await add(listed, parse: parse, resolve: resolve, recursive: recursive, depth: depth + 1)
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))

@@ -502,4 +502,51 @@ import Glibc
             }
         }
     }
+
+    /// Files of a cloud folder prefetched for offline play play with the service out of reach:
+    /// `get` by their reference, `serve` of the reference and a `serve --folder` above them, from
+    /// the cache alone (the cache remembers which file each reference named); a file never cached
+    /// fails as the service did.
+    @Test func filesPrefetchedForOfflinePlayPlayWithTheirServiceOutOfReach() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let files = environment.putAlbum(sizes: [500_000, 300_000, 100_000], seed: 113)
+                let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
+                let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+
+                // The service's address now refuses every connection.
+                var offline = environment.variablesWithToken
+                offline["STREAMCACHE_ENDPOINT_YANDEX"] = "http://127.0.0.1:1/yandex/v1/disk"
+                let output = work.appendingPathComponent("01.mp3")
+                let got = try await CommandLineTool.run(["get", "yandex:/Music/Album/01.mp3", "-o", output.path, "--quiet"] + cacheOptions, environment: offline)
+                #expect(got.status == 0, "\(got.stderr)")
+                #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(files[0].data))
+                let never = try await CommandLineTool.run(["get", "yandex:/Music/Album/CD2/03.mp3", "-o", output.path, "--quiet"] + cacheOptions, environment: offline)
+                #expect(never.status == 3, "\(never.stderr)")
+
+                let control = ["--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(["yandex:/Music/Album/02.mp3"] + cacheOptions + control, environment: offline, in: work)
+                try await withAsyncCleanup {
+                    let answer = try await RawHTTP.get(port: url.port ?? 0, path: url.path)
+                    #expect(answer.status == 200 && TestData.sha256(answer.body) == TestData.sha256(files[1].data), "\(answer.head)")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+                let (folder, mounted) = try await Self.serve(["--folder", "yandex:/Music", "--url-token", "music"] + cacheOptions + control, environment: offline, in: work)
+                try await withAsyncCleanup {
+                    let port = folder.port ?? 0
+                    for (path, data) in files.prefix(2) {
+                        let answer = try await RawHTTP.get(port: port, path: "/music" + path.dropFirst("/Music".count))
+                        #expect(answer.status == 200 && TestData.sha256(answer.body) == TestData.sha256(data), "\(path): \(answer.head)")
+                    }
+                    let uncached = try await RawHTTP.get(port: port, path: "/music/Album/CD2/03.mp3")
+                    #expect(uncached.status == 502, "\(uncached.head)")
+                } cleanup: {
+                    try? await Self.stop(mounted)
+                }
+                #expect(environment.server.downloadedBytes == 800_000, "nothing was fetched after the prefetch")
+            }
+        }
+    }
 }

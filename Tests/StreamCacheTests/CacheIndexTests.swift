@@ -140,6 +140,29 @@ import Testing
         }
     }
 
+    /// An alias names its resource for the next store too (an index of an earlier version gains
+    /// the table), and names nothing once the resource is gone.
+    @Test func aliasesAreKeptForTheNextStoreWhileTheirResourceIs() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = try Self.makeEarlierVersionsCache(in: directory, fileBytes: 4096, spans: [(0, 4096)])
+            do {
+                let store = try CacheStore(directory: directory)
+                #expect(try await store.resource(aliased: "yandex:/Music/a.mp3") == nil)
+                try await store.setAlias("yandex:/Music/a.mp3", for: CacheKey("yandex:9:/Music/old.mp3"), fileName: "old.mp3")
+                // The newest word holds.
+                try await store.setAlias("yandex:/Music/a.mp3", for: key, fileName: "a.mp3")
+                store.releaseDirectory()
+            }
+            let store = try CacheStore(directory: directory)
+            let named = try await store.resource(aliased: "yandex:/Music/a.mp3")
+            #expect(named?.key == key && named?.fileName == "a.mp3")
+            try await store.setAlias("yandex:/Music/b.mp3", for: CacheKey("yandex:9:/Music/never-cached.mp3"), fileName: "b.mp3")
+            #expect(try await store.resource(aliased: "yandex:/Music/b.mp3") == nil, "an alias of a key the index does not hold names nothing")
+            _ = try await store.remove(key)
+            #expect(try await store.resource(aliased: "yandex:/Music/a.mp3") == nil)
+        }
+    }
+
     @Test func anIndexFromANewerVersionIsRefusedAndLeftAlone() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("index.sqlite").path

@@ -177,6 +177,19 @@ public final class StreamCache: Sendable {
         try await store.setPinned(pinned, for: key)
     }
 
+    /// The resource `alias` last named (``setAlias(_:for:fileName:)``), with its file name then,
+    /// while the index holds it: how a cloud file (`yandex:/Music/a.mp3`, whose key holds what only
+    /// the service tells) is found in the cache when the service cannot be asked.
+    public func resource(aliased alias: String) async throws -> (key: CacheKey, fileName: String)? {
+        try await store.resource(aliased: alias)
+    }
+
+    /// Records that `alias` names the resource `key`, a file named `fileName`.
+    public func setAlias(_ alias: String, for key: CacheKey, fileName: String) async throws {
+        try checkNotShutDown()
+        try await store.setAlias(alias, for: key, fileName: fileName)
+    }
+
     /// Every cached resource, most recently used first.
     public func entries() async throws -> [CacheStore.Entry] {
         await flush()

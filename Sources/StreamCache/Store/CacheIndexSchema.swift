@@ -241,6 +241,10 @@ enum CacheIndexSchema {
     /// `hostConnections`: how many connections at once each origin host lately accepted, as it
     /// showed by refusing one more (``ConnectionAllowance/Snapshot``), so that a new process
     /// does not pay those refusals again. Times are Unix timestamps.
+    ///
+    /// `alias`: other names of a resource than its key (a cloud file's reference), with the file
+    /// name it had, so that it plays from the cache when its service cannot resolve the name
+    /// (``CacheStore/resource(aliased:)``). A row whose key the index no longer holds names nothing.
     static let additiveTables = """
         CREATE TABLE IF NOT EXISTS "hostConnections" (
             "host" TEXT PRIMARY KEY NOT NULL,
@@ -248,6 +252,10 @@ enum CacheIndexSchema {
             "refusedAt" REAL NOT NULL,
             "taughtAt" REAL NOT NULL,
             "holdSeconds" REAL NOT NULL);
+        CREATE TABLE IF NOT EXISTS "alias" (
+            "alias" TEXT PRIMARY KEY NOT NULL,
+            "key" TEXT NOT NULL,
+            "fileName" TEXT NOT NULL);
         """
 
     /// Columns added to the `resource` table after version 1, each nullable and ignored by the

@@ -3,7 +3,8 @@ import StreamCache
 /// The files of a folder mounted with a resolver (``ProxyServer/mountFolder(named:token:resolvingFiles:)``):
 /// each is resolved at its first request and kept, so a player's many range requests for one
 /// file cost the service one lookup. Requests that come together for a file share its lookup; a
-/// lookup that failed is not kept (the next request asks again).
+/// lookup that failed, or found the file while its service was out of reach
+/// (``SourceStream/isProvisional``), is not kept (the next request asks again).
 final class ResolvedFolderFiles: Sendable {
     /// Files kept at most; the oldest lookups are forgotten first (asked again if requested).
     static let maximumFiles = 10_000
@@ -33,14 +34,20 @@ final class ResolvedFolderFiles: Sendable {
             return lookup
         }
         do {
-            return try await lookup.value
+            let file = try await lookup.value
+            if file.isProvisional { forget(lookup, at: path) }
+            return file
         } catch {
-            state.withLock { state in
-                guard state.lookups[path] == lookup else { return }
-                state.lookups[path] = nil
-                state.order.removeAll { $0 == path }
-            }
+            forget(lookup, at: path)
             throw error
+        }
+    }
+
+    private func forget(_ lookup: Task<SourceStream, any Error>, at path: RelativePath) {
+        state.withLock { state in
+            guard state.lookups[path] == lookup else { return }
+            state.lookups[path] = nil
+            state.order.removeAll { $0 == path }
         }
     }
 }

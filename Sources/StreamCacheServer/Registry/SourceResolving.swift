@@ -25,11 +25,15 @@ public struct SourceStream: Sendable {
     public var origin: any Origin
     /// The file name at the end of the stream URL.
     public var fileName: String
+    /// Whether to look the file up again at its next request: it was found while its service
+    /// was out of reach (from the cache alone), and a later lookup may find the service.
+    public var isProvisional: Bool
 
     /// Creates a stream.
-    public init(key: CacheKey, origin: any Origin, fileName: String) {
+    public init(key: CacheKey, origin: any Origin, fileName: String, isProvisional: Bool = false) {
         self.key = key
         self.origin = origin
         self.fileName = fileName
+        self.isProvisional = isProvisional
     }
 }

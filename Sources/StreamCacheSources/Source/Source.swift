@@ -53,6 +53,10 @@ public struct ResolvedSource: Sendable {
     public var version: Validator?
     /// Downloads the file's bytes.
     public var origin: any Origin
+    /// Whether the file was resolved from the cache alone, its service out of reach
+    /// (``StreamCache/StreamCache/resolve(_:)``): its origin fails every request, and a later
+    /// resolution should replace it.
+    public var isOffline = false
 
     /// Creates a resolved source.
     public init(key: CacheKey, fileName: String, size: Int64?, mimeType: String?, version: Validator?, origin: any Origin) {

@@ -18,4 +18,44 @@ extension StreamCache {
         if let version = file.version { try await resource.expectVersion(version, totalLength: file.size) }
         return resource
     }
+
+    /// Resolves `source`, and remembers its reference as a name of the file it resolved to. When
+    /// the service cannot be reached (`originUnavailable`), the file the reference last named is
+    /// resolved from the cache instead (``ResolvedSource/isOffline``): what is cached of it plays,
+    /// and a download fails with the service's error.
+    ///
+    /// - Throws: what ``Source/resolve()`` throws, when the cache knows no file by the reference.
+    public func resolve(_ source: any Source) async throws -> ResolvedSource {
+        try await resolve(alias: source.reference) { try await source.resolve() }
+    }
+
+    /// ``resolve(_:)`` for a file found another way (by its path below a served folder), known
+    /// in the cache as `alias`.
+    public func resolve(alias: String, _ resolve: () async throws -> ResolvedSource) async throws -> ResolvedSource {
+        do {
+            let file = try await resolve()
+            if try await resource(aliased: alias).map({ $0.key != file.key || $0.fileName != file.fileName }) ?? true {
+                try await setAlias(alias, for: file.key, fileName: file.fileName)
+            }
+            return file
+        } catch let failure as StreamCacheError where failure.code == .originUnavailable {
+            guard let cached = try await resource(aliased: alias) else { throw failure }
+            var file = ResolvedSource(key: cached.key, fileName: cached.fileName, size: nil, mimeType: nil, version: nil,
+                                      origin: OfflineOrigin(name: alias, failure: failure))
+            file.isOffline = true
+            return file
+        }
+    }
+}
+
+/// The origin of a file resolved from the cache while its service could not be reached: each
+/// request fails with the error the resolution met, so the cached bytes play and the others fail
+/// as the service did.
+struct OfflineOrigin: Origin {
+    let name: String
+    let failure: StreamCacheError
+
+    var logDescription: String { "\(name), offline" }
+
+    func open(_ request: OriginRequest) async throws -> OriginResponse { throw failure }
 }
