@@ -34,12 +34,12 @@ extension StreamCache {
     public func resolve(alias: String, _ resolve: () async throws -> ResolvedSource) async throws -> ResolvedSource {
         do {
             let file = try await resolve()
-            if try await resource(aliased: alias).map({ $0.key != file.key || $0.fileName != file.fileName }) ?? true {
-                try await setAlias(alias, for: file.key, fileName: file.fileName)
-            }
+            // A hint: an index that cannot be read or written now costs the offline fallback, not the file.
+            let known = try? await resource(aliased: alias)
+            if known?.key != file.key || known?.fileName != file.fileName { try? await setAlias(alias, for: file.key, fileName: file.fileName) }
             return file
         } catch let failure as StreamCacheError where failure.code == .originUnavailable {
-            guard let cached = try await resource(aliased: alias) else { throw failure }
+            guard let cached = try? await resource(aliased: alias) else { throw failure }
             var file = ResolvedSource(key: cached.key, fileName: cached.fileName, size: nil, mimeType: nil, version: nil,
                                       origin: OfflineOrigin(name: alias, failure: failure))
             file.isOffline = true
