@@ -243,6 +243,14 @@ public final class CloudTestServer: @unchecked Sendable {
     /// File bytes sent by every download so far.
     public var downloadedBytes: Int64 { records.filter(\.isDownload).reduce(0) { $0 + $1.bodyBytes } }
 
+    /// ``downloadedBytes`` once it has reached `expected`, or after `timeout` (bounded polling):
+    /// a download is recorded after its last byte went out, which its client may have read first.
+    public func downloadedBytes(awaiting expected: Int64, timeout: Duration = .seconds(5)) async -> Int64 {
+        let deadline = ContinuousClock.now + timeout
+        while downloadedBytes < expected, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return downloadedBytes
+    }
+
     /// The base URLs to give ``StreamCacheSources``' configuration (everything on 127.0.0.1).
     public func url(_ host: Host, _ path: String) -> URL {
         URL(string: "http://127.0.0.1:\(host == .api ? apiPort : contentPort)\(path)")!

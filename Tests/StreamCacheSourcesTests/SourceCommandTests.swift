@@ -270,13 +270,13 @@ import Glibc
                 #expect(lines.count == 3 && lines.prefix(2).allSatisfy { $0.contains(" cached for ") }, "\(lines)")
                 #expect(lines.last?.hasPrefix("2 files (") == true && lines.last?.hasSuffix(") cached for \(folder); 1 folder left out (--recursive takes them)") == true,
                         "\(lines)")
-                #expect(server.downloadedBytes == 1_200_000, "each byte of the two files once, none of the subfolder's")
+                #expect(await server.downloadedBytes(awaiting: 1_200_000) == 1_200_000, "each byte of the two files once, none of the subfolder's")
 
                 let second = try await CommandLineTool.run(["prefetch", folder, "--recursive"] + options, environment: variables)
                 #expect(second.status == 0, "\(second.stderr) \(second.output)")
                 lines = second.output.split(separator: "\n").map(String.init)
                 #expect(lines.count == 4 && lines.last?.hasPrefix("3 files (") == true && lines.last?.hasSuffix(") cached for \(folder)") == true, "\(lines)")
-                #expect(server.downloadedBytes == 1_500_000, "the files cached before are not fetched again")
+                #expect(await server.downloadedBytes(awaiting: 1_500_000) == 1_500_000, "the files cached before are not fetched again")
 
                 for (index, (path, data)) in files.enumerated() {
                     let output = work.appendingPathComponent("copy-\(index).mp3")
@@ -284,7 +284,7 @@ import Glibc
                     #expect(got.status == 0, "\(got.stderr)")
                     #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data), "\(path)")
                 }
-                #expect(server.downloadedBytes == 1_500_000, "the gets came from the cache")
+                #expect(await server.downloadedBytes(awaiting: 1_500_000) == 1_500_000, "the gets came from the cache")
             }
         }
     }
@@ -305,11 +305,11 @@ import Glibc
                 #expect(failed.stderr.contains("yandex:/Music/Album/01.mp3: ") && failed.stderr.contains("503"), "\(failed.stderr)")
                 #expect(failed.output.hasSuffix("585.9 KiB cached for yandex:/Music/Album/02.mp3\n1 file (585.9 KiB) cached for yandex:/Music/Album; 1 failed\n"),
                         "\(failed.output)")
-                #expect(server.downloadedBytes == 600_000)
+                #expect(await server.downloadedBytes(awaiting: 600_000) == 600_000)
 
                 let again = try await CommandLineTool.run(arguments, environment: variables)
                 #expect(again.status == 0, "\(again.stderr)")
-                #expect(server.downloadedBytes == 1_000_000, "only the file that failed is fetched")
+                #expect(await server.downloadedBytes(awaiting: 1_000_000) == 1_000_000, "only the file that failed is fetched")
             }
         }
     }
@@ -369,14 +369,14 @@ import Glibc
                     }
                     #expect(lines.map { $0.split(separator: "\t").last.map(String.init) ?? "" }
                             == files.map { "yandex:" + $0.0 }, "\(lines) \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
-                    for _ in 0..<(300 * TestTiming.slowdown) where server.downloadedBytes < 1_400_000 { try await Task.sleep(for: .milliseconds(50)) }
-                    #expect(server.downloadedBytes == 1_400_000, "the prefetch fetched each byte once")
+                    #expect(await server.downloadedBytes(awaiting: 1_400_000, timeout: TestTiming.time(.seconds(15))) == 1_400_000,
+                            "the prefetch fetched each byte once")
                     for (line, (path, data)) in zip(lines, files) {
                         let url = try #require(URL(string: String(line.split(separator: "\t")[0])))
                         let response = try await RawHTTP.get(port: url.port ?? 0, path: url.path)
                         #expect(response.status == 200 && TestData.sha256(response.body) == TestData.sha256(data), "\(path): \(response.head)")
                     }
-                    #expect(server.downloadedBytes == 1_400_000, "the plays came from the cache")
+                    #expect(await server.downloadedBytes(awaiting: 1_400_000) == 1_400_000, "the plays came from the cache")
                 } cleanup: {
                     try? await Self.stop(process)
                 }
@@ -407,13 +407,13 @@ import Glibc
                     #expect(prefetched.stderr.contains("in use by the server"), "\(prefetched.stderr)")
                     #expect(prefetched.output.contains("cached for yandex:/Music/Album/01.mp3\n") && prefetched.output.contains("cached for yandex:/Music/Album/02.mp3\n")
                             && prefetched.output.hasSuffix("\n2 files (1.4 MiB) cached for yandex:/Music/Album\n"), "\(prefetched.output)")
-                    #expect(server.downloadedBytes == 1_500_000, "each byte once, by the server")
+                    #expect(await server.downloadedBytes(awaiting: 1_500_000) == 1_500_000, "each byte once, by the server")
 
                     let output = work.appendingPathComponent("02.mp3")
                     let got = try await CommandLineTool.run(["get", "yandex:/Music/Album/02.mp3", "-o", output.path] + options, environment: variables)
                     #expect(got.status == 0, "\(got.stderr)")
                     #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(files[1].1))
-                    #expect(server.downloadedBytes == 1_500_000, "the get came from the server's cache")
+                    #expect(await server.downloadedBytes(awaiting: 1_500_000) == 1_500_000, "the get came from the server's cache")
 
                 } cleanup: {
                     try? await Self.stop(serve)
@@ -462,7 +462,7 @@ import Glibc
                     let range = try await RawHTTP.get(port: port, path: "/music/Album/02.mp3", headers: ["Range: bytes=1000-1999"])
                     #expect(range.status == 206 && range.body == files[1].data[1000..<2000])
                     #expect(environment.server.records.filter { $0.host == .api }.count == lookups, "the second request for a file looked it up again")
-                    #expect(environment.server.downloadedBytes == 750_000, "each byte once")
+                    #expect(await environment.server.downloadedBytes(awaiting: 750_000) == 750_000, "each byte once")
                     for missing in ["/music/Album/none.mp3", "/music/Album/CD2", "/music/Album/01.mp3/x"] {
                         let answer = try await RawHTTP.get(port: port, path: missing)
                         #expect(answer.status == 404, "\(missing): \(answer.head)")
@@ -545,7 +545,7 @@ import Glibc
                 } cleanup: {
                     try? await Self.stop(mounted)
                 }
-                #expect(environment.server.downloadedBytes == 800_000, "nothing was fetched after the prefetch")
+                #expect(await environment.server.downloadedBytes(awaiting: 800_000) == 800_000, "nothing was fetched after the prefetch")
             }
         }
     }
