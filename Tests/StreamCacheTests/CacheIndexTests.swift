@@ -141,7 +141,7 @@ import Testing
     }
 
     /// An alias names its resource for the next store too (an index of an earlier version gains
-    /// the table), and names nothing once the resource is gone.
+    /// the table), and goes with the resource.
     @Test func aliasesAreKeptForTheNextStoreWhileTheirResourceIs() async throws {
         try await withTemporaryDirectory { directory in
             let key = try Self.makeEarlierVersionsCache(in: directory, fileBytes: 4096, spans: [(0, 4096)])
@@ -160,6 +160,10 @@ import Testing
             #expect(try await store.resource(aliased: "yandex:/Music/b.mp3") == nil, "an alias of a key the index does not hold names nothing")
             _ = try await store.remove(key)
             #expect(try await store.resource(aliased: "yandex:/Music/a.mp3") == nil)
+            let rows = try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).read { db in
+                try String.fetchAll(db, sql: #"SELECT "alias" FROM "alias""#)
+            }
+            #expect(rows == ["yandex:/Music/b.mp3"], "the removed resource's alias went with it")
         }
     }
 

@@ -244,7 +244,8 @@ enum CacheIndexSchema {
     ///
     /// `alias`: other names of a resource than its key (a cloud file's reference), with the file
     /// name it had, so that it plays from the cache when its service cannot resolve the name
-    /// (``CacheStore/resource(aliased:)``). A row whose key the index no longer holds names nothing.
+    /// (``CacheStore/resource(aliased:)``). A resource's removal takes its aliases; a row whose key
+    /// the index does not hold (yet) names nothing.
     static let additiveTables = """
         CREATE TABLE IF NOT EXISTS "hostConnections" (
             "host" TEXT PRIMARY KEY NOT NULL,

@@ -388,6 +388,7 @@ public final class CacheStore: Sendable {
         let name: String? = try await writer().write { db in
             guard let record = try Self.record(db, key: key), let id = record.id else { return nil }
             try db.execute(#"DELETE FROM "resource" WHERE "id" = ?"#, [.integer(id)])
+            try db.execute(#"DELETE FROM "alias" WHERE "key" = ?"#, [.text(key.rawValue)])
             self.knownKeys.withLock { _ = $0.remove(key.rawValue) }
             return record.dataFileName
         }
