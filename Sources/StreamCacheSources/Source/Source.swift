@@ -54,7 +54,7 @@ public struct ResolvedSource: Sendable {
     /// Downloads the file's bytes.
     public var origin: any Origin
     /// Whether the file was resolved from the cache alone, its service out of reach
-    /// (``StreamCache/StreamCache/resolve(_:)``): its origin fails every request, and a later
+    /// (``StreamCache/StreamCache/resolve(_:retryingAfter:)``): its origin fails until its service answers again, and a later
     /// resolution should replace it.
     public var isOffline = false
 

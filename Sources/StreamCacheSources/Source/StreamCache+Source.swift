@@ -21,17 +21,20 @@ extension StreamCache {
 
     /// Resolves `source`, and remembers its reference as a name of the file it resolved to. When
     /// the service cannot be reached (`originUnavailable`), the file the reference last named is
-    /// resolved from the cache instead (``ResolvedSource/isOffline``): what is cached of it plays,
-    /// and a download fails with the service's error.
+    /// resolved from the cache instead (``ResolvedSource/isOffline``): what is cached of it plays
+    /// at once; a download asks the service again once `interval` has passed since the last try,
+    /// and fails with its error until it answers.
     ///
     /// - Throws: what ``Source/resolve()`` throws, when the cache knows no file by the reference.
-    public func resolve(_ source: any Source) async throws -> ResolvedSource {
-        try await resolve(alias: source.reference) { try await source.resolve() }
+    public func resolve(_ source: any Source, retryingAfter interval: Duration = .seconds(30)) async throws -> ResolvedSource {
+        try await resolve(alias: source.reference, retryingAfter: interval, again: { try await source.resolve().origin }) { try await source.resolve() }
     }
 
-    /// ``resolve(_:)`` for a file found another way (by its path below a served folder), known
-    /// in the cache as `alias`.
-    public func resolve(alias: String, _ resolve: () async throws -> ResolvedSource) async throws -> ResolvedSource {
+    /// ``resolve(_:retryingAfter:)`` for a file found another way (by its path below a served
+    /// folder), known in the cache as `alias`. A file resolved offline this way never asks again
+    /// by itself (`again` nil): resolve it anew later.
+    public func resolve(alias: String, retryingAfter interval: Duration = .seconds(30), again: (@Sendable () async throws -> any Origin)? = nil,
+                        _ resolve: () async throws -> ResolvedSource) async throws -> ResolvedSource {
         do {
             let file = try await resolve()
             // A hint: an index that cannot be read or written now costs the offline fallback, not the file.
@@ -41,21 +44,9 @@ extension StreamCache {
         } catch let failure as StreamCacheError where failure.code == .originUnavailable {
             guard let cached = try? await resource(aliased: alias) else { throw failure }
             var file = ResolvedSource(key: cached.key, fileName: cached.fileName, size: nil, mimeType: nil, version: nil,
-                                      origin: OfflineOrigin(name: alias, failure: failure))
+                                      origin: OfflineOrigin(name: alias, failure: failure, retryInterval: interval, resolveAgain: again))
             file.isOffline = true
             return file
         }
     }
-}
-
-/// The origin of a file resolved from the cache while its service could not be reached: each
-/// request fails with the error the resolution met, so the cached bytes play and the others fail
-/// as the service did.
-struct OfflineOrigin: Origin {
-    let name: String
-    let failure: StreamCacheError
-
-    var logDescription: String { "\(name), offline" }
-
-    func open(_ request: OriginRequest) async throws -> OriginResponse { throw failure }
 }
