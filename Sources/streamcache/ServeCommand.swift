@@ -221,8 +221,10 @@ struct ServeCommand: AsyncParsableCommand {
         let paths = SourceFolderPaths(folder: folder, parse: parse)
         let name = try parse(folder).reference
         let mount = try server.mountFolder(named: name, token: urlToken) { path in
-            // Known by the folder's name and the path, for when the service is out of reach.
-            try await cache.stream(for: try await cache.resolve(alias: "\(name)/\(path)") { try await paths.file(at: path) })
+            // Known by the folder's name and the path (the reference they spell for a service that
+            // names files by path), for when the service is out of reach.
+            let alias = name.hasSuffix("/") ? "\(name)\(path)" : "\(name)/\(path)"
+            return try await cache.stream(for: try await cache.resolve(alias: alias) { try await paths.file(at: path) })
         }
         Task {
             do {
