@@ -35,6 +35,14 @@ public final class CloudTestServer: @unchecked Sendable {
         public var isDownload: Bool
     }
 
+    /// A request as it came in, before it was answered (``arrivals``).
+    public struct Arrival: Sendable {
+        public var host: Host
+        public var path: String
+        /// The query, as sent (percent-encoded).
+        public var query: String
+    }
+
     struct File {
         var id: String
         var path: String
@@ -84,6 +92,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var links: [String: Link] = [:]
         var linksIssued = 0
         var records: [Record] = []
+        var arrivals: [Arrival] = []
         var contentConnections = 0
         var contentConnectionsUsed = 0
         var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
@@ -234,8 +243,11 @@ public final class CloudTestServer: @unchecked Sendable {
     public var tokenGrants: Int { state.withLock { $0.tokenGrants } }
     /// Download links handed out (Yandex `href`s, OneDrive and Box redirects).
     public var linksIssued: Int { state.withLock { $0.linksIssued } }
-    /// Every request so far.
+    /// Every request so far, each once answered (a download's once its last byte went out).
     public var records: [Record] { state.withLock { $0.records } }
+    /// Every request so far in the order they came in, on both listeners: what a client asked
+    /// for before what, where ``records`` holds a download only after its last byte.
+    public var arrivals: [Arrival] { state.withLock { $0.arrivals } }
     /// Connections the content listener has accepted on which no request has come (yet): a
     /// client that keeps a spare connection to a content host has one.
     public var contentConnectionsUnused: Int { state.withLock { $0.contentConnections - $0.contentConnectionsUsed } }
@@ -310,6 +322,7 @@ public final class CloudTestServer: @unchecked Sendable {
         let range = request.headers[.range]
         let method = request.method.rawValue
         let state = self.state
+        state.withLock { $0.arrivals.append(Arrival(host: host, path: path, query: request.uri.query ?? "")) }
         let record: @Sendable (Int, Int64, Bool) -> Void = { status, bytes, isDownload in
             state.withLock { $0.records.append(Record(host: host, method: method, path: path, authorization: authorization, range: range,
                                                       status: status, bodyBytes: bytes, isDownload: isDownload)) }

@@ -205,22 +205,26 @@ struct PrefetchCommand: AsyncParsableCommand {
     }
 
     /// Downloads the file a source reference names, or every file of its folder, one after
-    /// another: here, or by the server that holds the cache directory (which resolves each file
-    /// again, with the credentials this command was given).
+    /// another: here, or by the server that holds the cache directory (which resolves each file,
+    /// with the credentials this command was given). A folder's files are listed, not resolved,
+    /// before the first download: each is resolved when its turn comes.
     private func prefetchSource() async throws {
         let transport = try transportOptions.transport(.shared, configuration: AsyncHTTPClientTransport.Configuration(), connectionsPerHost: downloads.connectionsPerHost)
         let found: SourceFiles
         let outcome: SourcePrefetchOutcome
         do {
-            found = try await SourceFiles.find(url, parse: try sources.parser(for: url, transport: transport), recursive: recursive)
+            let parse = try sources.parser(for: url, transport: transport)
+            found = try await SourceFiles.find(url, parse: parse, recursive: recursive, resolvingFiles: false)
             for (reference, error) in found.failures { Self.printToStandardError("streamcache: \(reference): \(Self.describe(error))\n") }
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
             try eviction.apply(to: &configuration)
-            configuration.keysToBeRead = Set(found.files.map(\.resolved.key))
+            // The files not resolved yet are known to the cache by their references, if at all.
+            configuration.keysToBeRead = Set(found.files.compactMap(\.resolved?.key))
+            configuration.aliasesToBeRead = Set(found.files.map(\.reference))
             switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
             case .opened(let cache):
-                outcome = try await prefetch(found.files, into: cache)
+                outcome = try await prefetch(found.files, into: cache, parse: parse)
             case .server(let server):
                 server.tellHandOver(of: self.cache.directory, "it does this prefetch")
                 outcome = try await prefetch(found.files, through: server, access: try sources.access())
@@ -260,15 +264,21 @@ struct PrefetchCommand: AsyncParsableCommand {
         }
     }
 
-    private func prefetch(_ files: [SourceFiles.File], into cache: StreamCache) async throws -> SourcePrefetchOutcome {
+    /// Downloads `files` into `cache`, one after another, each resolved (with a source `parse`
+    /// makes) when its turn comes if it was not before.
+    private func prefetch(_ files: [SourceFiles.File], into cache: StreamCache, parse: @escaping @Sendable (String) throws -> any Source) async throws -> SourcePrefetchOutcome {
         let outcome = Locked(SourcePrefetchOutcome())
         let interruption = try await TerminationSignals.cancelling {
             for file in files {
                 do {
                     // Its reference is remembered: a `serve` or `get` with the service out of reach finds it.
-                    let resource = try await cache.resource(for: try await cache.resolve(alias: file.reference) { file.resolved })
+                    let resolved = try await cache.resolve(alias: file.reference) {
+                        if let resolved = file.resolved { return resolved }
+                        return try await parse(file.reference).resolve()
+                    }
+                    let resource = try await cache.resource(for: resolved)
                     try await resource.prefetch()
-                    let size = resource.knownInfo?.totalLength ?? file.resolved.size ?? 0
+                    let size = resource.knownInfo?.totalLength ?? resolved.size ?? 0
                     outcome.withLock { $0.files += 1; $0.bytes += size }
                     print("\(ByteFormat.string(size)) cached for \(file.reference)")
                 } catch {

@@ -144,13 +144,14 @@ struct ServeCommand: AsyncParsableCommand {
                     if !found.foldersLeftOut.isEmpty, !recursive {
                         Self.printError("warning: \(text): \(found.foldersLeftOut.count) subfolder(s) not served (--recursive serves them)")
                     }
+                    // Found resolving each file: none is left without its resolution.
                     for file in found.files {
-                        if file.resolved.isOffline {
+                        guard let resolved = file.resolved else { continue }
+                        if resolved.isOffline {
                             Self.printError("warning: \(file.reference): its service could not be reached; serving what the cache holds of it.")
                         }
-                        _ = try await cache.resource(for: file.resolved)
-                        registrations.append((server.register(origin: file.resolved.origin, key: file.resolved.key, fileName: file.resolved.fileName),
-                                              file.reference))
+                        _ = try await cache.resource(for: resolved)
+                        registrations.append((server.register(origin: resolved.origin, key: resolved.key, fileName: resolved.fileName), file.reference))
                     }
                 } catch {
                     throw Failure.exit(error)

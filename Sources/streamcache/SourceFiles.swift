@@ -1,13 +1,15 @@
 import StreamCache
 import StreamCacheSources
 
-/// The files a source reference names, resolved: the file itself, or the files of its folder by
-/// name (and, when asked, of its subfolders, depth first), for `streamcache prefetch`.
+/// The files a source reference names: the file itself, or the files of its folder by name (and,
+/// when asked, of its subfolders, depth first), for `streamcache serve` and `prefetch`.
 struct SourceFiles {
     /// A file found, with the reference `ls` would print for it.
     struct File {
         let reference: String
-        let resolved: ResolvedSource
+        /// The file resolved; `nil` for a file of a folder found without resolving it
+        /// (``find(_:parse:recursive:resolvingFiles:resolvingFirst:resolve:)``).
+        let resolved: ResolvedSource?
     }
 
     /// Subfolders deeper than this are passed over, as folders are without `--recursive`: a
@@ -28,6 +30,11 @@ struct SourceFiles {
     /// Resolves `reference` with the sources `parse` makes. Its own lookup failing fails the
     /// whole (there is nothing to download); a file or subfolder in it that fails is recorded.
     ///
+    /// - Parameter resolvingFiles: resolve each file of a folder now (`serve`, which registers
+    ///   them all before it serves); without it, a folder's files are only listed, and each is
+    ///   resolved when its turn comes (`prefetch`: a folder of hundreds of files, each an API call
+    ///   or two to resolve, begins its first download at once, and a server it hands them to
+    ///   resolves each once, not twice).
     /// - Parameter resolvingFirst: resolve the reference as a file, and list it only when its
     ///   source refuses it as a folder (as ``Source/resolvedOrListed()`` does), instead of asking
     ///   what it is (``Source/contents()``). A WebDAV file then needs no request, so `serve` plays a
@@ -35,7 +42,7 @@ struct SourceFiles {
     /// - Throws: ``StreamCacheError`` from the reference's own lookup, `CancellationError`.
     /// - Parameter resolve: how a file is resolved (`serve` has its cache fall back on what it
     ///   holds when the service is out of reach: ``StreamCache/StreamCache/resolve(_:)``).
-    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool, resolvingFirst: Bool = false,
+    static func find(_ reference: String, parse: (String) throws -> any Source, recursive: Bool, resolvingFiles: Bool = true, resolvingFirst: Bool = false,
                      resolve: (any Source) async throws -> ResolvedSource = { try await $0.resolve() }) async throws -> SourceFiles {
         var found = SourceFiles()
         let source = try parse(reference)
@@ -56,17 +63,19 @@ struct SourceFiles {
             found.files.append(File(reference: source.reference, resolved: file))
         case .folder(let entries):
             found.isFolder = true
-            try await found.add(entries, parse: parse, resolve: resolve, recursive: recursive, depth: 1)
+            try await found.add(entries, parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive, depth: 1)
         }
         return found
     }
 
-    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, resolve: (any Source) async throws -> ResolvedSource,
-                              recursive: Bool, depth: Int) async throws {
+    /// Adds the files of `entries` (resolved with `resolve` when `resolvingFiles`) and, when
+    /// `recursive`, those below their folders.
+    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, resolvingFiles: Bool,
+                              resolve: (any Source) async throws -> ResolvedSource, recursive: Bool, depth: Int) async throws {
         let byName = entries.sorted { $0.name < $1.name }
         for entry in byName where !entry.isFolder {
             do {
-                files.append(File(reference: entry.reference, resolved: try await resolve(try parse(entry.reference))))
+                files.append(File(reference: entry.reference, resolved: resolvingFiles ? try await resolve(try parse(entry.reference)) : nil))
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))
@@ -79,7 +88,7 @@ struct SourceFiles {
             }
             do {
                 let listed = try await parse(entry.reference).list()
-                try await add(listed, parse: parse, resolve: resolve, recursive: recursive, depth: depth + 1)
+                try await add(listed, parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive, depth: depth + 1)
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))

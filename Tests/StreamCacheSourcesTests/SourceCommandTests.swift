@@ -314,6 +314,29 @@ import Glibc
         }
     }
 
+    /// A folder's files are looked up one at a time, each when its download comes: the first
+    /// file's download begins before the second file is looked up. Looked up all first, a folder
+    /// of hundreds of files (a Yandex file is two API calls) began no download for minutes.
+    @Test func prefetchOfAFolderLooksUpEachFileWhenItsTurnComes() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let files = environment.putAlbum(sizes: [300_000, 200_000], seed: 112)
+                let cacheDir = work.appendingPathComponent("cache")
+                let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--token-env", "TOKEN", "--cache-dir", cacheDir.path, "--quiet"],
+                                                               environment: environment.variablesWithToken)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                let arrivals = server.arrivals
+                let firstDownload = try #require(arrivals.firstIndex { $0.host == .content })
+                let secondLookedUp = try #require(arrivals.firstIndex { $0.host == .api && $0.query.contains("02.mp3") })
+                #expect(firstDownload < secondLookedUp, "\(arrivals.map { "\($0.host) \($0.path)?\($0.query)" })")
+                #expect(await server.downloadedBytes(awaiting: 500_000) == 500_000)
+                let keys = Set(try await CacheStore(inspecting: cacheDir).entries().map(\.key))
+                #expect(keys.count == files.count, "\(keys)")
+            }
+        }
+    }
+
     /// `prefetch` of a WebDAV collection (with its trailing slash or without) caches its files
     /// from one `PROPFIND`, each byte once, and a file's reference still names the file; a
     /// reference to nothing is `notFound` (exit 5).
@@ -408,6 +431,11 @@ import Glibc
                     #expect(prefetched.output.contains("cached for yandex:/Music/Album/01.mp3\n") && prefetched.output.contains("cached for yandex:/Music/Album/02.mp3\n")
                             && prefetched.output.hasSuffix("\n2 files (1.4 MiB) cached for yandex:/Music/Album\n"), "\(prefetched.output)")
                     #expect(await server.downloadedBytes(awaiting: 1_500_000) == 1_500_000, "each byte once, by the server")
+                    // The command lists the folder and looks up no file: the server's resolution of
+                    // each, and the metadata that comes with its download link, are all (the
+                    // command's own look-ups made three).
+                    let lookUps = server.arrivals.filter { $0.host == .api && $0.path.hasSuffix("/disk/resources") && $0.query.contains("02.mp3") }
+                    #expect(lookUps.count == 2, "\(server.arrivals.map { "\($0.host) \($0.path)?\($0.query)" })")
 
                     let output = work.appendingPathComponent("02.mp3")
                     let got = try await CommandLineTool.run(["get", "yandex:/Music/Album/02.mp3", "-o", output.path] + options, environment: variables)

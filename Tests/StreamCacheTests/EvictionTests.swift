@@ -296,8 +296,10 @@ import Testing
     /// A resource the process opens the cache to read (``StreamCache/Configuration/keysToBeRead``:
     /// `get`, `prefetch`) outlives the pass that runs as the cache opens, which may come before
     /// the process could ask for it: of two resources two days old under a maximum age of a day,
-    /// the other one goes.
-    @Test func aResourceTheCacheIsOpenedToReadOutlivesThePassAtOpen() async throws {
+    /// the other one goes. The same for one named by an alias
+    /// (``StreamCache/Configuration/aliasesToBeRead``: a folder's files that `prefetch` resolves
+    /// one at a time, whose keys only their service tells).
+    @Test(arguments: [false, true]) func aResourceTheCacheIsOpenedToReadOutlivesThePassAtOpen(byAlias: Bool) async throws {
         let server = try TestOrigin()
         defer { server.stop() }
         for (index, name) in ["/wanted", "/old"].enumerated() {
@@ -308,6 +310,7 @@ import Testing
                 let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
                 try await withAsyncCleanup {
                     for name in ["/wanted", "/old"] { _ = try await fill(cache, server, name) }
+                    try await cache.setAlias("music:/wanted.mp3", for: CacheKey(url: server.url("/wanted")), fileName: "wanted.mp3")
                 } cleanup: { await cache.shutdown() }
             }
             try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
@@ -315,7 +318,11 @@ import Testing
             }
             var configuration = StreamCache.Configuration(directory: directory)
             configuration.maximumAge = .seconds(86_400)
-            configuration.keysToBeRead = [CacheKey(url: server.url("/wanted"))]
+            if byAlias {
+                configuration.aliasesToBeRead = ["music:/wanted.mp3", "music:/never-cached.mp3"]
+            } else {
+                configuration.keysToBeRead = [CacheKey(url: server.url("/wanted"))]
+            }
             let cache = try StreamCache(configuration: configuration)
             try await withAsyncCleanup {
                 let keys = try await waitUntilEvicted(["/old"], from: cache, server)

@@ -35,6 +35,10 @@ extension StreamCache {
         /// (``StreamCache/resource(for:origin:)``); under a loaded test suite it did, a `get
         /// --max-age` of a file past the age, which then fetched the file again whole.
         package var keysToBeRead: Set<CacheKey> = []
+        /// As ``keysToBeRead``, for resources known by an alias (``StreamCache/setAlias(_:for:fileName:)``)
+        /// whose keys the process learns only once it asks their service: a folder's files that
+        /// `prefetch` resolves one at a time.
+        package var aliasesToBeRead: Set<String> = []
         /// How often an open cache looks at its resources' age and its volume's free space, which
         /// change without a commit (time passes; other programs fill the disk); a test shortens it.
         package var evictionCheckInterval: Duration = .seconds(60)

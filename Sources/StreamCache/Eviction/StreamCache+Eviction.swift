@@ -84,7 +84,8 @@ extension StreamCache {
     /// than the minimum free space when it has less.
     ///
     /// A resource asked for (``resource(for:origin:)``) counts as used when it was asked for, and
-    /// one the process opened the cache to read (``Configuration/keysToBeRead``) when it opened
+    /// one the process opened the cache to read (``Configuration/keysToBeRead``, or by an alias:
+    /// ``Configuration/aliasesToBeRead``) when it opened
     /// it: one is asked for to be read, and its read may begin only once its caller has done
     /// something else first. Counted by its last read alone, a file older than the maximum age
     /// was evicted by the pass that runs as the cache opens, and then fetched again whole by the
@@ -110,12 +111,15 @@ extension StreamCache {
         }
         guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return [] }
         let busy = usage.busyKeys
+        // An alias is a hint: an index that cannot tell what one names costs its resource this protection only.
+        let toBeRead = configuration.aliasesToBeRead.isEmpty ? configuration.keysToBeRead
+            : configuration.keysToBeRead.union((try? await store.keys(aliasedBy: configuration.aliasesToBeRead)) ?? [])
         // Least recently used first, a resource asked for as used then (one the process opened
         // the cache to read, when it opened it).
         var candidates = try await store.entries().filter { !$0.pinned && !busy.contains($0.key) }.map { entry in
             var entry = entry
             if let asked = resources.existing(entry.key)?.askedForAt.withLock({ $0 }) { entry.lastAccessedAt = max(entry.lastAccessedAt, asked) }
-            if configuration.keysToBeRead.contains(entry.key) { entry.lastAccessedAt = max(entry.lastAccessedAt, openedAt) }
+            if toBeRead.contains(entry.key) { entry.lastAccessedAt = max(entry.lastAccessedAt, openedAt) }
             return entry
         }.sorted { $0.lastAccessedAt < $1.lastAccessedAt }
         var evicted: [EvictedResource] = []

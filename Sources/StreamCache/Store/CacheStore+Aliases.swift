@@ -14,6 +14,17 @@ extension CacheStore {
         return named
     }
 
+    /// The keys that `aliases` last named (those the index still holds or not).
+    func keys(aliasedBy aliases: Set<String>) async throws -> Set<CacheKey> {
+        try await database.read { db in
+            var keys: Set<CacheKey> = []
+            for alias in aliases {
+                if let key = try db.firstRow(#"SELECT "key" FROM "alias" WHERE "alias" = ?"#, [.text(alias)], { CacheKey($0.text(0)) }) { keys.insert(key) }
+            }
+            return keys
+        }
+    }
+
     /// Records that `alias` names `key`, a file named `fileName` (replacing what it named before).
     public func setAlias(_ alias: String, for key: CacheKey, fileName: String) async throws {
         try await writer().write { db in
