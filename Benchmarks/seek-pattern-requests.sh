@@ -10,7 +10,8 @@
 #              rand30.bin, as ../shared/bench/run_all.sh sets them up.
 #   Env: BENCH_DIR (default ../shared/bench), SERVE_ARGS, KEEP_LOG (see serve-on-bench-origin.sh). FILE: another of the
 #        bench's files (rand30.bin, rand200.bin). PATTERN=cold: the whole read alone, on the fresh
-#        proxy (a cold read's requests and speed). Starts the bench's origin for the profile
+#        proxy (a cold read's requests and speed). SEEKS: other seek points, in % of the file
+#        (default "0 50 10 90 30"). Starts the bench's origin for the profile
 #        (stopping one that runs with other settings) and stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ serve_on_bench_origin "${1:-}" "$PROFILE" $PORT seek
 URL=http://127.0.0.1:$PORT/benchtok/$FILE
 SIZE=$(stat -c %s "$BENCH_MEDIA/$FILE")
 if [ "${PATTERN:-seek}" = seek ]; then
-  for pct in 0 50 10 90 30; do
+  for pct in ${SEEKS:-0 50 10 90 30}; do
     off=$((SIZE * pct / 100))
     curl -s -o /dev/null -r $off-$((off + 262143)) -w "seek $pct %: %{time_total} s\n" "$URL"
   done
