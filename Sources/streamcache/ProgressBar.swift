@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import StreamCache
 
 /// A one-line progress bar on stderr, redrawn at most ten times a second; silent when disabled.
 final class ProgressBar {
@@ -31,19 +32,5 @@ final class ProgressBar {
     func finish() {
         guard enabled else { return }
         FileDescriptorOutput.standardError.write("\n")
-    }
-}
-
-/// Human-readable byte counts (binary units).
-enum ByteFormat {
-    static func string(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : value.fixed(1) + " " + units[unit]
     }
 }

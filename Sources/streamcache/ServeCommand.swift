@@ -221,12 +221,14 @@ struct ServeCommand: AsyncParsableCommand {
         let parse = try sources.parser(for: folder, transport: transport)
         let paths = SourceFolderPaths(folder: folder, parse: parse)
         let name = try parse(folder).reference
-        let mount = try server.mountFolder(named: name, token: urlToken) { path in
+        let mount = try server.mountFolder(named: name, token: urlToken, resolvingFiles: { path in
             // Known by the folder's name and the path (the reference they spell for a service that
             // names files by path), for when the service is out of reach.
             let alias = name.hasSuffix("/") ? "\(name)\(path)" : "\(name)/\(path)"
             return try await cache.stream(for: try await cache.resolve(alias: alias) { try await paths.file(at: path) })
-        }
+        }, listingFolders: { path in
+            try await paths.entries(at: path).map { FolderListingEntry(name: $0.name, isFolder: $0.isFolder, size: $0.size) }
+        })
         Task {
             do {
                 _ = try await paths.listing()

@@ -38,6 +38,23 @@ final class SourceFolderPaths: Sendable {
         return try await parse(reference).resolve()
     }
 
+    /// The entries of the folder at `path` below the folder (`nil`: the folder itself), for its
+    /// listing; a kept listing will do.
+    ///
+    /// - Throws: ``StreamCacheError``: `notFound` when a segment names no folder, else the
+    ///   service's error.
+    func entries(at path: RelativePath?) async throws -> [SourceEntry] {
+        var reference = folder
+        for segment in path?.segments ?? [] {
+            let matches = { (entry: SourceEntry) in entry.name == segment && entry.isFolder }
+            var entry = try await listing(of: reference).first(where: matches)
+            if entry == nil { entry = try await listing(of: reference, keptOnesWillDo: false).first(where: matches) }
+            guard let entry else { throw StreamCacheError(.notFound, "\(folder) holds no folder \(path.map(String.init(describing:)) ?? "").") }
+            reference = entry.reference
+        }
+        return try await listing(of: reference)
+    }
+
     /// The folder's entries (`reference` itself by default): what `serve` asks once at start to
     /// tell a wrong token or folder before the first play.
     func listing(of reference: String? = nil, keptOnesWillDo: Bool = true) async throws -> [SourceEntry] {

@@ -500,10 +500,48 @@ import Glibc
                     environment.server.setFile("/Music/Album/none.mp3", data: added, mimeType: "audio/mpeg")
                     let late = try await RawHTTP.get(port: port, path: "/music/Album/none.mp3")
                     #expect(late.status == 200 && TestData.sha256(late.body) == TestData.sha256(added), "\(late.head)")
+                    try await Self.expectListings(port: port)
                 } cleanup: {
                     try? await Self.stop(process)
                 }
             }
+        }
+    }
+
+    /// The listings of a folder mount (`Album` holds `01.mp3`, `02.mp3`, `none.mp3`,
+    /// `Track 04.mp3` and the folder `CD2`): a player's request for a folder's URL gets an M3U
+    /// playlist of its files by name, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
+    /// HTML index; a folder's path without its `/` redirects; a folder that is not there, or a
+    /// file asked for as a folder, is 404.
+    static func expectListings(port: Int) async throws {
+        let playlist = try await RawHTTP.get(port: port, path: "/music/Album/")
+        #expect(playlist.status == 200 && playlist.head.lowercased().contains("content-type: audio/x-mpegurl"), "\(playlist.head)")
+        let text = String(decoding: playlist.body, as: UTF8.self)
+        let urls = text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+        let base = "http://127.0.0.1:\(port)/music/Album/"
+        #expect(text.hasPrefix("#EXTM3U\n#EXTINF:-1,01.mp3\n") && urls == ["01.mp3", "02.mp3", "Track%2004.mp3", "none.mp3"].map { base + $0 }, "\(text)")
+        let spaced = try await RawHTTP.get(port: port, path: String(urls[2].dropFirst("http://127.0.0.1:\(port)".count)))
+        #expect(spaced.status == 200 && spaced.body.count == 150_000, "\(spaced.head)")
+
+        let json = try await RawHTTP.get(port: port, path: "/music/Album/?format=json")
+        struct Listing: Decodable {
+            struct Entry: Decodable, Equatable { var name: String; var type: String; var size: Int64?; var path: String }
+            var path: String
+            var entries: [Entry]
+        }
+        let listing = try JSONDecoder().decode(Listing.self, from: json.body)
+        #expect(listing.path == "/music/Album/" && listing.entries.first == Listing.Entry(name: "CD2", type: "folder", size: nil, path: "/music/Album/CD2/"),
+                "\(listing)")
+        #expect(listing.entries.dropFirst().map(\.name) == ["01.mp3", "02.mp3", "Track 04.mp3", "none.mp3"] && listing.entries[2].size == 200_000, "\(listing)")
+
+        let index = try await RawHTTP.get(port: port, path: "/music/", headers: ["Accept: text/html,application/xhtml+xml"])
+        let html = String(decoding: index.body, as: UTF8.self)
+        #expect(index.status == 200 && html.contains("<a href=\"/music/Album/\">Album/</a>"), "\(html)")
+        let top = try await RawHTTP.get(port: port, path: "/music")
+        #expect(top.status == 301 && top.head.lowercased().contains("location: /music/"), "\(top.head)")
+        for missing in ["/music/Nothing/", "/music/Album/01.mp3/"] {
+            let answer = try await RawHTTP.get(port: port, path: missing)
+            #expect(answer.status == 404, "\(missing): \(answer.head)")
         }
     }
 

@@ -370,6 +370,56 @@ import Testing
         }
     }
 
+    /// A folder mounted with a lister answers a `GET` of a folder's path (ending with `/`) with
+    /// its listing: names a service allows but HTML or M3U give a meaning are escaped (an HTML
+    /// index cannot be made to run a script; a name with a line break stays one playlist entry);
+    /// `HEAD` has the headers alone, other methods 405; a lister's `notFound` is 404, its other
+    /// failures 502 with their kind; without a `Host` the playlist's URLs are paths from the root.
+    /// A folder mounted without a lister lists nothing (404).
+    @Test func aMountedFolderWithAListerAnswersItsListings() async throws {
+        let hostile = "<script>alert('x')</script> & \"b\".mp3"
+        let listed: @Sendable (RelativePath?) async throws -> [FolderListingEntry] = { path in
+            switch path?.description {
+            case nil: return [FolderListingEntry(name: "b", isFolder: true), FolderListingEntry(name: "a.mp3", isFolder: false, size: 2048)]
+            case "b": return [FolderListingEntry(name: hostile, isFolder: false, size: 5), FolderListingEntry(name: "two\nlines.mp3", isFolder: false)]
+            case "gone": throw StreamCacheError(.notFound, "No folder gone.")
+            default: throw StreamCacheError(.authenticationFailed, "The service refused the token.")
+            }
+        }
+        try await Self.withProxy { server, _ in
+            try server.mountFolder(named: "test:/music", token: "music", resolvingFiles: { _ in throw StreamCacheError(.notFound, "none") }, listingFolders: listed)
+            try server.mountFolder(named: "test:/plain", token: "plain", resolvingFiles: { _ in throw StreamCacheError(.notFound, "none") })
+            let port = try #require(server.port)
+
+            let html = try await RawHTTP.get(port: port, path: "/music/b/", headers: ["Accept: text/html"])
+            let page = String(decoding: html.body, as: UTF8.self)
+            #expect(html.status == 200 && html.head.lowercased().contains("content-type: text/html"), "\(html.head)")
+            #expect(!page.contains("<script>") && page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;b&quot;.mp3</a> <small>5 B</small>"), "\(page)")
+            #expect(page.contains("<a href=\"../\">../</a>") && page.contains("<a href=\"/music/b/?format=m3u\">"), "\(page)")
+
+            let playlist = String(decoding: try await RawHTTP.get(port: port, path: "/music/b/").body, as: UTF8.self)
+            let lines = playlist.split(separator: "\n", omittingEmptySubsequences: false)
+            #expect(lines.count == 6 && lines[3] == "#EXTINF:-1,two lines.mp3" && lines[4] == "http://127.0.0.1:\(port)/music/b/two%0Alines.mp3", "\(playlist)")
+            #expect(lines[2] == "http://127.0.0.1:\(port)/music/b/%3Cscript%3Ealert%28%27x%27%29%3C%2Fscript%3E%20%26%20%22b%22.mp3", "\(playlist)")
+            let withoutHost = try await RawHTTP.exchange(port: port, request: Data("GET /music/?format=m3u HTTP/1.0\r\nConnection: close\r\n\r\n".utf8))
+            #expect(String(decoding: withoutHost.body, as: UTF8.self) == "#EXTM3U\n#EXTINF:-1,a.mp3\n/music/a.mp3\n", "\(withoutHost.head)")
+
+            let json = try await RawHTTP.get(port: port, path: "/music/", headers: ["Accept: application/json"])
+            #expect(String(decoding: json.body, as: UTF8.self) == #"{"entries":[{"name":"b","path":"/music/b/","type":"folder"},{"name":"a.mp3","path":"/music/a.mp3","size":2048,"type":"file"}],"folder":"test:/music","path":"/music/"}"# + "\n",
+                    "\(json.head)")
+            let head = try await RawHTTP.exchange(port: port, request: Data("HEAD /music/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            #expect(head.status == 200 && head.body.isEmpty && head.head.lowercased().contains("content-type: audio/x-mpegurl"), "\(head.head)")
+            let post = try await RawHTTP.exchange(port: port, request: Data("POST /music/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+            #expect(post.status == 405, "\(post.head)")
+            #expect(try await RawHTTP.get(port: port, path: "/music/gone/").status == 404)
+            let refused = try await RawHTTP.get(port: port, path: "/music/locked/")
+            #expect(refused.status == 502 && refused.head.contains("StreamCache-Error: authenticationFailed"), "\(refused.head)")
+            for unlisted in ["/plain/", "/plain", "/music/../", "/music/a//"] {
+                #expect(try await RawHTTP.get(port: port, path: unlisted).status == 404, "\(unlisted)")
+            }
+        }
+    }
+
     /// `POST /api/resources` with a `"source"` hands the reference and the credentials that came
     /// with it to the server's resolver and serves what it resolved; the resolver's refusals keep
     /// their kind (a service's 401 is not the control API's); a server without a resolver, or a

@@ -1,6 +1,6 @@
 import StreamCache
 
-/// The files of a folder mounted with a resolver (``ProxyServer/mountFolder(named:token:resolvingFiles:)``):
+/// The files of a folder mounted with a resolver (``ProxyServer/mountFolder(named:token:resolvingFiles:listingFolders:)``):
 /// each is resolved at its first request and kept, so a player's many range requests for one
 /// file cost the service one lookup. Requests that come together for a file share its lookup; a
 /// lookup that failed, or found the file while its service was out of reach

@@ -31,7 +31,7 @@ public struct FolderMount: Sendable, Hashable {
     /// The first path segment of every URL below the folder.
     public let token: String
     /// The folder's URL on the origin; `nil` for a folder whose files a resolver finds (a cloud
-    /// or WebDAV folder, ``ProxyServer/mountFolder(named:token:resolvingFiles:)``).
+    /// or WebDAV folder, ``ProxyServer/mountFolder(named:token:resolvingFiles:listingFolders:)``).
     public let baseURL: URL?
     /// What the folder is, for people: its URL without secrets, or the name it was mounted with
     /// (a source reference).
@@ -67,6 +67,8 @@ final class StreamRegistry: Sendable {
         var transport: (any HTTPTransport)?
         /// The files of a folder mounted with a resolver instead of a URL.
         var resolvedFiles: ResolvedFolderFiles?
+        /// Lists a folder below it (`nil`: the mounted folder itself), when it can be listed.
+        var listFolder: (@Sendable (RelativePath?) async throws -> [FolderListingEntry])?
     }
 
     /// A file a playlist names, kept small, since a live stream names new ones forever: its URL
@@ -202,11 +204,13 @@ final class StreamRegistry: Sendable {
         try mount(Folder(mount: FolderMount(token: token, baseURL: baseURL, name: baseURL.redactedDescription), headers: headers, transport: transport))
     }
 
-    /// Mounts a folder whose files `resolve` finds, under `token`.
+    /// Mounts a folder whose files `resolve` finds, and whose folders `list` lists (when given),
+    /// under `token`.
     ///
     /// - Throws: as ``mount(_:headers:token:transport:)``.
-    func mount(named name: String, token: String, resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream) throws -> FolderMount {
-        try mount(Folder(mount: FolderMount(token: token, baseURL: nil, name: name), resolvedFiles: ResolvedFolderFiles(resolve: resolve)))
+    func mount(named name: String, token: String, resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream,
+               listingFolders list: (@Sendable (RelativePath?) async throws -> [FolderListingEntry])?) throws -> FolderMount {
+        try mount(Folder(mount: FolderMount(token: token, baseURL: nil, name: name), resolvedFiles: ResolvedFolderFiles(resolve: resolve), listFolder: list))
     }
 
     private func mount(_ folder: Folder) throws -> FolderMount {

@@ -41,6 +41,7 @@ struct ProxyRequestContext {
 /// - `/api/…` → ``ControlAPIResponder``
 /// - `/s/<id>/<file name>` → a registered resource
 /// - `/<token>/<relative path>` → a file below a served folder
+/// - `/<token>/<relative path>/` → the listing of a folder below a served folder that can be listed
 /// - anything else → 404
 struct ProxyResponder: Sendable {
     typealias Context = ProxyRequestContext
@@ -49,11 +50,13 @@ struct ProxyResponder: Sendable {
     let ranges: RangeResponder
     let playlists: PlaylistResponder
     let api: ControlAPIResponder
+    let listings: FolderListingResponder
 
     init(server: ServerCore) {
         self.server = server
         self.ranges = RangeResponder(logger: server.logger)
         self.playlists = PlaylistResponder(server: server)
+        self.listings = FolderListingResponder(logger: server.logger)
         self.api = ControlAPIResponder(server: server)
     }
 
@@ -71,8 +74,22 @@ struct ProxyResponder: Sendable {
                   segments[2].percentDecoded == stream.registration.fileName else { return Self.notFound }
             return await respond(to: request, stream: stream, context: context)
         default:
-            guard segments.count >= 2, let folder = server.registry.folder(token: first) else { return Self.notFound }
+            guard let folder = server.registry.folder(token: first) else { return Self.notFound }
+            guard segments.count >= 2 else {
+                // The folder's own path without its `/`: a browser given it goes on to the listing.
+                guard folder.listFolder != nil else { return Self.notFound }
+                return Response(status: .movedPermanently, headers: [.location: "/\(first)/", .contentLength: "0"])
+            }
             let encodedRest = path.dropFirst(first.count + 2)
+            if let list = folder.listFolder, encodedRest.isEmpty || encodedRest.hasSuffix("/") {
+                let folderPath = encodedRest.dropLast()
+                var relative: RelativePath?
+                if !folderPath.isEmpty {
+                    guard let parsed = RelativePath(encoded: folderPath) else { return Self.notFound }
+                    relative = parsed
+                }
+                return await listings.respond(to: request, folder: folder.mount, path: relative, list: list)
+            }
             guard let relative = RelativePath(encoded: encodedRest) else { return Self.notFound }
             if let files = folder.resolvedFiles { return await respond(to: request, file: relative, of: files, token: first, context: context) }
             guard let baseURL = folder.mount.baseURL, let url = relative.url(below: baseURL) else { return Self.notFound }

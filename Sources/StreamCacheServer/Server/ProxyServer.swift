@@ -126,15 +126,24 @@ public final class ProxyServer: Sendable {
     /// one lookup (``StreamCacheError/Code/notFound`` answers 404, other failures 502, and are
     /// asked again next time). Its files are served as plain files, never as HLS playlists.
     ///
+    /// With `list`, a `GET` of a folder's path ending with `/` (`/<token>/`, `/<token>/Album/`)
+    /// lists it: an HTML index for a browser (its `Accept` names `text/html`), JSON for
+    /// `Accept: application/json`, and otherwise an M3U playlist of its files, so a player given
+    /// the folder's URL (`mpv http://127.0.0.1:8080/music/Album/`) plays them in order. A query
+    /// `format=html`, `json` or `m3u` picks one. The path without its `/` redirects there.
+    ///
     /// - Parameters:
     ///   - name: What the folder is, for people (a source reference, without secrets).
     ///   - token: The first path segment; a fresh random token by default.
     ///   - resolve: Finds the file at a path below the folder.
+    ///   - list: Lists the folder at a path below the folder (`nil`: the mounted folder);
+    ///     ``StreamCacheError/Code/notFound`` answers 404, other failures 502.
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) for a malformed or reserved token.
     @discardableResult
     public func mountFolder(named name: String, token: String? = nil,
-                            resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream) throws -> FolderMount {
-        try core.registry.mount(named: name, token: token ?? SecretToken.make(), resolvingFiles: resolve)
+                            resolvingFiles resolve: @escaping @Sendable (RelativePath) async throws -> SourceStream,
+                            listingFolders list: (@Sendable (RelativePath?) async throws -> [FolderListingEntry])? = nil) throws -> FolderMount {
+        try core.registry.mount(named: name, token: token ?? SecretToken.make(), resolvingFiles: resolve, listingFolders: list)
     }
 
     /// Asks the folder's origin whether it answers with these headers (a 1-byte `GET` of the

@@ -1,0 +1,172 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import struct HTTPTypes.HTTPRequest
+import struct HTTPTypes.HTTPResponse
+import HummingbirdCore
+import Logging
+import NIOCore
+import StreamCache
+
+/// Answers `GET` and `HEAD` for a folder below a mounted folder that can be listed
+/// (``ProxyServer/mountFolder(named:token:resolvingFiles:listingFolders:)``): an HTML index, JSON,
+/// or an M3U playlist of its files.
+///
+/// The playlist is the default, since what asks for a folder's URL without naming HTML or JSON is
+/// a player (mpv, VLC and ffplay send `Accept: */*`), and a player plays a playlist. Its entries
+/// are absolute URLs built from the request's `Host`, as players resolve a playlist's relative
+/// entries unevenly; the index and the JSON use paths from the root, as the HLS playlists do.
+/// Folders come first, then files, each by name (in code point order, as `prefetch` takes a
+/// folder's files); the M3U lists the files only. A folder's size is not shown (services tell
+/// none, or 0).
+struct FolderListingResponder: Sendable {
+    /// What a listing is answered as.
+    enum Format: String, Sendable {
+        case html, json, m3u
+
+        /// The format a `format` query asks for, else the one the `Accept` header prefers.
+        init(query: String?, accept: String?) {
+            if let query, let asked = Format(rawValue: query.lowercased()) {
+                self = asked
+                return
+            }
+            let accept = accept?.lowercased() ?? ""
+            if accept.contains("text/html") {
+                self = .html
+            } else if accept.contains("application/json") {
+                self = .json
+            } else {
+                self = .m3u
+            }
+        }
+
+        var contentType: String {
+            switch self {
+            case .html: "text/html; charset=utf-8"
+            case .json: "application/json"
+            case .m3u: "audio/x-mpegurl; charset=utf-8"
+            }
+        }
+    }
+
+    /// One entry of the JSON listing.
+    struct JSONEntry: Encodable {
+        var name: String
+        var type: String
+        var size: Int64?
+        var path: String
+    }
+
+    /// The JSON listing.
+    struct JSONListing: Encodable {
+        var folder: String
+        var path: String
+        var entries: [JSONEntry]
+    }
+
+    let logger: Logger
+
+    /// Lists the folder at `path` (`nil`: the mounted folder) of `folder` with `list`.
+    func respond(to request: Request, folder mount: FolderMount, path: RelativePath?,
+                 list: @Sendable (RelativePath?) async throws -> [FolderListingEntry]) async -> Response {
+        guard request.method == .get || request.method == .head else {
+            return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
+        }
+        let entries: [FolderListingEntry]
+        do {
+            entries = try await list(path)
+        } catch let error as StreamCacheError where error.code == .notFound {
+            return ProxyResponder.notFound
+        } catch {
+            logger.warning("A folder below a mounted folder could not be listed", metadata: ["error": "\(error)"])
+            var response = PlaylistResponder.plainText(.badGateway, "The folder could not be listed: \(error)")
+            if let error = error as? StreamCacheError { response.headers[.streamCacheError] = "\(error.code)" }
+            return response
+        }
+        let format = Format(query: request.uri.queryParameters["format"].map(String.init), accept: request.headers[.accept])
+        let sorted = entries.sorted { ($0.isFolder ? 0 : 1, $0.name) < ($1.isFolder ? 0 : 1, $1.name) }
+        let folderPath = path.map { mount.path(of: $0) + "/" } ?? "/\(mount.token)/"
+        let title = path.map { "\(mount.name)/\($0)" } ?? mount.name
+        let body: String
+        switch format {
+        case .html: body = Self.html(title: title, folderPath: folderPath, isTop: path == nil, entries: sorted)
+        case .json: body = Self.json(title: title, folderPath: folderPath, entries: sorted)
+        case .m3u: body = Self.m3u(base: Self.origin(host: request.head.authority), folderPath: folderPath, entries: sorted)
+        }
+        // A listing changes when a file is added; a player or browser asks again each time.
+        let headers: HTTPFields = [.contentType: format.contentType, .contentLength: String(body.utf8.count), .cacheControl: "no-cache"]
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+    }
+
+    /// The path of `entry` in the folder at `folderPath` (which ends with `/`); a folder's ends with `/`.
+    static func path(of entry: FolderListingEntry, in folderPath: String) -> String {
+        folderPath + entry.name.percentEncoded(allowing: URICharacters.isUnreserved) + (entry.isFolder ? "/" : "")
+    }
+
+    /// `http://HOST` for a `Host` value that is a host name or address with an optional port;
+    /// `""` (paths from the root) for anything else.
+    static func origin(host: String?) -> String {
+        guard let host, !host.isEmpty, host.utf8.count <= 255,
+              host.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || ".-:[]".utf8.contains($0) })
+        else { return "" }
+        return "http://\(host)"
+    }
+
+    static func m3u(base: String, folderPath: String, entries: [FolderListingEntry]) -> String {
+        var text = "#EXTM3U\n"
+        for entry in entries where !entry.isFolder {
+            // A title on one line: a line break in a name would start an entry of its own.
+            let title = String(entry.name.map { $0.isNewline ? " " : $0 })
+            text += "#EXTINF:-1,\(title)\n\(base)\(path(of: entry, in: folderPath))\n"
+        }
+        return text
+    }
+
+    static func json(title: String, folderPath: String, entries: [FolderListingEntry]) -> String {
+        let listing = JSONListing(folder: title, path: folderPath, entries: entries.map {
+            JSONEntry(name: $0.name, type: $0.isFolder ? "folder" : "file", size: $0.isFolder ? nil : $0.size, path: path(of: $0, in: folderPath))
+        })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(listing)) ?? Data(), as: UTF8.self) + "\n"
+    }
+
+    static func html(title: String, folderPath: String, isTop: Bool, entries: [FolderListingEntry]) -> String {
+        var rows = isTop ? "" : "<li><a href=\"../\">../</a></li>\n"
+        for entry in entries {
+            let name = escaped(entry.name) + (entry.isFolder ? "/" : "")
+            let size = entry.isFolder ? "" : entry.size.map { " <small>\(ByteFormat.string($0))</small>" } ?? ""
+            rows += "<li><a href=\"\(escaped(path(of: entry, in: folderPath)))\">\(name)</a>\(size)</li>\n"
+        }
+        let playAll = entries.contains { !$0.isFolder } ? "<p><a href=\"\(escaped(folderPath))?format=m3u\">Play all (M3U)</a></p>\n" : ""
+        return """
+            <!DOCTYPE html>
+            <html><head><meta charset="utf-8"><title>\(escaped(title))</title></head>
+            <body><h1>\(escaped(title))</h1>
+            \(playAll)<ul>
+            \(rows)</ul></body></html>
+
+            """
+    }
+
+    /// `text` with the characters HTML gives a meaning escaped, for text and attribute values.
+    static func escaped(_ text: String) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": result += "&amp;"
+            case "<": result += "&lt;"
+            case ">": result += "&gt;"
+            case "\"": result += "&quot;"
+            case "'": result += "&#39;"
+            default: result.append(character)
+            }
+        }
+        return result
+    }
+}
