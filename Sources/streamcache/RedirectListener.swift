@@ -118,23 +118,9 @@ final class RedirectListener: Sendable {
     }
 
     private static func response(_ page: Page) -> Response {
-        let html = "<!doctype html><meta charset=\"utf-8\"><title>streamcache</title><p>\(escaped(page.text))</p>\n"
+        let html = "<!doctype html><meta charset=\"utf-8\"><title>streamcache</title><p>\(page.text.htmlEscaped)</p>\n"
         return Response(status: page.status,
                         headers: [.contentType: "text/html; charset=utf-8", .contentLength: String(html.utf8.count), .cacheControl: "no-store"],
                         body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
-    }
-
-    private static func escaped(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "&": out += "&amp;"
-            case "\"": out += "&quot;"
-            default: out.append(character)
-            }
-        }
-        return out
     }
 }

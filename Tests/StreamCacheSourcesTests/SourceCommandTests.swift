@@ -316,7 +316,7 @@ import Glibc
 
     /// A folder's files are looked up one at a time, each when its download comes: the first
     /// file's download begins before the second file is looked up. Looked up all first, a folder
-    /// of hundreds of files (a Yandex file is two API calls) began no download for minutes.
+    /// of hundreds of files (a Yandex file is two API calls) began no download until every file was.
     @Test func prefetchOfAFolderLooksUpEachFileWhenItsTurnComes() async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in

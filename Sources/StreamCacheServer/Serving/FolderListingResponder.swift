@@ -138,35 +138,18 @@ struct FolderListingResponder: Sendable {
     static func html(title: String, folderPath: String, isTop: Bool, entries: [FolderListingEntry]) -> String {
         var rows = isTop ? "" : "<li><a href=\"../\">../</a></li>\n"
         for entry in entries {
-            let name = escaped(entry.name) + (entry.isFolder ? "/" : "")
+            let name = entry.name.htmlEscaped + (entry.isFolder ? "/" : "")
             let size = entry.isFolder ? "" : entry.size.map { " <small>\(ByteFormat.string($0))</small>" } ?? ""
-            rows += "<li><a href=\"\(escaped(path(of: entry, in: folderPath)))\">\(name)</a>\(size)</li>\n"
+            rows += "<li><a href=\"\(path(of: entry, in: folderPath).htmlEscaped)\">\(name)</a>\(size)</li>\n"
         }
-        let playAll = entries.contains { !$0.isFolder } ? "<p><a href=\"\(escaped(folderPath))?format=m3u\">Play all (M3U)</a></p>\n" : ""
+        let playAll = entries.contains { !$0.isFolder } ? "<p><a href=\"\(folderPath.htmlEscaped)?format=m3u\">Play all (M3U)</a></p>\n" : ""
         return """
             <!DOCTYPE html>
-            <html><head><meta charset="utf-8"><title>\(escaped(title))</title></head>
-            <body><h1>\(escaped(title))</h1>
+            <html><head><meta charset="utf-8"><title>\(title.htmlEscaped)</title></head>
+            <body><h1>\(title.htmlEscaped)</h1>
             \(playAll)<ul>
             \(rows)</ul></body></html>
 
             """
-    }
-
-    /// `text` with the characters HTML gives a meaning escaped, for text and attribute values.
-    static func escaped(_ text: String) -> String {
-        var result = ""
-        result.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": result += "&amp;"
-            case "<": result += "&lt;"
-            case ">": result += "&gt;"
-            case "\"": result += "&quot;"
-            case "'": result += "&#39;"
-            default: result.append(character)
-            }
-        }
-        return result
     }
 }
