@@ -221,13 +221,20 @@ struct ServeCommand: AsyncParsableCommand {
         let parse = try sources.parser(for: folder, transport: transport)
         let paths = SourceFolderPaths(folder: folder, parse: parse)
         let name = try parse(folder).reference
+        // A file below is known by the folder's name and its path (the reference they spell for a
+        // service that names files by path), for when the service is out of reach.
+        let base = name.hasSuffix("/") ? name : name + "/"
         let mount = try server.mountFolder(named: name, token: urlToken, resolvingFiles: { path in
-            // Known by the folder's name and the path (the reference they spell for a service that
-            // names files by path), for when the service is out of reach.
-            let alias = name.hasSuffix("/") ? "\(name)\(path)" : "\(name)/\(path)"
-            return try await cache.stream(for: try await cache.resolve(alias: alias) { try await paths.file(at: path) })
+            try await cache.stream(for: try await cache.resolve(alias: base + path.description) { try await paths.file(at: path) })
         }, listingFolders: { path in
-            try await paths.entries(at: path).map { FolderListingEntry(name: $0.name, isFolder: $0.isFolder, size: $0.size) }
+            do {
+                return try await paths.entries(at: path).map { FolderListingEntry(name: $0.name, isFolder: $0.isFolder, size: $0.size) }
+            } catch let failure as StreamCacheError where failure.code == .originUnavailable {
+                // Out of reach: what the cache holds below the folder, by the references its files were read by.
+                let prefix = base + (path.map { "\($0)/" } ?? "")
+                guard let cached = try? await cache.aliases(under: prefix), !cached.isEmpty else { throw failure }
+                return Self.entries(named: cached.map(\.alias), below: prefix)
+            }
         })
         Task {
             do {
@@ -237,6 +244,23 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         return mount
+    }
+
+    /// The entries right below `prefix` that `aliases` (each beginning with it) name: a file for
+    /// each alias with no `/` past the prefix, a folder for the first segment of the others.
+    static func entries(named aliases: [String], below prefix: String) -> [FolderListingEntry] {
+        var folders: Set<String> = []
+        var entries: [FolderListingEntry] = []
+        for alias in aliases where alias.hasPrefix(prefix) {
+            let rest = alias.dropFirst(prefix.count)
+            if let slash = rest.firstIndex(of: "/") {
+                let folder = String(rest[..<slash])
+                if !folder.isEmpty, folders.insert(folder).inserted { entries.append(FolderListingEntry(name: folder, isFolder: true)) }
+            } else if !rest.isEmpty {
+                entries.append(FolderListingEntry(name: String(rest), isFolder: false))
+            }
+        }
+        return entries
     }
 
     /// One line on what the cache did while serving: bytes served and how many came from disk,

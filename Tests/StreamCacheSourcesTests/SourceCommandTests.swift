@@ -571,8 +571,8 @@ import Glibc
 
     /// Files of a cloud folder prefetched for offline play play with the service out of reach:
     /// `get` by their reference, `serve` of the reference and a `serve --folder` above them, from
-    /// the cache alone (the cache remembers which file each reference named); a file never cached
-    /// fails as the service did.
+    /// the cache alone (the cache remembers which file each reference named), whose folders list
+    /// the files cached below them; a file never cached fails as the service did.
     @Test func filesPrefetchedForOfflinePlayPlayWithTheirServiceOutOfReach() async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
@@ -608,6 +608,15 @@ import Glibc
                     }
                     let uncached = try await RawHTTP.get(port: port, path: "/music/Album/CD2/03.mp3")
                     #expect(uncached.status == 502, "\(uncached.head)")
+                    // The folders list what the cache holds of them, so a player given the album's URL plays it.
+                    let album = try await RawHTTP.get(port: port, path: "/music/Album/")
+                    let urls = String(decoding: album.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }
+                    #expect(album.status == 200 && urls == ["01.mp3", "02.mp3"].map { "http://127.0.0.1:\(port)/music/Album/\($0)"[...] }, "\(album.head) \(urls)")
+                    let top = try await RawHTTP.get(port: port, path: "/music/?format=json", headers: ["Accept: application/json"])
+                    #expect(String(decoding: top.body, as: UTF8.self).contains(#""entries":[{"name":"Album","path":"/music/Album/","type":"folder"}]"#),
+                            "\(String(decoding: top.body, as: UTF8.self))")
+                    let nothingCached = try await RawHTTP.get(port: port, path: "/music/Album/CD2/")
+                    #expect(nothingCached.status == 502, "\(nothingCached.head)")
                 } cleanup: {
                     try? await Self.stop(mounted)
                 }

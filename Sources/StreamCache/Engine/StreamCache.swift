@@ -184,6 +184,13 @@ public final class StreamCache: Sendable {
         try await store.resource(aliased: alias)
     }
 
+    /// The aliases that begin with `prefix` and name a resource the cache still holds, by alias:
+    /// the cached files below a folder (`yandex:/Music/Album/`) by the references they were read
+    /// by, for listing it while its service is out of reach.
+    public func aliases(under prefix: String) async throws -> [(alias: String, key: CacheKey, fileName: String)] {
+        try await store.aliases(under: prefix)
+    }
+
     /// Records that `alias` names the resource `key`, a file named `fileName`.
     public func setAlias(_ alias: String, for key: CacheKey, fileName: String) async throws {
         try checkNotShutDown()

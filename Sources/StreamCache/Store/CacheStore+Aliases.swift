@@ -14,6 +14,17 @@ extension CacheStore {
         return named
     }
 
+    /// The aliases that begin with `prefix` and name a key the index still holds, by alias: the
+    /// cached files below a folder, by the references they were read by.
+    public func aliases(under prefix: String) async throws -> [(alias: String, key: CacheKey, fileName: String)] {
+        let named = try await database.read { db in
+            try db.rows(#"SELECT "alias", "key", "fileName" FROM "alias" WHERE substr("alias", 1, length(?1)) = ?1 ORDER BY "alias""#, [.text(prefix)]) { row in
+                (alias: row.text(0), key: CacheKey(row.text(1)), fileName: row.text(2))
+            }
+        }
+        return named.filter { knows($0.key) && $0.alias.hasPrefix(prefix) }
+    }
+
     /// The keys that `aliases` last named (those the index still holds or not).
     func keys(aliasedBy aliases: Set<String>) async throws -> Set<CacheKey> {
         try await database.read { db in
