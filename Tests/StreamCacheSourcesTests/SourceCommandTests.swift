@@ -508,6 +508,42 @@ import Glibc
         }
     }
 
+    /// A real player given a cloud album's folder URL plays its tracks in order: mpv takes the
+    /// folder's M3U playlist and plays each file through the proxy, whose bytes come from the
+    /// service once each.
+    @Test func mpvPlaysACloudAlbumByItsFolderURL() async throws {
+        try await withTemporaryDirectory { work in
+            var tracks: [Data] = []
+            for (index, frequency) in [330, 440].enumerated() {
+                let file = work.appendingPathComponent("track\(index).mp3")
+                let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=4",
+                                                                 "-c:a", "libmp3lame", "-b:a", "128k", file.path])
+                try #require(made.status == 0, "ffmpeg could not make the MP3: \(made.stderr)")
+                tracks.append(try Data(contentsOf: file))
+            }
+            try await CloudTestEnvironment.with { environment in
+                environment.server.setFile("/Music/Album/01 First.mp3", data: tracks[0], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/02 Second.mp3", data: tracks[1], mimeType: "audio/mpeg")
+                let arguments = ["--folder", "yandex:/Music", "--url-token", "music", "--token-env", "TOKEN",
+                                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(arguments, environment: environment.variablesWithToken, in: work)
+                try await withAsyncCleanup {
+                    let album = url.appendingPathComponent("Album").absoluteString + "/"
+                    let played = try await ExternalTool.run("mpv", ["--no-config", "--ao=null", "--ao-null-untimed", "--vo=null",
+                                                                    "--term-playing-msg=PLAYING ${filename}", album])
+                    let output = String(decoding: played.stdout, as: UTF8.self)
+                    #expect(played.status == 0, "mpv: \(played.stderr) \(output)")
+                    #expect(output.components(separatedBy: "\n").filter { $0.hasPrefix("PLAYING ") } == ["PLAYING 01 First.mp3", "PLAYING 02 Second.mp3"],
+                            "\(output)")
+                    let total = Int64(tracks[0].count + tracks[1].count)
+                    #expect(await environment.server.downloadedBytes(awaiting: total) == total, "each track's bytes once")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
+
     /// The listings of a folder mount (`Album` holds `01.mp3`, `02.mp3`, `none.mp3`,
     /// `Track 04.mp3` and the folder `CD2`): a player's request for a folder's URL gets an M3U
     /// playlist of its files by name, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
