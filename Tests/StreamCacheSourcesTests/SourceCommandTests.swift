@@ -544,6 +544,42 @@ import Glibc
         }
     }
 
+    /// An HLS package stored in a cloud folder (a playlist naming its segments by relative
+    /// paths) plays through `serve --folder` with ffmpeg: the playlist is served as the file it
+    /// is, and the player finds each segment below the same folder, fetched from the service once.
+    @Test func ffmpegPlaysAnHLSPackageStoredInACloudFolder() async throws {
+        try await withTemporaryDirectory { work in
+            let package = work.appendingPathComponent("package")
+            try FileManager.default.createDirectory(at: package, withIntermediateDirectories: true)
+            let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=96x72:rate=10",
+                                                             "-t", "4", "-threads", "1", "-c:v", "mpeg2video", "-g", "10", "-f", "hls", "-hls_time", "1",
+                                                             "-hls_playlist_type", "vod", "-hls_segment_filename", package.appendingPathComponent("seg%d.ts").path,
+                                                             package.appendingPathComponent("index.m3u8").path])
+            try #require(made.status == 0, "ffmpeg could not make the package: \(made.stderr)")
+            try await CloudTestEnvironment.with { environment in
+                var total: Int64 = 0
+                for name in try FileManager.default.contentsOfDirectory(atPath: package.path) {
+                    let data = try Data(contentsOf: package.appendingPathComponent(name))
+                    total += Int64(data.count)
+                    environment.server.setFile("/Video/Show/\(name)", data: data, mimeType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t")
+                }
+                let arguments = ["--folder", "yandex:/Video", "--url-token", "video", "--token-env", "TOKEN",
+                                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(arguments, environment: environment.variablesWithToken, in: work)
+                try await withAsyncCleanup {
+                    let playlist = url.appendingPathComponent("Show").appendingPathComponent("index.m3u8").absoluteString
+                    let played = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", playlist, "-f", "null", "-"], timeout: 60)
+                    #expect(played.status == 0, "ffmpeg: \(played.stderr)")
+                    let segments = environment.server.records.filter { $0.isDownload }.count
+                    #expect(segments >= 5, "the playlist and its segments: \(segments) downloads")
+                    #expect(await environment.server.downloadedBytes(awaiting: total) == total, "each file's bytes once")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
+
     /// The listings of a folder mount (`Album` holds `01.mp3`, `02.mp3`, `none.mp3`,
     /// `Track 04.mp3` and the folder `CD2`): a player's request for a folder's URL gets an M3U
     /// playlist of its files by name, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
