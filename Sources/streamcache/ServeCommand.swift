@@ -66,6 +66,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The port (0 picks a free one).", valueName: "n"))
     var port = 0
 
+    @Option(name: .customLong("allow-host"), help: ArgumentHelp("A host name requests may give besides 127.0.0.1 and localhost ('*': any); repeatable.", discussion: "Requests that name another host are refused (403): a web page that points a name of its own at 127.0.0.1 (DNS rebinding) cannot read the streams. Not checked with a non-loopback --host.", valueName: "name"))
+    var allowedHosts: [String] = []
+
     @Option(name: .customLong("control-token-file"), help: ArgumentHelp("Where to write the control API's bearer token (mode 0600).", discussion: "Default: $XDG_STATE_HOME/streamcache/control-token, else ~/.local/state/streamcache/control-token.", valueName: "file"))
     var controlTokenFile: String?
 
@@ -115,6 +118,7 @@ struct ServeCommand: AsyncParsableCommand {
         serverConfiguration.host = host
         serverConfiguration.port = port
         serverConfiguration.allowsNonLoopbackHost = allowNonLoopback
+        serverConfiguration.allowedHostNames = allowedHosts.contains("*") ? nil : Set(allowedHosts)
         serverConfiguration.logger = logger
         if !ProxyServer.Configuration.isLoopbackHost(host) {
             Self.printError("warning: serving on \(host): anyone who can reach this address and knows a stream URL can read it.")

@@ -257,7 +257,7 @@ import Testing
             #expect(head.headers["content-length"] == "1000000")
             #expect(head.headers["accept-ranges"] == "bytes")
             let rawHead = try await RawHTTP.exchange(port: try #require(server.port),
-                                                     request: Data("HEAD \(url.path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                                                     request: Data("HEAD \(url.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
             #expect(rawHead.status == 200)
             #expect(rawHead.raw.count == rawHead.head.utf8.count + 4, "HEAD has no body")
             // Range is defined for GET only (RFC 9110 §14.2): a HEAD with one describes the whole.
@@ -370,6 +370,33 @@ import Testing
         }
     }
 
+    /// A request that names a host other than the loopback ones is refused (403) before
+    /// anything is looked up: a web page that points a name of its own at 127.0.0.1 (DNS
+    /// rebinding) cannot read a stream, even one whose URL it guessed. Loopback names and
+    /// addresses, `*.localhost`, a name the configuration allows, and a request with no `Host`
+    /// (HTTP/1.0) are answered; with `allowedHostNames` nil, any is.
+    @Test func aRequestForAnotherHostIsRefused() async throws {
+        let data = TestData.random(count: 20_000, seed: 331)
+        for allowed in [Set<String>(["media.lan"]), nil] {
+            try await Self.withProxy(server: { $0.allowedHostNames = allowed }) { server, origin in
+                origin.setFile("/a.mp3", data: data)
+                let url = server.url(for: server.register(url: origin.url("/a.mp3"), headers: ["Authorization": Self.secret]))
+                let port = try #require(server.port)
+                func status(host: String?) async throws -> Int? {
+                    let hostLine = host.map { "Host: \($0)\r\n" } ?? ""
+                    let version = host == nil ? "1.0" : "1.1"
+                    return try await RawHTTP.exchange(port: port, request: Data("GET \(url.path) HTTP/\(version)\r\n\(hostLine)Connection: close\r\n\r\n".utf8)).status
+                }
+                for host in ["127.0.0.1:\(port)", "localhost:\(port)", "LOCALHOST", "127.0.0.2", "[::1]:\(port)", "player.localhost:\(port)", "MEDIA.LAN:\(port)", nil] {
+                    #expect(try await status(host: host) == 200, "\(host ?? "no Host")")
+                }
+                for host in ["attacker.example:\(port)", "127.attacker.example", "localhost.attacker.example", "[::2]:\(port)", "127.0.0.1.nip.io", "media.lan.attacker.example"] {
+                    #expect(try await status(host: host) == (allowed == nil ? 200 : 403), "\(host)")
+                }
+            }
+        }
+    }
+
     /// A folder mounted with a lister answers a `GET` of a folder's path (ending with `/`) with
     /// its listing: names a service allows but HTML or M3U give a meaning are escaped (an HTML
     /// index cannot be made to run a script; a name with a line break stays one playlist entry);
@@ -407,9 +434,9 @@ import Testing
             let json = try await RawHTTP.get(port: port, path: "/music/", headers: ["Accept: application/json"])
             #expect(String(decoding: json.body, as: UTF8.self) == #"{"entries":[{"name":"b","path":"/music/b/","type":"folder"},{"name":"a.mp3","path":"/music/a.mp3","size":2048,"type":"file"}],"folder":"test:/music","path":"/music/"}"# + "\n",
                     "\(json.head)")
-            let head = try await RawHTTP.exchange(port: port, request: Data("HEAD /music/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            let head = try await RawHTTP.exchange(port: port, request: Data("HEAD /music/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
             #expect(head.status == 200 && head.body.isEmpty && head.head.lowercased().contains("content-type: audio/x-mpegurl"), "\(head.head)")
-            let post = try await RawHTTP.exchange(port: port, request: Data("POST /music/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+            let post = try await RawHTTP.exchange(port: port, request: Data("POST /music/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
             #expect(post.status == 405, "\(post.head)")
             #expect(try await RawHTTP.get(port: port, path: "/music/gone/").status == 404)
             let refused = try await RawHTTP.get(port: port, path: "/music/locked/")
@@ -810,13 +837,13 @@ import Testing
                 switch index % 5 {
                 case 0, 1:
                     let bytes = (0..<Int.random(in: 0..<60, using: &generator)).map { _ in rangeAlphabet.randomElement(using: &generator)! }
-                    request = Data("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nRange: \(String(decoding: bytes, as: UTF8.self))\r\n\r\n".utf8)
+                    request = Data("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nRange: \(String(decoding: bytes, as: UTF8.self))\r\n\r\n".utf8)
                 case 2:
                     let bytes = (0..<Int.random(in: 1..<80, using: &generator)).map { _ in pathAlphabet.randomElement(using: &generator)! }
-                    request = Data("GET /\(String(decoding: bytes, as: UTF8.self)) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+                    request = Data("GET /\(String(decoding: bytes, as: UTF8.self)) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
                 case 3:
                     let size = [20_000, 100_000, 1_000_000].randomElement(using: &generator)!
-                    request = Data("GET \(path) HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: size))\r\nConnection: close\r\n\r\n".utf8)
+                    request = Data("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: \(String(repeating: "a", count: size))\r\nConnection: close\r\n\r\n".utf8)
                 default:
                     let garbage = (0..<Int.random(in: 1..<200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
                     request = Data(garbage) + Data("\r\n\r\n".utf8)

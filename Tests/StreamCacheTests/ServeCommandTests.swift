@@ -61,7 +61,7 @@ import Glibc
             let process = try CommandLineTool.start([
                 "serve", origin.url("/music/one.mp3").absoluteString, "-H", "Authorization: \(Self.secret)",
                 "--folder", origin.url("/music/").absoluteString, "--url-token", "lib",
-                "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path, "-vv",
+                "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path, "-vv", "--allow-host", "media.lan",
             ], stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err))
             defer { process.signal(SIGKILL) }
 
@@ -78,6 +78,13 @@ import Glibc
             #expect(TestData.sha256(whole.stdout) == TestData.sha256(data))
             let nested = try await ExternalTool.run("curl", ["-s", "-f", "-r", "0-9", (folderLine.first ?? "") + "sub/two.mp3"])
             #expect(nested.stdout == data.prefix(10))
+            // Another host name than loopback's is refused, but the one --allow-host names (a path
+            // that names nothing, so no read counts: 404 once the name is accepted).
+            let nothing = URL(string: "/nothing", relativeTo: streamURL)!.absoluteString
+            for (host, expected) in [("media.lan", "404"), ("attacker.example", "403")] {
+                let answer = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: \(host)", nothing])
+                #expect(answer.output == expected, "\(host): \(answer.output)")
+            }
 
             // The control token: in a file only the user can read, and accepted by the API.
             var info = stat()

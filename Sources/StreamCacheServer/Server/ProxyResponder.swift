@@ -35,8 +35,9 @@ struct ProxyRequestContext {
     }
 }
 
-/// Routes every request by its raw path; nothing else is served, and there is no route that
-/// fetches a URL named by the client (the proxy is never an open proxy):
+/// Routes every request by its raw path, once its `Host` is one the server answers
+/// (``ProxyServer/Configuration/allowedHostNames``); nothing else is served, and there is no
+/// route that fetches a URL named by the client (the proxy is never an open proxy):
 ///
 /// - `/api/…` → ``ControlAPIResponder``
 /// - `/s/<id>/<file name>` → a registered resource
@@ -61,6 +62,9 @@ struct ProxyResponder: Sendable {
     }
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        guard server.configuration.acceptsHost(request.head.authority) else {
+            return PlaylistResponder.plainText(.forbidden, "This server answers requests for 127.0.0.1 and localhost only (see ProxyServer.Configuration.allowedHostNames, `serve --allow-host`).")
+        }
         let path = request.uri.path
         guard path.hasPrefix("/") else { return Self.notFound }
         let segments = path.dropFirst().split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)

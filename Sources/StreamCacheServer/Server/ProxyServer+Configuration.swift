@@ -19,6 +19,16 @@ extension ProxyServer {
         public var controlToken: String?
         /// Lets non-loopback peers use the control API (with the token). Off by default.
         public var allowsRemoteControl = false
+        /// Host names a request's `Host` may give, besides loopback ones (`127.0.0.1`,
+        /// `localhost`, `[::1]`, `*.localhost`), while the server listens on a loopback ``host``;
+        /// a request naming any other is refused (403). Empty by default; `nil` accepts any.
+        ///
+        /// A web page cannot read a loopback server's answers, unless it points a name of its
+        /// own at 127.0.0.1 (DNS rebinding): the browser then sends that name as `Host`. With a
+        /// URL token the user chose (`--url-token music`) and a known port, such a page could
+        /// list a served folder and read its files. A server on another address is reached by
+        /// the names of that address, and checks nothing.
+        public var allowedHostNames: Set<String>? = []
         /// The most bytes of request headers accepted; larger requests get 400.
         public var maximumHeaderSize = 16 * 1024
         /// How long an idle keep-alive connection stays open.
@@ -62,6 +72,33 @@ extension ProxyServer {
         /// Whether `host` is a loopback address (`127.0.0.0/8`, `::1`) or `localhost`.
         public static func isLoopbackHost(_ host: String) -> Bool {
             host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        }
+
+        /// Whether a request whose `Host` is `authority` (`name[:port]`; `nil` when it sent none,
+        /// as an HTTP/1.0 client may) is answered: see ``allowedHostNames``.
+        func acceptsHost(_ authority: String?) -> Bool {
+            guard let allowed = allowedHostNames, Self.isLoopbackHost(host), let authority else { return true }
+            var name = Substring(authority.lowercased())
+            if name.hasPrefix("[") {
+                // An IPv6 literal, with its port after the bracket.
+                guard let close = name.firstIndex(of: "]") else { return false }
+                name = name[...close]
+            } else if let colon = name.lastIndex(of: ":") {
+                name = name[..<colon]
+            }
+            if name.hasSuffix(".") { name = name.dropLast() }
+            let text = String(name)
+            // `*.localhost` never leaves the machine (RFC 6761); `127.` must begin an address, not a
+            // name such as `127.attacker.example`.
+            if text == "localhost" || text == "[::1]" || text.hasSuffix(".localhost") { return true }
+            if text.hasPrefix("127."), Self.isIPv4Address(text) { return true }
+            return allowed.contains { $0.lowercased() == text }
+        }
+
+        /// Whether `text` is four decimal octets (`127.0.0.1`, not `127.attacker.example`).
+        static func isIPv4Address(_ text: String) -> Bool {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            return parts.count == 4 && parts.allSatisfy { part in !part.isEmpty && part.count <= 3 && part.utf8.allSatisfy({ (0x30...0x39).contains($0) }) && Int(part)! <= 255 }
         }
     }
 }
