@@ -7,17 +7,41 @@ import StreamCacheSources
 /// references do not (Google Drive and Box name files by id). Each listing is kept for
 /// ``listingLifetime``, so an album played track after track lists its folder once; a name a
 /// kept listing lacks has its folder listed again.
+///
+/// A service found out of reach (`originUnavailable`) is not asked again for
+/// ``outOfReachInterval``: each question would wait out the retries first (1.5 s against a refused
+/// connection), and a player offline asks for each file several times (every range request
+/// looks a file up again while it is found offline), so each track began seconds late.
 final class SourceFolderPaths: Sendable {
     static let listingLifetime: Duration = .seconds(60)
 
     /// The folder's reference as the user gave it.
     let folder: String
+    /// How long a service found out of reach is not asked again.
+    let outOfReachInterval: Duration
     private let parse: @Sendable (String) throws -> any Source
     private let listings = Locked([String: (entries: [SourceEntry], listedAt: ContinuousClock.Instant)]())
+    /// When the service was last found out of reach, and with what error.
+    private let outOfReach = Locked<(since: ContinuousClock.Instant, failure: StreamCacheError)?>(nil)
 
-    init(folder: String, parse: @escaping @Sendable (String) throws -> any Source) {
+    init(folder: String, outOfReachInterval: Duration = .seconds(30), parse: @escaping @Sendable (String) throws -> any Source) {
         self.folder = folder
+        self.outOfReachInterval = outOfReachInterval
         self.parse = parse
+    }
+
+    /// Runs `question` to the service, unless it was found out of reach less than
+    /// ``outOfReachInterval`` ago (then fails as it did); records it out of reach when it is.
+    private func ask<Answer>(_ question: () async throws -> Answer) async throws -> Answer {
+        if let last = outOfReach.withLock({ $0 }), ContinuousClock.now - last.since < outOfReachInterval { throw last.failure }
+        do {
+            let answer = try await question()
+            outOfReach.withLock { $0 = nil }
+            return answer
+        } catch let failure as StreamCacheError where failure.code == .originUnavailable {
+            outOfReach.withLock { $0 = (.now, failure) }
+            throw failure
+        }
     }
 
     /// The file at `path` below the folder, resolved.
@@ -35,7 +59,8 @@ final class SourceFolderPaths: Sendable {
             guard let entry else { throw StreamCacheError(.notFound, "\(folder) holds no file \(path).") }
             reference = entry.reference
         }
-        return try await parse(reference).resolve()
+        let source = try parse(reference)
+        return try await ask { try await source.resolve() }
     }
 
     /// The entries of the folder at `path` below the folder (`nil`: the folder itself), for its
@@ -61,7 +86,8 @@ final class SourceFolderPaths: Sendable {
         let reference = reference ?? folder
         let now = ContinuousClock.now
         if keptOnesWillDo, let kept = listings.withLock({ $0[reference] }), now - kept.listedAt < Self.listingLifetime { return kept.entries }
-        let entries = try await parse(reference).list()
+        let source = try parse(reference)
+        let entries = try await ask { try await source.list() }
         listings.withLock { $0[reference] = (entries, now) }
         return entries
     }

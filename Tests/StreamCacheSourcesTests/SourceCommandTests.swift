@@ -641,6 +641,39 @@ import Glibc
         }
     }
 
+    /// A folder mount whose service stops answering asks it once, then plays what the cache
+    /// holds without asking again for a while: every question to a service out of reach waits out
+    /// the retries first, and a player asks for each file several times (each range request
+    /// looks it up again while it is found offline).
+    @Test func aFolderMountAsksAServiceOutOfReachOnceInAWhile() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let server = environment.server
+                let files = environment.putAlbum(sizes: [200_000, 100_000], seed: 116)
+                let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
+                let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                let control = ["--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(["--folder", "yandex:/Music", "--url-token", "music"] + cacheOptions + control,
+                                                          environment: environment.variablesWithToken, in: work)
+                try await withAsyncCleanup {
+                    let port = url.port ?? 0
+                    server.failAPICalls(1_000, status: 503)
+                    let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3")
+                    #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
+                    let asked = server.arrivals.filter { $0.host == .api }.count
+                    for path in ["/music/Album/02.mp3", "/music/Album/", "/music/Album/01.mp3"] {
+                        let answer = try await RawHTTP.get(port: port, path: path, headers: ["Range: bytes=0-99"])
+                        #expect(answer.status == 200 || answer.status == 206, "\(path): \(answer.head)")
+                    }
+                    #expect(server.arrivals.filter { $0.host == .api }.count == asked, "the service was asked again within the interval")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+            }
+        }
+    }
+
     /// Files of a cloud folder prefetched for offline play play with the service out of reach:
     /// `get` by their reference, `serve` of the reference and a `serve --folder` above them, from
     /// the cache alone (the cache remembers which file each reference named), whose folders list
