@@ -508,13 +508,13 @@ import Glibc
         }
     }
 
-    /// A real player given a cloud album's folder URL plays its tracks in order: mpv takes the
-    /// folder's M3U playlist and plays each file through the proxy, whose bytes come from the
-    /// service once each.
+    /// A real player given a cloud album's folder URL plays its tracks in order, its subfolder's
+    /// after them: mpv takes the folder's M3U playlist (the subfolder a playlist of its own) and
+    /// plays each file through the proxy, whose bytes come from the service once each.
     @Test func mpvPlaysACloudAlbumByItsFolderURL() async throws {
         try await withTemporaryDirectory { work in
             var tracks: [Data] = []
-            for (index, frequency) in [330, 440].enumerated() {
+            for (index, frequency) in [330, 440, 550].enumerated() {
                 let file = work.appendingPathComponent("track\(index).mp3")
                 let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=4",
                                                                  "-c:a", "libmp3lame", "-b:a", "128k", file.path])
@@ -524,6 +524,7 @@ import Glibc
             try await CloudTestEnvironment.with { environment in
                 environment.server.setFile("/Music/Album/01 First.mp3", data: tracks[0], mimeType: "audio/mpeg")
                 environment.server.setFile("/Music/Album/02 Second.mp3", data: tracks[1], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/CD2/03 Third.mp3", data: tracks[2], mimeType: "audio/mpeg")
                 let arguments = ["--folder", "yandex:/Music", "--url-token", "music", "--token-env", "TOKEN",
                                  "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
                 let (url, process) = try await Self.serve(arguments, environment: environment.variablesWithToken, in: work)
@@ -533,9 +534,9 @@ import Glibc
                                                                     "--term-playing-msg=PLAYING ${filename}", album])
                     let output = String(decoding: played.stdout, as: UTF8.self)
                     #expect(played.status == 0, "mpv: \(played.stderr) \(output)")
-                    #expect(output.components(separatedBy: "\n").filter { $0.hasPrefix("PLAYING ") } == ["PLAYING 01 First.mp3", "PLAYING 02 Second.mp3"],
+                    #expect(output.components(separatedBy: "\n").filter { $0.hasPrefix("PLAYING ") } == ["PLAYING 01 First.mp3", "PLAYING 02 Second.mp3", "PLAYING 03 Third.mp3"],
                             "\(output)")
-                    let total = Int64(tracks[0].count + tracks[1].count)
+                    let total = Int64(tracks.map(\.count).reduce(0, +))
                     #expect(await environment.server.downloadedBytes(awaiting: total) == total, "each track's bytes once")
                 } cleanup: {
                     try? await Self.stop(process)
@@ -582,7 +583,7 @@ import Glibc
 
     /// The listings of a folder mount (`Album` holds `01.mp3`, `02.mp3`, `none.mp3`,
     /// `Track 04.mp3` and the folder `CD2`): a player's request for a folder's URL gets an M3U
-    /// playlist of its files by name, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
+    /// playlist of its files by name, then its folders, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
     /// HTML index; a folder's path without its `/` redirects; a folder that is not there, or a
     /// file asked for as a folder, is 404.
     static func expectListings(port: Int) async throws {
@@ -591,7 +592,7 @@ import Glibc
         let text = String(decoding: playlist.body, as: UTF8.self)
         let urls = text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
         let base = "http://127.0.0.1:\(port)/music/Album/"
-        #expect(text.hasPrefix("#EXTM3U\n#EXTINF:-1,01.mp3\n") && urls == ["01.mp3", "02.mp3", "Track%2004.mp3", "none.mp3"].map { base + $0 }, "\(text)")
+        #expect(text.hasPrefix("#EXTM3U\n#EXTINF:-1,01.mp3\n") && urls == ["01.mp3", "02.mp3", "Track%2004.mp3", "none.mp3", "CD2/"].map { base + $0 }, "\(text)")
         let spaced = try await RawHTTP.get(port: port, path: String(urls[2].dropFirst("http://127.0.0.1:\(port)".count)))
         #expect(spaced.status == 200 && spaced.body.count == 150_000, "\(spaced.head)")
 

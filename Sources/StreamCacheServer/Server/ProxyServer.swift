@@ -128,8 +128,9 @@ public final class ProxyServer: Sendable {
     ///
     /// With `list`, a `GET` of a folder's path ending with `/` (`/<token>/`, `/<token>/Album/`)
     /// lists it: an HTML index for a browser (its `Accept` names `text/html`), JSON for
-    /// `Accept: application/json`, and otherwise an M3U playlist of its files, so a player given
-    /// the folder's URL (`mpv http://127.0.0.1:8080/music/Album/`) plays them in order. A query
+    /// `Accept: application/json`, and otherwise an M3U playlist of its files and then its
+    /// subfolders (playlists of their own), so a player given the folder's URL
+    /// (`mpv http://127.0.0.1:8080/music/Album/`) plays them in order. A query
     /// `format=html`, `json` or `m3u` picks one. The path without its `/` redirects there.
     ///
     /// - Parameters:

@@ -20,7 +20,7 @@ import StreamCache
 /// are absolute URLs built from the request's `Host`, as players resolve a playlist's relative
 /// entries unevenly; the index and the JSON use paths from the root, as the HLS playlists do.
 /// Folders come first, then files, each by name (in code point order, as `prefetch` takes a
-/// folder's files); the M3U lists the files only. A folder's size is not shown (services tell
+/// folder's files); the M3U lists the files first, then the folders. A folder's size is not shown (services tell
 /// none, or 0).
 struct FolderListingResponder: Sendable {
     /// What a listing is answered as.
@@ -116,11 +116,13 @@ struct FolderListingResponder: Sendable {
         return "http://\(host)"
     }
 
+    /// The folder's files, then its subfolders, each a playlist of its own that a player opens
+    /// when it comes to it (mpv and VLC do): given a folder of albums, a player plays them all.
     static func m3u(base: String, folderPath: String, entries: [FolderListingEntry]) -> String {
         var text = "#EXTM3U\n"
-        for entry in entries where !entry.isFolder {
+        for entry in entries.filter({ !$0.isFolder }) + entries.filter(\.isFolder) {
             // A title on one line: a line break in a name would start an entry of its own.
-            let title = String(entry.name.map { $0.isNewline ? " " : $0 })
+            let title = String(entry.name.map { $0.isNewline ? " " : $0 }) + (entry.isFolder ? "/" : "")
             text += "#EXTINF:-1,\(title)\n\(base)\(path(of: entry, in: folderPath))\n"
         }
         return text
