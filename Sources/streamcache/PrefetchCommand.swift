@@ -224,7 +224,7 @@ struct PrefetchCommand: AsyncParsableCommand {
             configuration.aliasesToBeRead = Set(found.files.map(\.reference))
             switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
             case .opened(let cache):
-                outcome = try await prefetch(found.files, into: cache, parse: parse)
+                outcome = try await prefetch(found.files, into: cache, parse: parse, folder: found.isFolder ? found.name : nil)
             case .server(let server):
                 server.tellHandOver(of: self.cache.directory, "it does this prefetch")
                 outcome = try await prefetch(found.files, through: server, access: try sources.access())
@@ -266,7 +266,12 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     /// Downloads `files` into `cache`, one after another, each resolved (with a source `parse`
     /// makes) when its turn comes if it was not before.
-    private func prefetch(_ files: [SourceFiles.File], into cache: StreamCache, parse: @escaping @Sendable (String) throws -> any Source) async throws -> SourcePrefetchOutcome {
+    ///
+    /// Files of a `folder` are also known by the folder's reference and their path below it,
+    /// as `serve --folder` knows the files it plays: a service whose references name files by id
+    /// (Drive, Box) then has a folder prefetched by id play offline below a mount of it.
+    private func prefetch(_ files: [SourceFiles.File], into cache: StreamCache, parse: @escaping @Sendable (String) throws -> any Source,
+                          folder: String?) async throws -> SourcePrefetchOutcome {
         let outcome = Locked(SourcePrefetchOutcome())
         let interruption = try await TerminationSignals.cancelling {
             for file in files {
@@ -275,6 +280,11 @@ struct PrefetchCommand: AsyncParsableCommand {
                     let resolved = try await cache.resolve(alias: file.reference) {
                         if let resolved = file.resolved { return resolved }
                         return try await parse(file.reference).resolve()
+                    }
+                    if let folder, !resolved.isOffline {
+                        let byPath = (folder.hasSuffix("/") ? folder : folder + "/") + file.path
+                        // A hint, as every alias: an index that cannot write it costs the offline listing, not the file.
+                        if byPath != file.reference { try? await cache.setAlias(byPath, for: resolved.key, fileName: resolved.fileName) }
                     }
                     let resource = try await cache.resource(for: resolved)
                     try await resource.prefetch()

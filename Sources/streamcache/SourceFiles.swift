@@ -7,6 +7,8 @@ struct SourceFiles {
     /// A file found, with the reference `ls` would print for it.
     struct File {
         let reference: String
+        /// Its path below the folder (`CD2/03.mp3`); its name alone when the reference named the file.
+        let path: String
         /// The file resolved; `nil` for a file of a folder found without resolving it
         /// (``find(_:parse:recursive:resolvingFiles:resolvingFirst:resolve:)``).
         let resolved: ResolvedSource?
@@ -60,22 +62,23 @@ struct SourceFiles {
         }
         switch contents {
         case .file(let file):
-            found.files.append(File(reference: source.reference, resolved: file))
+            found.files.append(File(reference: source.reference, path: file.fileName, resolved: file))
         case .folder(let entries):
             found.isFolder = true
-            try await found.add(entries, parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive, depth: 1)
+            try await found.add(entries, below: "", parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive, depth: 1)
         }
         return found
     }
 
-    /// Adds the files of `entries` (resolved with `resolve` when `resolvingFiles`) and, when
-    /// `recursive`, those below their folders.
-    private mutating func add(_ entries: [SourceEntry], parse: (String) throws -> any Source, resolvingFiles: Bool,
+    /// Adds the files of `entries`, the folder at `path` (`""` or ending with `/`), resolved with
+    /// `resolve` when `resolvingFiles`, and, when `recursive`, those below their folders.
+    private mutating func add(_ entries: [SourceEntry], below path: String, parse: (String) throws -> any Source, resolvingFiles: Bool,
                               resolve: (any Source) async throws -> ResolvedSource, recursive: Bool, depth: Int) async throws {
         let byName = entries.sorted { $0.name < $1.name }
         for entry in byName where !entry.isFolder {
             do {
-                files.append(File(reference: entry.reference, resolved: resolvingFiles ? try await resolve(try parse(entry.reference)) : nil))
+                files.append(File(reference: entry.reference, path: path + entry.name,
+                                  resolved: resolvingFiles ? try await resolve(try parse(entry.reference)) : nil))
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))
@@ -88,7 +91,8 @@ struct SourceFiles {
             }
             do {
                 let listed = try await parse(entry.reference).list()
-                try await add(listed, parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive, depth: depth + 1)
+                try await add(listed, below: path + entry.name + "/", parse: parse, resolvingFiles: resolvingFiles, resolve: resolve, recursive: recursive,
+                              depth: depth + 1)
             } catch {
                 try Task.checkCancellation()
                 failures.append((entry.reference, error))

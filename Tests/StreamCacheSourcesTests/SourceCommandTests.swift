@@ -642,6 +642,40 @@ import Glibc
         }
     }
 
+    /// A folder prefetched by a reference that names files by id (Drive, Box: `gdrive:FOLDER`
+    /// lists `gdrive:FILE` references) plays offline below a mount of the same folder, by path:
+    /// the prefetch also names each file by the folder's reference and its path below it.
+    @Test(arguments: ["gdrive", "box"])
+    func aFolderPrefetchedByIdPlaysOfflineBelowAMountOfIt(service: String) async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let files = environment.putAlbum(sizes: [200_000, 100_000, 50_000], seed: 117)
+                let folder = CloudTestEnvironment.folderReference(service, path: "/Music/Album")
+                let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
+                let prefetched = try await CommandLineTool.run(["prefetch", folder, "--recursive", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                environment.server.failAPICalls(1_000, status: 503)
+                let control = ["--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await Self.serve(["--folder", folder, "--url-token", "album"] + cacheOptions + control,
+                                                          environment: environment.variablesWithToken, in: work)
+                try await withAsyncCleanup {
+                    let port = url.port ?? 0
+                    for (path, data) in files {
+                        let relative = "/album" + path.dropFirst("/Music/Album".count)
+                        let answer = try await RawHTTP.get(port: port, path: relative)
+                        #expect(answer.status == 200 && TestData.sha256(answer.body) == TestData.sha256(data), "\(relative): \(answer.head)")
+                    }
+                    let listing = String(decoding: try await RawHTTP.get(port: port, path: "/album/").body, as: UTF8.self)
+                    let urls = listing.split(separator: "\n").filter { !$0.hasPrefix("#") }
+                    #expect(urls == ["01.mp3", "02.mp3", "CD2/"].map { "http://127.0.0.1:\(port)/album/\($0)"[...] }, "\(listing)")
+                } cleanup: {
+                    try? await Self.stop(process)
+                }
+                #expect(await environment.server.downloadedBytes(awaiting: 350_000) == 350_000, "nothing was fetched after the prefetch")
+            }
+        }
+    }
+
     /// A folder mount whose service stops answering asks it once, then plays what the cache
     /// holds without asking again for a while: every question to a service out of reach waits out
     /// the retries first, and a player asks for each file several times (each range request
