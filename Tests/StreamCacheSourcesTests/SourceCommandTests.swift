@@ -662,10 +662,10 @@ import Glibc
                     let port = url.port ?? 0
                     for (path, data) in files {
                         let relative = "/album" + path.dropFirst("/Music/Album".count)
-                        let answer = try await RawHTTP.get(port: port, path: relative)
+                        let answer = try await RawHTTP.get(port: port, path: relative, timeout: 30)
                         #expect(answer.status == 200 && TestData.sha256(answer.body) == TestData.sha256(data), "\(relative): \(answer.head)")
                     }
-                    let listing = String(decoding: try await RawHTTP.get(port: port, path: "/album/").body, as: UTF8.self)
+                    let listing = String(decoding: try await RawHTTP.get(port: port, path: "/album/", timeout: 30).body, as: UTF8.self)
                     let urls = listing.split(separator: "\n").filter { !$0.hasPrefix("#") }
                     #expect(urls == ["01.mp3", "02.mp3", "CD2/"].map { "http://127.0.0.1:\(port)/album/\($0)"[...] }, "\(listing)")
                 } cleanup: {
@@ -694,7 +694,8 @@ import Glibc
                 try await withAsyncCleanup {
                     let port = url.port ?? 0
                     server.failAPICalls(1_000, status: 503)
-                    let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3")
+                    // It waits out the retries against the failing service first.
+                    let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", timeout: 30)
                     #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
                     let asked = server.arrivals.filter { $0.host == .api }.count
                     for path in ["/music/Album/02.mp3", "/music/Album/", "/music/Album/01.mp3"] {
@@ -749,7 +750,7 @@ import Glibc
                     let uncached = try await RawHTTP.get(port: port, path: "/music/Album/CD2/03.mp3")
                     #expect(uncached.status == 502, "\(uncached.head)")
                     // The folders list what the cache holds of them, so a player given the album's URL plays it.
-                    let album = try await RawHTTP.get(port: port, path: "/music/Album/")
+                    let album = try await RawHTTP.get(port: port, path: "/music/Album/", timeout: 30)
                     let urls = String(decoding: album.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }
                     #expect(album.status == 200 && urls == ["01.mp3", "02.mp3"].map { "http://127.0.0.1:\(port)/music/Album/\($0)"[...] }, "\(album.head) \(urls)")
                     let top = try await RawHTTP.get(port: port, path: "/music/?format=json", headers: ["Accept: application/json"])
