@@ -49,15 +49,8 @@ final class SourceFolderPaths: Sendable {
     /// - Throws: ``StreamCacheError``: `notFound` when a segment names nothing (or a folder where a
     ///   file ends the path), else the service's error.
     func file(at path: RelativePath) async throws -> ResolvedSource {
-        var reference = folder
-        for (index, segment) in path.segments.enumerated() {
-            let isLast = index == path.segments.count - 1
-            let matches = { (entry: SourceEntry) in entry.name == segment && entry.isFolder != isLast }
-            // A kept listing that lacks the name is asked for again: the file may be new.
-            var entry = try await listing(of: reference).first(where: matches)
-            if entry == nil { entry = try await listing(of: reference, keptOnesWillDo: false).first(where: matches) }
-            guard let entry else { throw StreamCacheError(.notFound, "\(folder) holds no file \(path).") }
-            reference = entry.reference
+        guard let reference = try await reference(of: path.segments, endsWithAFile: true) else {
+            throw StreamCacheError(.notFound, "\(folder) holds no file \(path).")
         }
         let source = try parse(reference)
         return try await ask { try await source.resolve() }
@@ -69,15 +62,27 @@ final class SourceFolderPaths: Sendable {
     /// - Throws: ``StreamCacheError``: `notFound` when a segment names no folder, else the
     ///   service's error.
     func entries(at path: RelativePath?) async throws -> [SourceEntry] {
-        var reference = folder
-        for segment in path?.segments ?? [] {
-            let matches = { (entry: SourceEntry) in entry.name == segment && entry.isFolder }
-            var entry = try await listing(of: reference).first(where: matches)
-            if entry == nil { entry = try await listing(of: reference, keptOnesWillDo: false).first(where: matches) }
-            guard let entry else { throw StreamCacheError(.notFound, "\(folder) holds no folder \(path.map(String.init(describing:)) ?? "").") }
-            reference = entry.reference
+        guard let reference = try await reference(of: path?.segments ?? [], endsWithAFile: false) else {
+            throw StreamCacheError(.notFound, "\(folder) holds no folder \(path.map(String.init(describing:)) ?? "").")
         }
         return try await listing(of: reference)
+    }
+
+    /// The reference of what `segments` name below the folder, found one level at a time through
+    /// the listings: each a folder, but the last one a file when `endsWithAFile`. `nil` when a
+    /// segment names nothing of its kind. A kept listing that lacks the name is asked for again:
+    /// the entry may be new.
+    private func reference(of segments: [String], endsWithAFile: Bool) async throws -> String? {
+        var reference = folder
+        for (index, segment) in segments.enumerated() {
+            let isFile = endsWithAFile && index == segments.count - 1
+            let matches = { (entry: SourceEntry) in entry.name == segment && entry.isFolder != isFile }
+            var entry = try await listing(of: reference).first(where: matches)
+            if entry == nil { entry = try await listing(of: reference, keptOnesWillDo: false).first(where: matches) }
+            guard let entry else { return nil }
+            reference = entry.reference
+        }
+        return reference
     }
 
     /// The folder's entries (`reference` itself by default): what `serve` asks once at start to
