@@ -237,7 +237,9 @@ struct ServeCommand: AsyncParsableCommand {
                 // Out of reach: what the cache holds below the folder, by the references its files were read by.
                 let prefix = base + (path.map { "\($0)/" } ?? "")
                 guard let cached = try? await cache.aliases(under: prefix), !cached.isEmpty else { throw failure }
-                return Self.entries(named: cached.map(\.alias), below: prefix)
+                let sizes = Dictionary((try? await cache.entries())?.compactMap { entry in entry.info?.totalLength.map { (entry.key, $0) } } ?? [],
+                                       uniquingKeysWith: { first, _ in first })
+                return Self.entries(named: cached.map { ($0.alias, sizes[$0.key]) }, below: prefix)
             }
         })
         Task {
@@ -251,17 +253,18 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The entries right below `prefix` that `aliases` (each beginning with it) name: a file for
-    /// each alias with no `/` past the prefix, a folder for the first segment of the others.
-    static func entries(named aliases: [String], below prefix: String) -> [FolderListingEntry] {
+    /// each alias with no `/` past the prefix, with the size the cache knows for it, and a folder
+    /// for the first segment of the others.
+    static func entries(named aliases: [(alias: String, size: Int64?)], below prefix: String) -> [FolderListingEntry] {
         var folders: Set<String> = []
         var entries: [FolderListingEntry] = []
-        for alias in aliases where alias.hasPrefix(prefix) {
+        for (alias, size) in aliases where alias.hasPrefix(prefix) {
             let rest = alias.dropFirst(prefix.count)
             if let slash = rest.firstIndex(of: "/") {
                 let folder = String(rest[..<slash])
                 if !folder.isEmpty, folders.insert(folder).inserted { entries.append(FolderListingEntry(name: folder, isFolder: true)) }
             } else if !rest.isEmpty {
-                entries.append(FolderListingEntry(name: String(rest), isFolder: false))
+                entries.append(FolderListingEntry(name: String(rest), isFolder: false, size: size))
             }
         }
         return entries

@@ -74,7 +74,7 @@ struct SourceFiles {
     /// `resolve` when `resolvingFiles`, and, when `recursive`, those below their folders.
     private mutating func add(_ entries: [SourceEntry], below path: String, parse: (String) throws -> any Source, resolvingFiles: Bool,
                               resolve: (any Source) async throws -> ResolvedSource, recursive: Bool, depth: Int) async throws {
-        let byName = entries.sorted { $0.name < $1.name }
+        let byName = entries.sorted { $0.name.naturallyPrecedes($1.name) }
         for entry in byName where !entry.isFolder {
             do {
                 files.append(File(reference: entry.reference, path: path + entry.name,

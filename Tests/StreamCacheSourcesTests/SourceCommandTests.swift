@@ -508,13 +508,14 @@ import Glibc
         }
     }
 
-    /// A real player given a cloud album's folder URL plays its tracks in order, its subfolder's
-    /// after them: mpv takes the folder's M3U playlist (the subfolder a playlist of its own) and
-    /// plays each file through the proxy, whose bytes come from the service once each.
+    /// A real player given a cloud album's folder URL plays its tracks in order (`2 Second`
+    /// before `10 Tenth`, as a file manager lists them), its subfolder's after them: mpv takes
+    /// the folder's M3U playlist (the subfolder a playlist of its own) and plays each file
+    /// through the proxy, whose bytes come from the service once each.
     @Test func mpvPlaysACloudAlbumByItsFolderURL() async throws {
         try await withTemporaryDirectory { work in
             var tracks: [Data] = []
-            for (index, frequency) in [330, 440, 550].enumerated() {
+            for (index, frequency) in [330, 440, 550, 660].enumerated() {
                 let file = work.appendingPathComponent("track\(index).mp3")
                 let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(frequency):duration=4",
                                                                  "-c:a", "libmp3lame", "-b:a", "128k", file.path])
@@ -522,9 +523,10 @@ import Glibc
                 tracks.append(try Data(contentsOf: file))
             }
             try await CloudTestEnvironment.with { environment in
-                environment.server.setFile("/Music/Album/01 First.mp3", data: tracks[0], mimeType: "audio/mpeg")
-                environment.server.setFile("/Music/Album/02 Second.mp3", data: tracks[1], mimeType: "audio/mpeg")
-                environment.server.setFile("/Music/Album/CD2/03 Third.mp3", data: tracks[2], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/1 First.mp3", data: tracks[0], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/10 Tenth.mp3", data: tracks[2], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/2 Second.mp3", data: tracks[1], mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/CD2/1 Bonus.mp3", data: tracks[3], mimeType: "audio/mpeg")
                 let arguments = ["--folder", "yandex:/Music", "--url-token", "music", "--token-env", "TOKEN",
                                  "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", work.appendingPathComponent("token").path]
                 let (url, process) = try await Self.serve(arguments, environment: environment.variablesWithToken, in: work)
@@ -534,7 +536,7 @@ import Glibc
                                                                     "--term-playing-msg=PLAYING ${filename}", album])
                     let output = String(decoding: played.stdout, as: UTF8.self)
                     #expect(played.status == 0, "mpv: \(played.stderr) \(output)")
-                    #expect(output.components(separatedBy: "\n").filter { $0.hasPrefix("PLAYING ") } == ["PLAYING 01 First.mp3", "PLAYING 02 Second.mp3", "PLAYING 03 Third.mp3"],
+                    #expect(output.components(separatedBy: "\n").filter { $0.hasPrefix("PLAYING ") } == ["PLAYING 1 First.mp3", "PLAYING 2 Second.mp3", "PLAYING 10 Tenth.mp3", "PLAYING 1 Bonus.mp3"],
                             "\(output)")
                     let total = Int64(tracks.map(\.count).reduce(0, +))
                     #expect(await environment.server.downloadedBytes(awaiting: total) == total, "each track's bytes once")
@@ -583,7 +585,7 @@ import Glibc
 
     /// The listings of a folder mount (`Album` holds `01.mp3`, `02.mp3`, `none.mp3`,
     /// `Track 04.mp3` and the folder `CD2`): a player's request for a folder's URL gets an M3U
-    /// playlist of its files by name, then its folders, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
+    /// playlist of its files by name (case aside), then its folders, whose URLs play; `format=json` and a browser's `Accept` get JSON and an
     /// HTML index; a folder's path without its `/` redirects; a folder that is not there, or a
     /// file asked for as a folder, is 404.
     static func expectListings(port: Int) async throws {
@@ -592,8 +594,8 @@ import Glibc
         let text = String(decoding: playlist.body, as: UTF8.self)
         let urls = text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
         let base = "http://127.0.0.1:\(port)/music/Album/"
-        #expect(text.hasPrefix("#EXTM3U\n#EXTINF:-1,01.mp3\n") && urls == ["01.mp3", "02.mp3", "Track%2004.mp3", "none.mp3", "CD2/"].map { base + $0 }, "\(text)")
-        let spaced = try await RawHTTP.get(port: port, path: String(urls[2].dropFirst("http://127.0.0.1:\(port)".count)))
+        #expect(text.hasPrefix("#EXTM3U\n#EXTINF:-1,01.mp3\n") && urls == ["01.mp3", "02.mp3", "none.mp3", "Track%2004.mp3", "CD2/"].map { base + $0 }, "\(text)")
+        let spaced = try await RawHTTP.get(port: port, path: String(urls[3].dropFirst("http://127.0.0.1:\(port)".count)))
         #expect(spaced.status == 200 && spaced.body.count == 150_000, "\(spaced.head)")
 
         let json = try await RawHTTP.get(port: port, path: "/music/Album/?format=json")
@@ -605,7 +607,7 @@ import Glibc
         let listing = try JSONDecoder().decode(Listing.self, from: json.body)
         #expect(listing.path == "/music/Album/" && listing.entries.first == Listing.Entry(name: "CD2", type: "folder", size: nil, path: "/music/Album/CD2/"),
                 "\(listing)")
-        #expect(listing.entries.dropFirst().map(\.name) == ["01.mp3", "02.mp3", "Track 04.mp3", "none.mp3"] && listing.entries[2].size == 200_000, "\(listing)")
+        #expect(listing.entries.dropFirst().map(\.name) == ["01.mp3", "02.mp3", "none.mp3", "Track 04.mp3"] && listing.entries[2].size == 200_000, "\(listing)")
 
         let index = try await RawHTTP.get(port: port, path: "/music/", headers: ["Accept: text/html,application/xhtml+xml"])
         let html = String(decoding: index.body, as: UTF8.self)
@@ -753,6 +755,10 @@ import Glibc
                     let album = try await RawHTTP.get(port: port, path: "/music/Album/", timeout: 30)
                     let urls = String(decoding: album.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }
                     #expect(album.status == 200 && urls == ["01.mp3", "02.mp3"].map { "http://127.0.0.1:\(port)/music/Album/\($0)"[...] }, "\(album.head) \(urls)")
+                    // With the sizes the cache knows, as the service's listing has them.
+                    let sized = String(decoding: try await RawHTTP.get(port: port, path: "/music/Album/?format=json").body, as: UTF8.self)
+                    #expect(sized.contains(#"{"name":"01.mp3","path":"/music/Album/01.mp3","size":500000,"type":"file"}"#)
+                            && sized.contains(#"{"name":"02.mp3","path":"/music/Album/02.mp3","size":300000,"type":"file"}"#), "\(sized)")
                     let top = try await RawHTTP.get(port: port, path: "/music/?format=json", headers: ["Accept: application/json"])
                     #expect(String(decoding: top.body, as: UTF8.self).contains(#""entries":[{"name":"Album","path":"/music/Album/","type":"folder"}]"#),
                             "\(String(decoding: top.body, as: UTF8.self))")

@@ -179,7 +179,7 @@ final class StreamRegistry: Sendable {
 
     /// The streams users registered (not those playlists named), by file name.
     var streams: [Stream] {
-        state.withLock { Array($0.streams.values) }.sorted { $0.registration.fileName < $1.registration.fileName }
+        state.withLock { Array($0.streams.values) }.sorted { $0.registration.fileName.naturallyPrecedes($1.registration.fileName) }
     }
 
     @discardableResult

@@ -87,7 +87,8 @@ struct FolderListingResponder: Sendable {
             return response
         }
         let format = Format(query: request.uri.queryParameters["format"].map(String.init), accept: request.headers[.accept])
-        let sorted = entries.sorted { ($0.isFolder ? 0 : 1, $0.name) < ($1.isFolder ? 0 : 1, $1.name) }
+        // In the order a file manager shows them (`Track 2` before `Track 10`): a player plays an album's tracks in turn.
+        let sorted = entries.sorted { $0.isFolder != $1.isFolder ? $0.isFolder : $0.name.naturallyPrecedes($1.name) }
         let folderPath = path.map { mount.path(of: $0) + "/" } ?? "/\(mount.token)/"
         let title = path.map { "\(mount.name)/\($0)" } ?? mount.name
         let body: String
