@@ -68,6 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("allow-host"), help: ArgumentHelp("A host name requests may give besides 127.0.0.1 and localhost ('*': any); repeatable.", discussion: "Requests that name another host are refused (403): a web page that points a name of its own at 127.0.0.1 (DNS rebinding) cannot read the streams. Not checked with a non-loopback --host.", valueName: "name"))
     var allowedHosts: [String] = []
+    @Option(name: .customLong("allow-origin"), help: ArgumentHelp("A web origin whose pages' scripts may read the streams (CORS), such as https://player.example or http://localhost:3000 ('*': any); repeatable.", discussion: "A media element plays a stream without it; a web player that fetches the bytes itself (hls.js, Web Audio, fetch) needs it. '*' suits stream URLs only: a folder's --url-token may be one a page can guess.", valueName: "origin"))
+    var allowedOrigins: [String] = []
 
     @Option(name: .customLong("control-token-file"), help: ArgumentHelp("Where to write the control API's bearer token (mode 0600).", discussion: "Default: $XDG_STATE_HOME/streamcache/control-token, else ~/.local/state/streamcache/control-token.", valueName: "file"))
     var controlTokenFile: String?
@@ -99,9 +101,24 @@ struct ServeCommand: AsyncParsableCommand {
         _ = try ArgumentParsing.headers(headers)
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535.") }
         if urlToken != nil, folder == nil { throw ValidationError("--url-token needs --folder.") }
+        for origin in allowedOrigins where !Self.isWebOrigin(origin) {
+            throw ValidationError("--allow-origin \(origin) is not a web origin: give the scheme, host and port a page's address begins with (https://player.example, http://localhost:3000), 'null' or '*'.")
+        }
         if !allowNonLoopback, !ProxyServer.Configuration.isLoopbackHost(host) {
             throw ValidationError("--host \(host) is not a loopback address; add --allow-non-loopback to expose the cache to the network.")
         }
+    }
+
+    /// Whether `text` is what a browser sends as `Origin` (`scheme://host[:port]`, an app's
+    /// `capacitor://localhost` too, or `null`), a trailing `/` aside, or `*`.
+    static func isWebOrigin(_ text: String) -> Bool {
+        if text == "*" || text == "null" { return true }
+        let trimmed = text.hasSuffix("/") ? text.dropLast() : text[...]
+        guard let separator = trimmed.firstRange(of: "://") else { return false }
+        let scheme = trimmed[..<separator.lowerBound], authority = trimmed[separator.upperBound...]
+        guard let first = scheme.first, first.isASCII, first.isLetter,
+              scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) }) else { return false }
+        return !authority.isEmpty && !authority.contains(where: { "/?#@ ".contains($0) })
     }
 
     func run() async throws {
@@ -119,6 +136,7 @@ struct ServeCommand: AsyncParsableCommand {
         serverConfiguration.port = port
         serverConfiguration.allowsNonLoopbackHost = allowNonLoopback
         serverConfiguration.allowedHostNames = allowedHosts.contains("*") ? nil : Set(allowedHosts)
+        serverConfiguration.allowedWebOrigins = allowedOrigins.contains("*") ? nil : Set(allowedOrigins)
         serverConfiguration.logger = logger
         if !ProxyServer.Configuration.isLoopbackHost(host) {
             Self.printError("warning: serving on \(host): anyone who can reach this address and knows a stream URL can read it.")

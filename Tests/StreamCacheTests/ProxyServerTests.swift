@@ -401,6 +401,57 @@ import Testing
         }
     }
 
+    /// CORS: a page of an allowed origin may read a stream's answer, its range fields too, and
+    /// its preflight is answered 204 (with Private Network Access's field when asked); another
+    /// origin's page gets the bytes without leave to read them and a preflight 403; with no
+    /// origin allowed (the default) answers are as they were; `nil` allows any page (`*`).
+    @Test func webPagesOfTheOriginsAllowedReadTheAnswers() async throws {
+        let data = TestData.random(count: 30_000, seed: 337)
+        let app = "http://player.localhost:5173"
+        func field(_ name: String, _ response: RawHTTP.Response) -> String? {
+            response.head.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                .map { String($0.dropFirst(name.count + 1).drop { $0 == " " }) }
+        }
+        for allowed in [Set<String>(), [app.uppercased() + "/", "https://other.example"], nil] {
+            try await Self.withProxy(server: { $0.allowedWebOrigins = allowed }) { server, origin in
+                origin.setFile("/a.mp3", data: data)
+                let path = server.url(for: server.register(url: origin.url("/a.mp3"), headers: ["Authorization": Self.secret])).path
+                let port = try #require(server.port)
+                let expected = allowed == nil ? "*" : allowed!.isEmpty ? nil : app
+                let label = "\(allowed.map { "\($0.sorted())" } ?? "any")"
+
+                let range = try await RawHTTP.get(port: port, path: path, headers: ["Origin: \(app)", "Range: bytes=100-199"], timeout: 30)
+                #expect(range.status == 206 && range.body == data[100..<200], "\(label): \(range.head)")
+                #expect(field("Access-Control-Allow-Origin", range) == expected, "\(label): \(range.head)")
+                #expect(field("Access-Control-Expose-Headers", range)?.contains("Content-Range") ?? (expected == nil), "\(label): \(range.head)")
+                #expect(field("Vary", range) == (allowed?.isEmpty == false ? "Origin" : nil), "\(label): \(range.head)")
+
+                let stranger = try await RawHTTP.get(port: port, path: path, headers: ["Origin: https://attacker.example"])
+                #expect(stranger.status == 200 && stranger.body == data, "the bytes, as to a media element")
+                #expect(field("Access-Control-Allow-Origin", stranger) == (allowed == nil ? "*" : nil), "\(label): \(stranger.head)")
+                let missing = try await RawHTTP.get(port: port, path: "/s/none/x.mp3", headers: ["Origin: \(app)"])
+                #expect(missing.status == 404 && field("Access-Control-Allow-Origin", missing) == expected, "a page reads the failure too: \(missing.head)")
+
+                func preflight(from page: String) async throws -> RawHTTP.Response {
+                    try await RawHTTP.exchange(port: port, request: Data(("OPTIONS \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: \(page)\r\n"
+                        + "Access-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: range,x-player\r\n"
+                        + "Access-Control-Request-Private-Network: true\r\nConnection: close\r\n\r\n").utf8))
+                }
+                let asked = try await preflight(from: app)
+                if let expected {
+                    #expect(asked.status == 204, "\(label): \(asked.head)")
+                    #expect(field("Access-Control-Allow-Origin", asked) == expected && field("Access-Control-Allow-Headers", asked) == "range,x-player"
+                            && field("Access-Control-Allow-Methods", asked)?.contains("GET") == true
+                            && field("Access-Control-Allow-Private-Network", asked) == "true", "\(label): \(asked.head)")
+                } else {
+                    #expect(asked.status == 403 && asked.body.count > 0, "\(label): \(asked.head)")
+                }
+                let refused = try await preflight(from: "https://attacker.example")
+                #expect(refused.status == (allowed == nil ? 204 : 403), "\(label): \(refused.head)")
+            }
+        }
+    }
+
     /// A folder mounted with a lister answers a `GET` of a folder's path (ending with `/`) with
     /// its listing: names a service allows but HTML or M3U give a meaning are escaped (an HTML
     /// index cannot be made to run a script; a name with a line break stays one playlist entry);

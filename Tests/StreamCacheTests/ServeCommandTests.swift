@@ -62,6 +62,7 @@ import Glibc
                 "serve", origin.url("/music/one.mp3").absoluteString, "-H", "Authorization: \(Self.secret)",
                 "--folder", origin.url("/music/").absoluteString, "--url-token", "lib",
                 "--cache-dir", cacheDir.path, "--control-token-file", tokenFile.path, "-vv", "--allow-host", "media.lan",
+                "--allow-origin", "http://localhost:3000/",
             ], stdout: try FileHandle(forWritingTo: out), stderr: try FileHandle(forWritingTo: err))
             defer { process.signal(SIGKILL) }
 
@@ -84,6 +85,13 @@ import Glibc
             for (host, expected) in [("media.lan", "404"), ("attacker.example", "403")] {
                 let answer = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: \(host)", nothing])
                 #expect(answer.output == expected, "\(host): \(answer.output)")
+            }
+            // The web origin --allow-origin names may read the answers (CORS); another may not (again
+            // a path that names nothing, so that no read counts).
+            for (page, expected) in [("http://localhost:3000", "http://localhost:3000"), ("https://attacker.example", "")] {
+                let answer = try await ExternalTool.run("curl", ["-s", "-o", "/dev/null", "-H", "Origin: \(page)",
+                                                                 "-w", "%{http_code} %header{access-control-allow-origin}", nothing])
+                #expect(answer.output == "404 \(expected)", "\(page): \(answer.output)")
             }
 
             // The control token: in a file only the user can read, and accepted by the API.
@@ -492,6 +500,8 @@ import Glibc
         ["serve", "--max-age", "forever"],
         ["serve", "--min-free-space", "some"],
         ["serve", "--port", "70000"],
+        ["serve", "--allow-origin", "https://player.example/app"],
+        ["serve", "--allow-origin", "player.example"],
     ])
     func serveRefusesBadArguments(arguments: [String]) async throws {
         try await withTemporaryDirectory { work in

@@ -36,8 +36,9 @@ struct ProxyRequestContext {
 }
 
 /// Routes every request by its raw path, once its `Host` is one the server answers
-/// (``ProxyServer/Configuration/allowedHostNames``); nothing else is served, and there is no
-/// route that fetches a URL named by the client (the proxy is never an open proxy):
+/// (``ProxyServer/Configuration/allowedHostNames``), and lets the web pages the user allowed
+/// read the answer (``CrossOriginSharing``); nothing else is served, and there is no route that
+/// fetches a URL named by the client (the proxy is never an open proxy):
 ///
 /// - `/api/…` → ``ControlAPIResponder``
 /// - `/s/<id>/<file name>` → a registered resource
@@ -52,6 +53,7 @@ struct ProxyResponder: Sendable {
     let playlists: PlaylistResponder
     let api: ControlAPIResponder
     let listings: FolderListingResponder
+    let crossOrigin: CrossOriginSharing
 
     init(server: ServerCore) {
         self.server = server
@@ -59,12 +61,20 @@ struct ProxyResponder: Sendable {
         self.playlists = PlaylistResponder(server: server)
         self.listings = FolderListingResponder(logger: server.logger)
         self.api = ControlAPIResponder(server: server)
+        self.crossOrigin = CrossOriginSharing(allowing: server.configuration.allowedWebOrigins)
     }
 
     func respond(to request: Request, context: Context) async throws -> Response {
         guard server.configuration.acceptsHost(request.head.authority) else {
             return PlaylistResponder.plainText(.forbidden, "This server answers requests for 127.0.0.1 and localhost only (see ProxyServer.Configuration.allowedHostNames, `serve --allow-host`).")
         }
+        if let preflight = crossOrigin.preflightResponse(to: request) { return preflight }
+        var response = await route(request, context: context)
+        crossOrigin.allow(&response, for: request)
+        return response
+    }
+
+    private func route(_ request: Request, context: Context) async -> Response {
         let path = request.uri.path
         guard path.hasPrefix("/") else { return Self.notFound }
         let segments = path.dropFirst().split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)

@@ -29,6 +29,17 @@ extension ProxyServer {
         /// list a served folder and read its files. A server on another address is reached by
         /// the names of that address, and checks nothing.
         public var allowedHostNames: Set<String>? = []
+        /// The web origins (`https://player.example`, `http://localhost:3000`: scheme, host and a
+        /// port other than the scheme's) whose pages' scripts may read the server's answers
+        /// (CORS). Empty by default; `nil` lets a page of any origin read them (`*`).
+        ///
+        /// A media element (`<audio src>`) plays a stream without it. A web player that fetches
+        /// the bytes itself (hls.js, dash.js, Web Audio, `fetch` with a `Range`) needs its origin
+        /// here: such requests are answered with `Access-Control-Allow-Origin` and the range
+        /// fields exposed, and their preflights (`OPTIONS`) with 204, or 403 for another origin.
+        /// Any origin suits stream URLs only: their ids are random, but a folder's token may be
+        /// one a page can guess.
+        public var allowedWebOrigins: Set<String>? = []
         /// The most bytes of request headers accepted; larger requests get 400.
         public var maximumHeaderSize = 16 * 1024
         /// How long an idle keep-alive connection stays open.

@@ -1,0 +1,130 @@
+import Foundation
+import StreamCache
+import StreamCacheServer
+import StreamCacheTestSupport
+import Testing
+
+/// A real browser's web player reads streams through the proxy: Chromium (`chromium-headless-shell`,
+/// which `.ci/run` installs) loads a page from a web app's server whose script fetches a range and
+/// the whole file (one of them after a CORS preflight) and plays the file in an
+/// `<audio crossorigin>` element, as a web player that draws a waveform or feeds Media Source
+/// Extensions does. The page sends what it saw back to its server.
+@Suite(.serialized) struct BrowserIntegrationTests {
+    static let secret = "Bearer browser-test-secret-5d21"
+
+    /// What the page does with the stream URL in its query, then reports to `/report?r=JSON`.
+    static let page = """
+        <!doctype html><html><body><script>
+        const url = new URLSearchParams(location.search).get("u");
+        const hex = b => Array.from(new Uint8Array(b)).map(x => x.toString(16).padStart(2, "0")).join("");
+        (async () => {
+          const out = {};
+          try {
+            const range = await fetch(url, {headers: {Range: "bytes=1000-1999"}});
+            out.rangeStatus = range.status;
+            out.contentRange = range.headers.get("Content-Range");
+            out.rangeSHA = hex(await crypto.subtle.digest("SHA-256", await range.arrayBuffer()));
+            const whole = await fetch(url, {headers: {"X-Player": "web"}});
+            out.wholeStatus = whole.status;
+            out.wholeSHA = hex(await crypto.subtle.digest("SHA-256", await whole.arrayBuffer()));
+            const audio = new Audio();
+            audio.crossOrigin = "anonymous";
+            audio.preload = "auto";
+            audio.src = url;
+            out.duration = await new Promise((loaded, failed) => {
+              audio.onloadedmetadata = () => loaded(audio.duration);
+              audio.onerror = () => failed(new Error("media error " + (audio.error && audio.error.code)));
+            });
+          } catch (error) {
+            out.error = String(error);
+          }
+          await fetch("/report?r=" + encodeURIComponent(JSON.stringify(out)));
+        })();
+        </script></body></html>
+        """
+
+    struct PageDidNotReport: Error, CustomStringConvertible {
+        var url: String
+        var description: String { "Chromium opened \(url) but its page reported nothing within 60 s." }
+    }
+
+    struct Report: Decodable {
+        var rangeStatus: Int?
+        var contentRange: String?
+        var rangeSHA: String?
+        var wholeStatus: Int?
+        var wholeSHA: String?
+        var duration: Double?
+        var error: String?
+    }
+
+    /// Opens `pageURL` in Chromium and waits (at most 60 s) for the page's report to `app`.
+    static func report(openingPage pageURL: String, reportingTo app: TestOrigin, profile: URL) async throws -> Report {
+        // The browser itself, not Debian's wrapper script, which would outlive its signal and leave the browser running.
+        let installed = URL(fileURLWithPath: "/usr/lib/chromium/chromium-headless-shell")
+        let chromium = FileManager.default.isExecutableFile(atPath: installed.path) ? installed : try ExternalTool.require("chromium-headless-shell")
+        let before = app.requests.count
+        let browser = try ChildProcess.spawn(chromium, ["--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)", pageURL])
+        defer {
+            browser.terminate()
+            browser.waitUntilExit()
+        }
+        for _ in 0..<600 {
+            if let arrived = app.requests.dropFirst(before).first(where: { $0.path.hasPrefix("/report?r=") }) {
+                let json = try #require(arrived.path.dropFirst("/report?r=".count).removingPercentEncoding)
+                return try JSONDecoder().decode(Report.self, from: Data(json.utf8))
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw PageDidNotReport(url: pageURL)
+    }
+
+    /// The page of an allowed origin gets every byte as the origin has them, reads the range's
+    /// `Content-Range`, passes the preflight of a request with a field of its own and plays the
+    /// file in a media element that asks for CORS; the origin sends each byte once. The same page
+    /// served under another origin (`localhost` instead of `127.0.0.1`) reads nothing.
+    @Test func aWebPlayerOfAnAllowedOriginReadsAndPlaysAStream() async throws {
+        try await withTemporaryDirectory { work in
+            let file = work.appendingPathComponent("tone.mp3")
+            let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=4",
+                                                             "-c:a", "libmp3lame", "-b:a", "128k", file.path])
+            try #require(made.status == 0, "ffmpeg could not make the MP3: \(made.stderr)")
+            let data = try Data(contentsOf: file)
+            let media = try TestOrigin()
+            defer { media.stop() }
+            media.requiredHeaders = ["Authorization": Self.secret]
+            media.setFile("/tone.mp3", data: data, contentType: "audio/mpeg")
+            let app = try TestOrigin()
+            defer { app.stop() }
+            app.setFile("/player.html", data: Data(Self.page.utf8), contentType: "text/html; charset=utf-8")
+
+            try await withTemporaryCache { cache in
+                var configuration = ProxyServer.Configuration()
+                configuration.allowedWebOrigins = ["http://127.0.0.1:\(app.port)"]
+                let server = try ProxyServer(cache: cache, configuration: configuration)
+                try await server.start()
+                do {
+                    let stream = server.url(for: server.register(url: media.url("/tone.mp3"), headers: ["Authorization": Self.secret])).absoluteString
+                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+                    let allowed = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
+                                                        profile: work.appendingPathComponent("profile-allowed"))
+                    #expect(allowed.error == nil, "\(allowed)")
+                    #expect(allowed.rangeStatus == 206 && allowed.contentRange == "bytes 1000-1999/\(data.count)"
+                            && allowed.rangeSHA == TestData.sha256(data[1000..<2000]), "\(allowed)")
+                    #expect(allowed.wholeStatus == 200 && allowed.wholeSHA == TestData.sha256(data), "\(allowed)")
+                    #expect(abs((allowed.duration ?? 0) - 4) < 0.2, "the media element's duration: \(allowed)")
+                    for _ in 0..<50 where media.bodyBytesSent(for: "/tone.mp3") < Int64(data.count) { try await Task.sleep(for: .milliseconds(100)) }
+                    #expect(media.bodyBytesSent(for: "/tone.mp3") == Int64(data.count), "each byte from the origin once")
+
+                    let stranger = try await Self.report(openingPage: "http://localhost:\(app.port)/player.html?u=\(query)", reportingTo: app,
+                                                         profile: work.appendingPathComponent("profile-other"))
+                    #expect(stranger.error?.contains("Failed to fetch") == true && stranger.rangeSHA == nil, "\(stranger)")
+                } catch {
+                    await server.stop()
+                    throw error
+                }
+                await server.stop()
+            }
+        }
+    }
+}
