@@ -227,7 +227,7 @@ struct PrefetchCommand: AsyncParsableCommand {
                 outcome = try await prefetch(found.files, into: cache, parse: parse, folder: found.isFolder ? found.name : nil)
             case .server(let server):
                 server.tellHandOver(of: self.cache.directory, "it does this prefetch")
-                outcome = try await prefetch(found.files, through: server, access: try sources.access())
+                outcome = try await prefetch(found.files, through: server, access: try sources.access(), folder: found.isFolder ? found.name : nil)
             }
         } catch let error as ExitCode {
             throw error
@@ -282,7 +282,7 @@ struct PrefetchCommand: AsyncParsableCommand {
                         return try await parse(file.reference).resolve()
                     }
                     if let folder, !resolved.isOffline {
-                        let byPath = (folder.hasSuffix("/") ? folder : folder + "/") + file.path
+                        let byPath = Self.reference(of: file, below: folder)
                         // A hint, as every alias: an index that cannot write it costs the offline listing, not the file.
                         if byPath != file.reference { try? await cache.setAlias(byPath, for: resolved.key, fileName: resolved.fileName) }
                     }
@@ -302,11 +302,17 @@ struct PrefetchCommand: AsyncParsableCommand {
         return outcome.withLock { $0 }
     }
 
-    private func prefetch(_ files: [SourceFiles.File], through server: RunningServer, access: ControlAPI.SourceAccess) async throws -> SourcePrefetchOutcome {
+    /// Has `server` download `files`, one after another, each resolved there with `access`; a
+    /// `folder`'s files also by the folder's reference and their paths, as here.
+    private func prefetch(_ files: [SourceFiles.File], through server: RunningServer, access: ControlAPI.SourceAccess,
+                          folder: String?) async throws -> SourcePrefetchOutcome {
         var outcome = SourcePrefetchOutcome()
         for file in files {
             do {
-                outcome.bytes += try await prefetch(file.reference, through: server) { try await server.register(source: file.reference, access: access) }
+                let aliases = folder.map { [Self.reference(of: file, below: $0)] } ?? []
+                outcome.bytes += try await prefetch(file.reference, through: server) {
+                    try await server.register(source: file.reference, access: access, aliases: aliases)
+                }
                 outcome.files += 1
             } catch let stop as ExitCode {
                 throw stop
@@ -315,6 +321,12 @@ struct PrefetchCommand: AsyncParsableCommand {
             }
         }
         return outcome
+    }
+
+    /// `file` by the reference of the `folder` it was listed in and its path below it, as a
+    /// mount of that folder asks for it.
+    private static func reference(of file: SourceFiles.File, below folder: String) -> String {
+        (folder.hasSuffix("/") ? folder : folder + "/") + file.path
     }
 
     fileprivate static func describe(_ error: any Error) -> String {

@@ -116,8 +116,8 @@ struct RunningServer: Sendable {
 
     /// Registers the file a source reference names; the server resolves it, with `access` and
     /// else its own credentials.
-    func register(source reference: String, access: ControlAPI.SourceAccess) async throws -> ControlAPI.ResourceStatus {
-        let body = ControlAPI.RegisterRequest(source: reference, access: access)
+    func register(source reference: String, access: ControlAPI.SourceAccess, aliases: [String] = []) async throws -> ControlAPI.ResourceStatus {
+        let body = ControlAPI.RegisterRequest(source: reference, access: access, aliases: aliases.isEmpty ? nil : aliases)
         return try decoded(try await call("POST", "/api/resources", body: try JSONEncoder().encode(body), timeout: .seconds(60)))
     }
 

@@ -646,18 +646,26 @@ import Glibc
 
     /// A folder prefetched by a reference that names files by id (Drive, Box: `gdrive:FOLDER`
     /// lists `gdrive:FILE` references) plays offline below a mount of the same folder, by path:
-    /// the prefetch also names each file by the folder's reference and its path below it.
-    @Test(arguments: ["gdrive", "box"])
-    func aFolderPrefetchedByIdPlaysOfflineBelowAMountOfIt(service: String) async throws {
+    /// the prefetch also names each file by the folder's reference and its path below it, and so
+    /// does a server the prefetch hands its work to (`aliases` in the control API).
+    @Test(arguments: ["gdrive", "box"], [false, true])
+    func aFolderPrefetchedByIdPlaysOfflineBelowAMountOfIt(service: String, besideAServer: Bool) async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
                 let files = environment.putAlbum(sizes: [200_000, 100_000, 50_000], seed: 117)
                 let folder = CloudTestEnvironment.folderReference(service, path: "/Music/Album")
                 let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
+                let control = ["--control-token-file", work.appendingPathComponent("token").path]
+                // A server of one of the files (it prints that file's URL once it serves, and fetches nothing until played).
+                let running = besideAServer ? try await Self.serve([environment.reference(service, path: files[0].path)] + cacheOptions + control,
+                                                                   environment: environment.variablesWithToken, in: work).1 : nil
                 let prefetched = try await CommandLineTool.run(["prefetch", folder, "--recursive", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
                 #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                if let running {
+                    #expect(prefetched.stderr.contains("server"), "the prefetch was handed to the server: \(prefetched.stderr)")
+                    try await Self.stop(running)
+                }
                 environment.server.failAPICalls(1_000, status: 503)
-                let control = ["--control-token-file", work.appendingPathComponent("token").path]
                 let (url, process) = try await Self.serve(["--folder", folder, "--url-token", "album"] + cacheOptions + control,
                                                           environment: environment.variablesWithToken, in: work)
                 try await withAsyncCleanup {

@@ -544,6 +544,14 @@ import Testing
             #expect(unauthorized.status == 502 && (try? JSONDecoder().decode(ControlAPI.ErrorBody.self, from: unauthorized.body))?.error == "authenticationFailed")
             let both = try await register(api, auth, #"{"source": "test:/music/b.flac", "url": "http://127.0.0.1:1/b.flac"}"#)
             #expect(both.status == 400)
+
+            // Other names of the file are remembered with it, as a folder's prefetch names its files.
+            let named = try await register(api, auth, #"{"source": "test:/music/b.flac", "sourceAccess": {"token": "service-token"}, "aliases": ["test:FOLDER/b.flac"]}"#)
+            #expect(named.status == 201, "\(String(decoding: named.body, as: UTF8.self))")
+            let aliased = try await server.cache.resource(aliased: "test:FOLDER/b.flac")
+            #expect(aliased?.key == CacheKey("test:/music/b.flac") && aliased?.fileName == "song.flac", "\(String(describing: aliased))")
+            let aliasOfAURL = try await register(api, auth, #"{"url": "http://127.0.0.1:1/b.flac", "aliases": ["test:x"]}"#)
+            #expect(aliasOfAURL.status == 400 && String(decoding: aliasOfAURL.body, as: UTF8.self).contains("aliases"))
         }
     }
 

@@ -26,6 +26,11 @@ public enum ControlAPI {
         public var source: String?
         /// The credentials for ``source``; without them the resolver uses its own.
         public var sourceAccess: SourceAccess?
+        /// Other references to ``source``'s file that the cache remembers with it (as it
+        /// remembers ``source``), so that they find its bytes with the service out of reach: a
+        /// folder's reference and the file's path below it (`gdrive:FOLDER/Album/01.mp3`), the
+        /// name a folder mount asks for. With ``source`` only.
+        public var aliases: [String]?
 
         /// Creates a request for a URL.
         public init(url: String, headers: [String: String]? = nil, key: String? = nil, name: String? = nil) {
@@ -36,9 +41,10 @@ public enum ControlAPI {
         }
 
         /// Creates a request for a source reference.
-        public init(source: String, access: SourceAccess? = nil) {
+        public init(source: String, access: SourceAccess? = nil, aliases: [String]? = nil) {
             self.source = source
             self.sourceAccess = access
+            self.aliases = aliases
         }
     }
 

@@ -107,8 +107,9 @@ struct ControlAPIResponder: Sendable {
         }
         if let source = body.source {
             guard body.url == nil else { return Self.error(.badRequest, "invalidRequest", "Give 'url' or 'source', not both.") }
-            return await register(source: source, access: body.sourceAccess ?? ControlAPI.SourceAccess())
+            return await register(source: source, access: body.sourceAccess ?? ControlAPI.SourceAccess(), aliases: body.aliases ?? [])
         }
+        guard body.aliases == nil else { return Self.error(.badRequest, "invalidRequest", "'aliases' name a 'source' file; a 'url' has its 'key'.") }
         guard let url = URL(string: body.url ?? ""), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             return Self.error(.badRequest, "invalidRequest", "'url' must be an absolute http or https URL.")
         }
@@ -124,7 +125,7 @@ struct ControlAPIResponder: Sendable {
         return Self.json(.created, await server.status(of: stream))
     }
 
-    private func register(source reference: String, access: ControlAPI.SourceAccess) async -> Response {
+    private func register(source reference: String, access: ControlAPI.SourceAccess, aliases: [String]) async -> Response {
         guard let resolver = server.configuration.sourceResolver else {
             return Self.error(.badRequest, "invalidRequest", "This server takes no source references; register a 'url'.")
         }
@@ -141,6 +142,13 @@ struct ControlAPIResponder: Sendable {
             return Self.error(status, "\(error.code)", error.message)
         } catch {
             return Self.error(.badGateway, "originUnavailable", "\(error)")
+        }
+        // A file found from the cache alone keeps the names it had; one the service found gets these too.
+        if !file.isProvisional {
+            for alias in aliases where alias != reference {
+                // A hint, as every alias: an index that cannot write it costs an offline listing, not the file.
+                try? await server.cache.setAlias(alias, for: file.key, fileName: file.fileName)
+            }
         }
         let registration = server.register(origin: file.origin, key: file.key, fileName: file.fileName)
         guard let stream = server.registry.stream(id: registration.id) else { return Self.notFound() }
