@@ -77,6 +77,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         var additionalAuthorities: [NIOSSLCertificate] = []
 
         /// Creates the default settings.
+        /// The proxies requests go through, by origin; none by default (every request goes
+        /// directly). ``ProxyRoutes/environment(_:)`` reads them as curl does; the `streamcache`
+        /// tool does so unless told `--proxy`.
+        public var proxyRoutes = ProxyRoutes()
+
         public init() {}
 
         /// The settings of ``AsyncHTTPClientTransport/forDownloads``: one spare connection per
@@ -122,6 +127,10 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     public static let forDownloads = AsyncHTTPClientTransport(configuration: .forDownloads)
 
     private let client: HTTPClient
+    /// A client per proxy of ``Configuration/proxyRoutes`` (a client has one proxy, for every
+    /// request), besides ``client`` for the origins reached directly.
+    private let proxiedClients: [OutboundProxy: HTTPClient]
+    private let proxyRoutes: ProxyRoutes
     private let ownsClient: Bool
     private let bufferLimit: Int
     private let idleReadTimeout: Duration
@@ -134,6 +143,21 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// Creates a transport with its own client on the shared event-loop group.
     public init(configuration: Configuration = Configuration()) {
+        client = Self.makeClient(configuration, proxy: nil)
+        var proxied: [OutboundProxy: HTTPClient] = [:]
+        for proxy in [configuration.proxyRoutes.http, configuration.proxyRoutes.https].compactMap({ $0 }) where proxied[proxy] == nil {
+            proxied[proxy] = Self.makeClient(configuration, proxy: proxy)
+        }
+        proxiedClients = proxied
+        proxyRoutes = configuration.proxyRoutes
+        ownsClient = true
+        bufferLimit = configuration.bufferLimit
+        idleReadTimeout = configuration.idleReadTimeout
+        maximumConnectionsPerHost = configuration.maximumConnectionsPerHost
+        bodyEventLoop = configuration.bodyEventLoop
+    }
+
+    private static func makeClient(_ configuration: Configuration, proxy: OutboundProxy?) -> HTTPClient {
         var clientConfiguration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             // The body's idle timeout is the receiver's (``ResponseReceiver``): the client's also
@@ -161,12 +185,16 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             tls.additionalTrustRoots = [.certificates(configuration.additionalAuthorities)]
             clientConfiguration.tlsConfiguration = tls
         }
-        self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-        self.ownsClient = true
-        self.bufferLimit = configuration.bufferLimit
-        self.idleReadTimeout = configuration.idleReadTimeout
-        self.maximumConnectionsPerHost = configuration.maximumConnectionsPerHost
-        self.bodyEventLoop = configuration.bodyEventLoop
+        switch proxy?.kind {
+        case .http?:
+            let authorization = proxy?.username.map { HTTPClient.Authorization.basic(username: $0, password: proxy?.password ?? "") }
+            clientConfiguration.proxy = .server(host: proxy!.host, port: proxy!.port, authorization: authorization)
+        case .socks5?:
+            clientConfiguration.proxy = .socksServer(host: proxy!.host, port: proxy!.port)
+        case nil:
+            break
+        }
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
     /// Creates a transport on a client the caller owns and shuts down. Configure the client not to
@@ -179,6 +207,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// (``Configuration/largestRead``).
     public init(client: HTTPClient, bufferLimit: Int = 1 << 20, idleReadTimeout: Duration = .seconds(30), bodyEventLoop: (any EventLoop)? = nil) {
         self.client = client
+        self.proxiedClients = [:]
+        self.proxyRoutes = ProxyRoutes()
         self.ownsClient = false
         self.bufferLimit = bufferLimit
         self.idleReadTimeout = idleReadTimeout
@@ -195,12 +225,18 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     deinit {
         // A client must be shut down before it is released; without awaiting (deinit cannot) the
         // event-loop work still finishes, and no request can be running once nobody holds `self`.
-        if ownsClient { client.shutdown { _ in } }
+        if ownsClient {
+            client.shutdown { _ in }
+            for proxied in proxiedClients.values { proxied.shutdown { _ in } }
+        }
     }
 
     /// Closes every connection. Requests in flight fail.
     public func shutdown() async throws {
-        if ownsClient { try await client.shutdown() }
+        if ownsClient {
+            try await client.shutdown()
+            for proxied in proxiedClients.values { try await proxied.shutdown() }
+        }
     }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -217,14 +253,25 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
         // The receiver holds the transport until the response ends (see ``ResponseReceiver``).
         // The body's silence is bounded by the request's timeout too, as its documentation says.
-        return try await ResponseReceiver(bufferLimit: bufferLimit, idleReadTimeout: min(request.timeout, idleReadTimeout), transport: self)
-            .send(outgoing, on: client, bodyEventLoop: bodyEventLoop, headTimeout: request.timeout)
+        let proxy = proxyRoutes.isEmpty ? nil : proxyRoutes.proxy(scheme: request.url.scheme ?? "http", host: request.url.host ?? "", port: request.url.port)
+        let route = proxy.flatMap { proxiedClients[$0] } ?? client
+        return try await ResponseReceiver(bufferLimit: bufferLimit, idleReadTimeout: min(request.timeout, idleReadTimeout), transport: self, proxy: proxy)
+            .send(outgoing, on: route, bodyEventLoop: bodyEventLoop, headTimeout: request.timeout)
     }
 
-    static func translate(_ error: any Error) -> any Error {
+    static func translate(_ error: any Error, proxy: OutboundProxy? = nil) -> any Error {
         if error is CancellationError || error is StreamCacheError { return error }
         if let clientError = error as? HTTPClientError {
             switch clientError {
+            case .proxyAuthenticationRequired:
+                // Not the origin's refusal: trying again, or another token for the service, changes nothing.
+                return StreamCacheError(.originUnavailable, "The proxy \(proxy.map { "\($0)" } ?? "") asks for credentials (407): give them in its URL (http://user:password@host:port).",
+                                        connectionFailure: .proxyRefused)
+            case .invalidProxyResponse:
+                return StreamCacheError(.originUnavailable, "The proxy \(proxy.map { "\($0)" } ?? "") refused to open a connection to the origin.",
+                                        connectionFailure: .proxyRefused)
+            case .httpProxyHandshakeTimeout, .socksHandshakeTimeout:
+                return StreamCacheError(.originUnavailable, "The proxy \(proxy.map { "\($0)" } ?? "") did not answer in time.", connectionFailure: .timedOut)
             case .cancelled:
                 return CancellationError()
             case .deadlineExceeded, .readTimeout, .connectTimeout:
@@ -244,7 +291,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         // Connection failures: an `IOError` naming the system's reason.
         if let ioError = error as? IOError {
             let failure = failure(connecting: ioError.errnoCode)
-            return StreamCacheError(.originUnavailable, failure.reason,
+            // The connection a proxied request opens is the proxy's.
+            let reason = proxy.map { "The proxy \($0) could not be reached: \(failure.reason)" } ?? failure.reason
+            return StreamCacheError(.originUnavailable, reason,
                                     underlying: SendableErrorDescription(domain: "IOError", code: Int(ioError.errnoCode), description: "\(ioError)"),
                                     connectionFailure: failure.kind)
         }

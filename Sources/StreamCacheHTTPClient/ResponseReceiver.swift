@@ -70,8 +70,12 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     /// The longest silence of the origin, while the receiver wants bytes, before the request fails.
     private let idleReadTimeout: TimeAmount
 
-    init(bufferLimit: Int, idleReadTimeout: Duration, transport: AsyncHTTPClientTransport) {
+    /// The proxy the request goes through, named in the errors it causes.
+    private let proxy: OutboundProxy?
+
+    init(bufferLimit: Int, idleReadTimeout: Duration, transport: AsyncHTTPClientTransport, proxy: OutboundProxy? = nil) {
         buffer = HTTPBody.makeBuffer(limit: bufferLimit)
+        self.proxy = proxy
         self.idleReadTimeout = idleReadTimeout.timeAmount
         self.transport = transport
         buffer.setOnDrain { [weak self] in self?.resumeReading() }
@@ -167,7 +171,7 @@ final class ResponseReceiver: HTTPClientResponseDelegate {
     }
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-        let translated = AsyncHTTPClientTransport.translate(error)
+        let translated = AsyncHTTPClientTransport.translate(error, proxy: proxy)
         let sender = end()
         sender?.resume(throwing: translated)
         buffer.finish(throwing: translated)

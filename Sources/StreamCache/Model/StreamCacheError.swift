@@ -111,6 +111,10 @@ public struct StreamCacheError: Error, Sendable, CustomStringConvertible {
         /// another host, or it has expired. Trying again changes nothing until the client is told
         /// to trust its authority.
         case certificateRejected
+        /// The proxy the request goes through would not carry it: it asks for credentials the
+        /// client does not have (407), or it refused the origin. Trying again changes nothing until
+        /// the proxy's settings do.
+        case proxyRefused
     }
 
     /// Whether the error ends a read whose bytes are no longer the cache's: a new version of the

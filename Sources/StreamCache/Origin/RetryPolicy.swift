@@ -39,7 +39,7 @@ public struct RetryPolicy: Sendable, Hashable {
     static func repeats(_ error: StreamCacheError, after elapsed: Duration) -> Bool {
         switch error.connectionFailure {
         case .refused, .lost: true
-        case .timedOut, .certificateRejected: false
+        case .timedOut, .certificateRejected, .proxyRefused: false
         case nil: elapsed < connectionFailureWindow
         }
     }
