@@ -209,20 +209,23 @@ import Glibc
         }
     }
 
-    /// `ls` lists a WebDAV collection; `get` of a cloud reference writes the exact bytes; the
-    /// token comes from a credentials file only its owner may read.
+    /// `ls` lists a WebDAV collection, by name as a file manager shows it (the server's own
+    /// order is the directory's); `get` of a cloud reference writes the exact bytes; the token
+    /// comes from a credentials file only its owner may read.
     @Test func lsAndGetWithSourceReferences() async throws {
         try await withTemporaryDirectory { root in
             try FileManager.default.createDirectory(at: root.appendingPathComponent("music/live"), withIntermediateDirectories: true)
             try TestData.random(count: 1234).write(to: root.appendingPathComponent("music/a.mp3"))
+            for name in ["Track 10.mp3", "track 9.mp3"] { try Data("x".utf8).write(to: root.appendingPathComponent("music/\(name)")) }
             let account = Nginx.WebDAVAccount(user: "lister", password: "ls-secret-9d0d")
             try await Nginx.serving(root: root, webDAV: account) { nginx in
                 let ls = try await CommandLineTool.run(["ls", "webdav://lister@127.0.0.1:\(nginx.port)/music/", "--password-env", "PW"],
                                                        environment: ["PW": account.password])
                 #expect(ls.status == 0, "\(ls.stderr)")
-                let lines = ls.output.split(separator: "\n").map(String.init).sorted()
-                #expect(lines == ["a.mp3\t1234\twebdav://lister@127.0.0.1:\(nginx.port)/music/a.mp3",
-                                  "live/\t\twebdav://lister@127.0.0.1:\(nginx.port)/music/live/"], "\(lines)")
+                let lines = ls.output.split(separator: "\n").map(String.init)
+                let base = "webdav://lister@127.0.0.1:\(nginx.port)/music/"
+                #expect(lines == ["a.mp3\t1234\t\(base)a.mp3", "live/\t\t\(base)live/", "track 9.mp3\t1\t\(base)track 9.mp3",
+                                  "Track 10.mp3\t1\t\(base)Track 10.mp3"], "\(lines)")
 
                 let data = TestData.random(count: 2_000_000, seed: 71)
                 try await CloudTestEnvironment.with { environment in
