@@ -98,6 +98,8 @@ public final class CloudTestServer: @unchecked Sendable {
         var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
         var downloadFailures: (count: Int, status: Int, body: String?) = (0, 503, nil)
         var revisionsReadable = true
+        /// Yandex.Disk public links' keys (`KEY` of `https://disk.yandex.ru/d/KEY`) to the path each shares.
+        var publicShares: [String: String] = [:]
         var signInRefusal: String?
         var requiredClientSecret: String?
         var signIns: [[String: String]] = []
@@ -161,6 +163,21 @@ public final class CloudTestServer: @unchecked Sendable {
 
     /// The id of the file at `path`.
     public func fileID(_ path: String) -> String? { state.withLock { $0.files[path]?.id } }
+
+    /// Publishes the file or folder at `path` as Yandex.Disk does, and returns its public link
+    /// (`https://disk.yandex.ru/d/KEY`), which the public API takes as `public_key`, as it takes
+    /// the key itself or the link on another Yandex domain.
+    public func sharePublicly(_ path: String) -> String {
+        state.withLock { state in
+            let key = "pk\(state.nextID)x" + String(UUID().uuidString.prefix(6))
+            state.nextID += 1
+            state.publicShares[key] = path
+            return "https://disk.yandex.ru/d/\(key)"
+        }
+    }
+
+    /// Unpublishes every public link: their calls answer 404 from now on.
+    public func unshareAll() { state.withLock { $0.publicShares = [:] } }
 
     /// Download links (Yandex) expire once they have sent this many bytes: the response in flight
     /// is completed (links are checked when a request starts), and later requests get 410.
@@ -392,6 +409,33 @@ public final class CloudTestServer: @unchecked Sendable {
             var answer: [String: Any] = ["access_token": granted.0, "token_type": "bearer", "expires_in": 3600]
             if let rotated = granted.1 { answer["refresh_token"] = rotated }
             return json(answer)
+        }
+
+        if path.hasPrefix("/yandex/v1/disk/public/") {
+            // Published resources: no token needed, as Yandex documents.
+            let given = query["public_key"] ?? ""
+            let key = given.hasPrefix("https://") ? String(given.split(separator: "/").last ?? "") : given
+            guard let shared = state.withLock({ $0.publicShares[key] }) else { return json(["error": "DiskNotFoundError"], status: .notFound) }
+            let inner = query["path"] ?? "/"
+            let target = inner == "/" ? shared : shared + inner
+            switch path.dropFirst("/yandex/v1/disk/public".count) {
+            case "/resources":
+                if let file = file(path: target) {
+                    return json(["name": file.name, "type": "file", "size": file.data.count, "mime_type": file.mimeType ?? "application/octet-stream",
+                                 "md5": file.md5, "sha256": file.sha256, "revision": file.revision, "path": inner, "public_key": key])
+                }
+                let items = children(of: target)
+                guard !items.isEmpty else { return json(["error": "DiskNotFoundError"], status: .notFound) }
+                let offset = Int(query["offset"] ?? "") ?? 0, limit = Int(query["limit"] ?? "") ?? 20
+                let page = items.dropFirst(offset).prefix(limit)
+                return json(["name": target.split(separator: "/").last.map(String.init) ?? "", "type": "dir", "path": inner, "public_key": key,
+                             "_embedded": ["items": page.map { ["name": $0.name, "type": $0.isFolder ? "dir" : "file", "size": $0.size] as [String: Any] },
+                                           "offset": offset, "limit": limit, "total": items.count] as [String: Any]])
+            case "/resources/download":
+                guard let file = file(path: target) else { return json(["error": "DiskNotFoundError"], status: .notFound) }
+                return json(["href": url(.content, "/yandex-public/\(issueLink(for: file.id))").absoluteString, "method": "GET", "templated": false])
+            default: return empty(.notFound)
+            }
         }
 
         let scheme = path.hasPrefix("/yandex/") ? "OAuth" : "Bearer"

@@ -23,7 +23,7 @@ struct LsCommand: AsyncParsableCommand {
         """
     )
 
-    @Argument(help: "webdav://user@host/path, webdavs://…, yandex:/path, dropbox:/path, gdrive:<folder id>, onedrive:/path or box:folder:<id>.")
+    @Argument(help: "webdav://user@host/path, webdavs://…, yandex:/path, dropbox:/path, gdrive:<folder id>, onedrive:/path, box:folder:<id>, or a Yandex.Disk public link (https://disk.yandex.ru/d/KEY).")
     var source: String
 
     @Flag(help: "Print JSON lines.")

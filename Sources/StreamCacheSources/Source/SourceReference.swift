@@ -15,21 +15,23 @@ import StreamCache
 /// | `gdrive:<file or folder id>` | Google Drive |
 /// | `onedrive:/path`, `onedrive:id:<item id>` | OneDrive |
 /// | `box:<file id>`, `box:folder:<folder id>` | Box |
+/// | `https://disk.yandex.ru/d/KEY[/path]`, `https://yadi.sk/i/KEY` | a Yandex.Disk public link |
 ///
-/// Plain `http://` and `https://` URLs are not sources; `get` and `serve` take them directly.
+/// Other `http://` and `https://` URLs are not sources; `get` and `serve` take them directly.
 public enum SourceReference {
     /// The services' reference prefixes.
     public static let schemes = ["webdav://", "webdavs://", "yandex:", "dropbox:", "gdrive:", "onedrive:", "box:"]
 
     /// Whether `text` is a source reference (rather than a URL).
     public static func isSourceReference(_ text: String) -> Bool {
-        schemes.contains { text.lowercased().hasPrefix($0) }
+        schemes.contains { text.lowercased().hasPrefix($0) } || YandexPublicSource.parse(text) != nil
     }
 
     /// The service a reference names (`webdav`, `yandex`, …), or `nil`.
     public static func service(of text: String) -> String? {
         let lower = text.lowercased()
         if lower.hasPrefix("webdav://") || lower.hasPrefix("webdavs://") { return "webdav" }
+        if YandexPublicSource.parse(text) != nil { return "yandex-public" }
         return schemes.first { lower.hasPrefix($0) }.map { String($0.dropLast()) }
     }
 
@@ -60,6 +62,10 @@ public enum SourceReference {
             components.user = nil
             guard let url = components.url else { throw StreamCacheError(.invalidArgument, "'\(text)' is not a valid WebDAV reference.") }
             return WebDAVSource(url: url, user: user, password: credentials.password, configuration: configuration)
+        case "yandex-public":
+            // Shared to anyone with the link: no account, and none of the user's tokens goes there.
+            let (link, path) = YandexPublicSource.parse(text)!
+            return YandexPublicSource(link: link, path: path, configuration: configuration)
         case "yandex":
             return YandexDiskSource(path: try nonEmpty(rest, "path"), token: try credentials.requireToken(for: "Yandex.Disk"), configuration: configuration)
         case "dropbox":

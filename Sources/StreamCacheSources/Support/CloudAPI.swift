@@ -13,12 +13,12 @@ import StreamCache
 /// a signed URL.
 struct CloudAPI: Sendable {
     let service: String
-    let credentials: TokenCredentials
+    let credentials: any CredentialProvider
     let transport: any HTTPTransport
     let timeout: Duration
     let retry: RetryPolicy
 
-    init(service: String, credentials: TokenCredentials, transport: any HTTPTransport, timeout: Duration = .seconds(30),
+    init(service: String, credentials: any CredentialProvider, transport: any HTTPTransport, timeout: Duration = .seconds(30),
          retry: RetryPolicy = RetryPolicy()) {
         self.service = service
         self.credentials = credentials

@@ -46,6 +46,8 @@ public struct YandexDiskSource: Source {
         var sha256: String?
         var revision: Int64?
         var path: String?
+        /// A published resource's key (public links only).
+        var public_key: String?
         struct Embedded: Decodable { var items: [Resource] }
         var _embedded: Embedded?
 
