@@ -75,6 +75,13 @@ struct YandexPublicLinkTests {
                 #expect(await environment.server.downloadedBytes(awaiting: total) == total, "each byte once: the mount played what the prefetch cached")
                 #expect(environment.server.records.allSatisfy { $0.authorization == nil }, "no token went to a public link's calls")
 
+                // A link whose owner forbids downloads: said as such, not as a token to renew.
+                environment.server.failAPICalls(1, status: 403)
+                let forbidden = try await CommandLineTool.run(["get", "\(link)/01.mp3", "-o", output.path, "--quiet", "--cache-dir",
+                                                               work.appendingPathComponent("other-cache").path], environment: variables)
+                #expect(forbidden.status != 0 && forbidden.stderr.contains("owner forbids downloads") && !forbidden.stderr.contains("token"),
+                        "\(forbidden.status) \(forbidden.stderr)")
+
                 // A link its owner withdrew: the file is not found, said as such.
                 environment.server.unshareAll()
                 let withdrawn = try await CommandLineTool.run(["get", "\(link)/01.mp3", "-o", output.path, "--quiet", "--cache-dir",

@@ -69,9 +69,19 @@ public struct YandexPublicSource: Source {
     private var query: [(String, String)] { path == "/" ? [("public_key", link)] : [("public_key", link), ("path", path)] }
 
     func metadata() async throws -> YandexDiskSource.Resource {
-        try await api.json(YandexDiskSource.Resource.self, url: CloudAPI.url(base, "public/resources", query: query + [
-            ("fields", "name,type,size,mime_type,md5,sha256,revision,path,public_key"),
-        ]))
+        try await call(YandexDiskSource.Resource.self, "public/resources", query + [("fields", "name,type,size,mime_type,md5,sha256,revision,path,public_key")])
+    }
+
+    /// A public API call. A refusal there is not about a token (none is sent): the owner has
+    /// forbidden downloads, or the link has reached the download limit Yandex sets for popular
+    /// files.
+    private func call<Result: Decodable>(_ type: Result.Type, _ endpoint: String, _ query: [(String, String)]) async throws -> Result {
+        do {
+            return try await api.json(type, url: CloudAPI.url(base, endpoint, query: query))
+        } catch let error as StreamCacheError where error.code == .authenticationFailed {
+            throw StreamCacheError(.authenticationFailed, "Yandex.Disk refused \(reference) (HTTP \(error.httpStatus.map(String.init) ?? "?")): its owner "
+                                   + "forbids downloads, or the link has reached its download limit for now.", httpStatus: error.httpStatus)
+        }
     }
 
     public func resolve() async throws -> ResolvedSource {
@@ -80,7 +90,7 @@ public struct YandexPublicSource: Source {
         let source = self
         let locator = configuration.resolvingLocator("yandex-public:\(path)") {
             // Each link comes with fresh metadata, so a new version shows at the next resolution.
-            async let link = source.api.json(YandexDiskSource.Link.self, url: CloudAPI.url(source.base, "public/resources/download", query: source.query))
+            async let link = source.call(YandexDiskSource.Link.self, "public/resources/download", source.query)
             let now = try await source.metadata()
             guard let href = URL(string: try await link.href) else {
                 throw StreamCacheError(.badResponse, "Yandex.Disk gave a download link that is not a URL.")
@@ -98,10 +108,10 @@ public struct YandexPublicSource: Source {
         // A shared folder lists in pages; each page's offset is where the last ended, so a folder
         // of any size lists whole (bounded by the service's answers: an empty page ends it).
         for page in 0..<Self.maximumPages {
-            let folder = try await api.json(YandexDiskSource.Resource.self, url: CloudAPI.url(base, "public/resources", query: query + [
+            let folder = try await call(YandexDiskSource.Resource.self, "public/resources", query + [
                 ("limit", String(Self.pageSize)), ("offset", String(page * Self.pageSize)),
                 ("fields", "name,type,_embedded.items.name,_embedded.items.type,_embedded.items.size"),
-            ]))
+            ])
             guard folder.type == "dir" else { throw StreamCacheError(.invalidArgument, "\(reference) is a file, not a folder.") }
             let items = folder._embedded?.items ?? []
             let prefix = path == "/" ? "/" : path + "/"
