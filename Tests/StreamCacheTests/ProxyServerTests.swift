@@ -452,6 +452,40 @@ import Testing
         }
     }
 
+    /// `recursive=1` makes a folder's M3U (and JSON) one flat list of every file below it, for
+    /// players that do not open nested playlists: the folder's files, then each subfolder's, depth
+    /// first, each level as a file manager orders it; a subfolder gone meanwhile is left out, one
+    /// the service refuses fails the listing; the HTML index stays one level.
+    @Test func aRecursiveListingIsOneFlatPlaylist() async throws {
+        let listed: @Sendable (RelativePath?) async throws -> [FolderListingEntry] = { path in
+            let file = { (name: String) in FolderListingEntry(name: name, isFolder: false, size: 10) }
+            let folder = { (name: String) in FolderListingEntry(name: name, isFolder: true) }
+            switch path?.description {
+            case nil: return [folder("Album 10"), file("cover.jpg"), folder("Gone"), folder("Album 2")]
+            case "Album 2": return [file("10 C.mp3"), folder("Disc 1"), file("2 B.mp3")]
+            case "Album 2/Disc 1": return [file("1 A.mp3")]
+            case "Album 10": return [file("x y.mp3")]
+            case "Locked": return [folder("Inner")]
+            case "Gone": throw StreamCacheError(.notFound, "Deleted meanwhile.")
+            default: throw StreamCacheError(.authenticationFailed, "The service refused the token.")
+            }
+        }
+        try await Self.withProxy { server, _ in
+            try server.mountFolder(named: "test:/music", token: "music", resolvingFiles: { _ in throw StreamCacheError(.notFound, "none") }, listingFolders: listed)
+            let port = try #require(server.port)
+            let flat = String(decoding: try await RawHTTP.get(port: port, path: "/music/?recursive=1").body, as: UTF8.self)
+            let urls = flat.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { String($0.dropFirst("http://127.0.0.1:\(port)/music/".count)) }
+            #expect(urls == ["cover.jpg", "Album%202/2%20B.mp3", "Album%202/10%20C.mp3", "Album%202/Disc%201/1%20A.mp3", "Album%2010/x%20y.mp3"], "\(flat)")
+            #expect(flat.contains("#EXTINF:-1,Album 2/Disc 1/1 A.mp3\n"), "\(flat)")
+            let below = String(decoding: try await RawHTTP.get(port: port, path: "/music/Album%202/?recursive=true&format=json").body, as: UTF8.self)
+            #expect(below.contains(#"{"name":"Disc 1/1 A.mp3","path":"/music/Album%202/Disc%201/1%20A.mp3","size":10,"type":"file"}"#), "\(below)")
+            let index = String(decoding: try await RawHTTP.get(port: port, path: "/music/?recursive=1", headers: ["Accept: text/html"]).body, as: UTF8.self)
+            #expect(index.contains("Album 2/</a>") && !index.contains("Disc 1"), "one level: \(index)")
+            let refused = try await RawHTTP.get(port: port, path: "/music/Locked/?recursive=1")
+            #expect(refused.status == 502, "\(refused.head)")
+        }
+    }
+
     /// A folder mounted with a lister answers a `GET` of a folder's path (ending with `/`) with
     /// its listing: names a service allows but HTML or M3U give a meaning are escaped (an HTML
     /// index cannot be made to run a script; a name with a line break stays one playlist entry);

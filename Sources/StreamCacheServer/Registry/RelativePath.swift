@@ -27,6 +27,12 @@ public struct RelativePath: Hashable, Sendable, CustomStringConvertible {
         self.segments = segments
     }
 
+    /// The path of `segments` (decoded), or `nil` when one is empty or would leave the folder.
+    public init?(segments: [String]) {
+        guard !segments.isEmpty, segments.allSatisfy(Self.isAcceptable) else { return nil }
+        self.segments = segments
+    }
+
     private static func isAcceptable(_ segment: String) -> Bool {
         guard !segment.isEmpty, segment != ".", segment != ".." else { return false }
         return !segment.unicodeScalars.contains { $0 == "/" || $0 == "\\" || $0.value < 0x20 || $0.value == 0x7F }
