@@ -8,7 +8,8 @@ import Testing
 /// which `.ci/run` installs) loads a page from a web app's server whose script fetches a range and
 /// the whole file (one of them after a CORS preflight) and plays the file in an
 /// `<audio crossorigin>` element, as a web player that draws a waveform or feeds Media Source
-/// Extensions does. The page sends what it saw back to its server.
+/// Extensions does; and Chromium's own HLS support plays an HLS stream through the proxy. The page
+/// sends what it saw back to its server.
 @Suite(.serialized) struct BrowserIntegrationTests {
     static let secret = "Bearer browser-test-secret-5d21"
 
@@ -43,6 +44,32 @@ import Testing
         </script></body></html>
         """
 
+    /// A page that plays the HLS stream in its query with the browser's own HLS support, at four
+    /// times the speed, and reports how far it got.
+    static let hlsPage = """
+        <!doctype html><html><body><script>
+        const url = new URLSearchParams(location.search).get("u");
+        (async () => {
+          const out = {canPlay: document.createElement("audio").canPlayType("application/vnd.apple.mpegurl")};
+          try {
+            const audio = new Audio();
+            audio.src = url;
+            audio.playbackRate = 4;
+            await audio.play();
+            await new Promise((ended, failed) => {
+              audio.onended = ended;
+              audio.onerror = () => failed(new Error("media error " + (audio.error && audio.error.code)));
+            });
+            out.duration = audio.duration;
+            out.playedTo = audio.currentTime;
+          } catch (error) {
+            out.error = String(error);
+          }
+          await fetch("/report?r=" + encodeURIComponent(JSON.stringify(out)));
+        })();
+        </script></body></html>
+        """
+
     struct PageDidNotReport: Error, CustomStringConvertible {
         var url: String
         var description: String { "Chromium opened \(url) but its page reported nothing within 60 s." }
@@ -55,6 +82,8 @@ import Testing
         var wholeStatus: Int?
         var wholeSHA: String?
         var duration: Double?
+        var playedTo: Double?
+        var canPlay: String?
         var error: String?
     }
 
@@ -64,7 +93,8 @@ import Testing
         let installed = URL(fileURLWithPath: "/usr/lib/chromium/chromium-headless-shell")
         let chromium = FileManager.default.isExecutableFile(atPath: installed.path) ? installed : try ExternalTool.require("chromium-headless-shell")
         let before = app.requests.count
-        let browser = try ChildProcess.spawn(chromium, ["--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)", pageURL])
+        let browser = try ChildProcess.spawn(chromium, ["--no-sandbox", "--disable-gpu", "--no-first-run", "--autoplay-policy=no-user-gesture-required",
+                                                        "--user-data-dir=\(profile.path)", pageURL])
         defer {
             browser.terminate()
             browser.waitUntilExit()
@@ -119,6 +149,57 @@ import Testing
                     let stranger = try await Self.report(openingPage: "http://localhost:\(app.port)/player.html?u=\(query)", reportingTo: app,
                                                          profile: work.appendingPathComponent("profile-other"))
                     #expect(stranger.error?.contains("Failed to fetch") == true && stranger.rangeSHA == nil, "\(stranger)")
+                } catch {
+                    await server.stop()
+                    throw error
+                }
+                await server.stop()
+            }
+        }
+    }
+
+    /// Chromium plays an HLS stream through the proxy with its own HLS support, as a web page's
+    /// `<audio src>` does: the playlist comes rewritten to the proxy's URLs, each segment through
+    /// it with the origin's token (which the page never has), each byte from the origin once.
+    @Test func chromiumPlaysAnHLSStreamThroughTheProxy() async throws {
+        try await withTemporaryDirectory { work in
+            let package = work.appendingPathComponent("package")
+            try FileManager.default.createDirectory(at: package, withIntermediateDirectories: true)
+            let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=4",
+                                                             "-c:a", "aac", "-b:a", "96k", "-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod",
+                                                             "-hls_segment_filename", package.appendingPathComponent("seg%d.ts").path,
+                                                             package.appendingPathComponent("index.m3u8").path])
+            try #require(made.status == 0, "ffmpeg could not make the package: \(made.stderr)")
+            let media = try TestOrigin()
+            defer { media.stop() }
+            media.requiredHeaders = ["Authorization": Self.secret]
+            var total: Int64 = 0
+            let names = try FileManager.default.contentsOfDirectory(atPath: package.path)
+            for name in names {
+                let data = try Data(contentsOf: package.appendingPathComponent(name))
+                total += Int64(data.count)
+                media.setFile("/show/\(name)", data: data, contentType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t")
+            }
+            let app = try TestOrigin()
+            defer { app.stop() }
+            app.setFile("/player.html", data: Data(Self.hlsPage.utf8), contentType: "text/html; charset=utf-8")
+
+            try await withTemporaryCache { cache in
+                let server = try ProxyServer(cache: cache)
+                try await server.start()
+                do {
+                    let stream = server.url(for: server.register(url: media.url("/show/index.m3u8"), headers: ["Authorization": Self.secret])).absoluteString
+                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+                    let played = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
+                                                       profile: work.appendingPathComponent("profile"))
+                    #expect(played.error == nil && played.canPlay?.isEmpty == false, "\(played)")
+                    #expect(abs((played.duration ?? 0) - 4) < 0.3 && (played.playedTo ?? 0) >= 3.7, "played to the end: \(played)")
+                    let segments = names.filter { $0.hasSuffix(".ts") }
+                    for name in segments {
+                        #expect(!media.dataRequests(for: "/show/\(name)").isEmpty, "\(name) came through the proxy")
+                    }
+                    for _ in 0..<50 where media.bodyBytesSent() < total { try await Task.sleep(for: .milliseconds(100)) }
+                    #expect(media.bodyBytesSent() == total, "each byte from the origin once: \(media.bodyBytesSent()) of \(total)")
                 } catch {
                     await server.stop()
                     throw error
