@@ -70,6 +70,37 @@ import Testing
         </script></body></html>
         """
 
+    /// A page that opens the stream in its query in an `<audio>` element, seeks to 150 s, plays
+    /// a moment from there and reports where it was.
+    static let seekPage = """
+        <!doctype html><html><body><script>
+        const url = new URLSearchParams(location.search).get("u");
+        const event = (element, name) => new Promise((happened, failed) => {
+          element.addEventListener(name, happened, {once: true});
+          element.addEventListener("error", () => failed(new Error("media error " + (element.error && element.error.code))), {once: true});
+        });
+        (async () => {
+          const out = {};
+          try {
+            const audio = new Audio();
+            audio.preload = "metadata";
+            audio.src = url;
+            await event(audio, "loadedmetadata");
+            out.duration = audio.duration;
+            audio.currentTime = 150;
+            await event(audio, "seeked");
+            await audio.play();
+            await new Promise(done => setTimeout(done, 1000));
+            audio.pause();
+            out.playedTo = audio.currentTime;
+          } catch (error) {
+            out.error = String(error);
+          }
+          await fetch("/report?r=" + encodeURIComponent(JSON.stringify(out)));
+        })();
+        </script></body></html>
+        """
+
     struct PageDidNotReport: Error, CustomStringConvertible {
         var url: String
         var description: String { "Chromium opened \(url) but its page reported nothing within 60 s." }
@@ -207,5 +238,54 @@ import Testing
                 await server.stop()
             }
         }
+    }
+
+    /// Chromium seeks in an M4A whose `moov` box is at its end, through the proxy: it asks for
+    /// the tail to find the index, then for the bytes at 150 s, and cuts the requests it no
+    /// longer needs, as a browser does. It plays from there, and the origin sends no byte twice.
+    @Test func chromiumSeeksInAFileWhoseIndexIsAtItsEnd() async throws {
+        try await withTemporaryDirectory { work in
+            let file = work.appendingPathComponent("moov-at-end.m4a")
+            let made = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=180",
+                                                             "-c:a", "aac", "-b:a", "128k", file.path])
+            try #require(made.status == 0, "ffmpeg could not make the M4A: \(made.stderr)")
+            let data = try Data(contentsOf: file)
+            let moov = try #require(data.range(of: Data("moov".utf8)))
+            try #require(moov.lowerBound > data.count / 2, "the index must be at the end, so that the browser must ask for the tail")
+            let media = try TestOrigin()
+            defer { media.stop() }
+            media.requiredHeaders = ["Authorization": Self.secret]
+            media.setFile("/song.m4a", data: data, contentType: "audio/mp4")
+            let app = try TestOrigin()
+            defer { app.stop() }
+            app.setFile("/player.html", data: Data(Self.seekPage.utf8), contentType: "text/html; charset=utf-8")
+
+            try await withTemporaryCache { cache in
+                let server = try ProxyServer(cache: cache)
+                try await server.start()
+                do {
+                    let stream = server.url(for: server.register(url: media.url("/song.m4a"), headers: ["Authorization": Self.secret])).absoluteString
+                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+                    let played = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
+                                                       profile: work.appendingPathComponent("profile"))
+                    #expect(played.error == nil && abs((played.duration ?? 0) - 180) < 1, "\(played)")
+                    #expect((played.playedTo ?? 0) >= 150 && (played.playedTo ?? 0) < 170, "played from the seek: \(played)")
+                    let tail = media.dataRequests(for: "/song.m4a").flatMap(\.servedRanges).contains { $0.upperBound == Int64(data.count) }
+                    #expect(tail, "the index at the end came through the proxy: \(media.dataRequests(for: "/song.m4a").map { $0.range ?? "" })")
+                    #expect(Self.servedBytesAreDisjoint(media.dataRequests(for: "/song.m4a").flatMap(\.servedRanges)),
+                            "no byte twice: \(media.dataRequests(for: "/song.m4a").map(\.servedRanges))")
+                } catch {
+                    await server.stop()
+                    throw error
+                }
+                await server.stop()
+            }
+        }
+    }
+
+    /// Whether no byte lies in two of `ranges`.
+    static func servedBytesAreDisjoint(_ ranges: [ByteRange]) -> Bool {
+        let sorted = ranges.sorted { $0.lowerBound < $1.lowerBound }
+        return zip(sorted, sorted.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }
     }
 }
