@@ -19,9 +19,14 @@ struct TransportOptions: ParsableArguments {
     var authorityFiles: [String] = []
 
     @Option(name: .customLong("proxy"),
-            help: ArgumentHelp("Reach every origin (and cloud API) through this proxy: http://[user:password@]host:port or socks5://host:port; 'none' for no proxy. Default: the https_proxy, http_proxy and all_proxy variables (loopback origins direct).",
+            help: ArgumentHelp("Reach every origin (and cloud API) through this proxy: http://[user@]host:port (the password: --proxy-password-env) or socks5://host:port; 'none' for no proxy. Default: the https_proxy, http_proxy and all_proxy variables (loopback origins direct).",
                                valueName: "url"))
     var proxy: String?
+
+    @Option(name: .customLong("proxy-password-env"),
+            help: ArgumentHelp("The environment variable that holds the password of --proxy's user (a password on the command line shows in every user's `ps`).",
+                               valueName: "name"))
+    var proxyPasswordEnvironment: String?
 
     @Option(name: .customLong("no-proxy"),
             help: ArgumentHelp("Origins reached directly, comma-separated, as no_proxy lists them (example.com covers its subdomains; 10.0.0.0/8; '*' all). Default: the no_proxy variable.",
@@ -40,12 +45,24 @@ struct TransportOptions: ParsableArguments {
         case "none"?, ""?:
             return ProxyRoutes()
         case .some:
+            var outbound: OutboundProxy
             do {
-                routes = .everything(through: try OutboundProxy(url: proxy!))
+                outbound = try OutboundProxy(url: proxy!)
             } catch let error as StreamCacheError {
                 throw ValidationError("--proxy: \(error.message)")
             }
+            guard outbound.password == nil else {
+                throw ValidationError("--proxy: put the proxy's password in an environment variable (--proxy-password-env NAME), not on the command line.")
+            }
+            if let proxyPasswordEnvironment {
+                guard outbound.username != nil, let password = environment[proxyPasswordEnvironment] else {
+                    throw ValidationError("--proxy-password-env: \(outbound.username == nil ? "--proxy names no user (http://user@host:port)" : "the environment variable \(proxyPasswordEnvironment) is not set").")
+                }
+                outbound.password = password
+            }
+            routes = .everything(through: outbound)
         case nil:
+            if proxyPasswordEnvironment != nil { throw ValidationError("--proxy-password-env needs --proxy.") }
             do {
                 routes = try .environment(environment)
             } catch let error as StreamCacheError {

@@ -77,6 +77,9 @@ import Testing
             try await Nginx.serving(root: root, tls: authority) { nginx in
                 let origin = nginx.url("/song.mp3").absoluteString
                 let through = "http://\(Self.account.user):\(Self.account.password)@127.0.0.1:\(proxy.port)"
+                // On the command line the password goes in a variable: `ps` shows arguments to every user.
+                let explicit = ["--proxy", "http://\(Self.account.user)@127.0.0.1:\(proxy.port)", "--proxy-password-env", "PROXY_PASSWORD"]
+                let password = ["PROXY_PASSWORD": Self.account.password]
                 func get(_ url: String, _ options: [String], environment: [String: String] = [:], cache: String) async throws -> CommandLineTool.Result {
                     let output = root.appendingPathComponent("out-\(cache)")
                     let result = try await CommandLineTool.run(["get", url, "-o", output.path, "--quiet", "--cacert", authority.certificate.path,
@@ -85,13 +88,15 @@ import Testing
                     return result
                 }
 
-                let tunnelled = try await get(origin, ["--proxy", through], cache: "a")
+                let inline = try await get(origin, ["--proxy", through], cache: "a")
+                #expect(inline.status == 64 && inline.stderr.contains("--proxy-password-env") && !inline.stderr.contains(Self.account.password), "\(inline.stderr)")
+                let tunnelled = try await get(origin, explicit, environment: password, cache: "a")
                 #expect(tunnelled.status == 0, "\(tunnelled.stderr)")
                 #expect(proxy.requests.contains("CONNECT 127.0.0.1:\(nginx.port) HTTP/1.1"), "\(proxy.requests)")
                 let nginxRequests = nginx.accessLog().count
                 #expect(nginxRequests >= 1)
 
-                let plainThrough = try await get(plain.url("/plain.mp3").absoluteString, ["--proxy", through], cache: "b")
+                let plainThrough = try await get(plain.url("/plain.mp3").absoluteString, explicit, environment: password, cache: "b")
                 #expect(plainThrough.status == 0, "\(plainThrough.stderr)")
                 #expect(proxy.requests.contains { $0.contains("127.0.0.1:\(plain.port)") }, "\(proxy.requests)")
 
@@ -106,7 +111,7 @@ import Testing
                 // and `--no-proxy` keeps a host off an explicit one.
                 let direct = try await get(origin, [], environment: ["https_proxy": through, "http_proxy": through], cache: "d")
                 #expect(direct.status == 0, "\(direct.stderr)")
-                let excepted = try await get(origin, ["--proxy", through, "--no-proxy", "127.0.0.1"], cache: "e")
+                let excepted = try await get(origin, explicit + ["--no-proxy", "127.0.0.1"], environment: password, cache: "e")
                 #expect(excepted.status == 0, "\(excepted.stderr)")
                 #expect(proxy.requests.count == carried + 1, "only the refused request went to the proxy: \(proxy.requests)")
                 let malformed = try await get(origin, [], environment: ["https_proxy": "ftp://127.0.0.1:\(proxy.port)"], cache: "f")
