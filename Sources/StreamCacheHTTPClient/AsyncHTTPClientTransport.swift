@@ -76,12 +76,12 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         /// ``trustCertificateAuthorities(inPEMFile:)``).
         var additionalAuthorities: [NIOSSLCertificate] = []
 
-        /// Creates the default settings.
         /// The proxies requests go through, by origin; none by default (every request goes
         /// directly). ``ProxyRoutes/environment(_:)`` reads them as curl does; the `streamcache`
         /// tool does so unless told `--proxy`.
         public var proxyRoutes = ProxyRoutes()
 
+        /// Creates the default settings.
         public init() {}
 
         /// The settings of ``AsyncHTTPClientTransport/forDownloads``: one spare connection per
@@ -185,14 +185,14 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             tls.additionalTrustRoots = [.certificates(configuration.additionalAuthorities)]
             clientConfiguration.tlsConfiguration = tls
         }
-        switch proxy?.kind {
-        case .http?:
-            let authorization = proxy?.username.map { HTTPClient.Authorization.basic(username: $0, password: proxy?.password ?? "") }
-            clientConfiguration.proxy = .server(host: proxy!.host, port: proxy!.port, authorization: authorization)
-        case .socks5?:
-            clientConfiguration.proxy = .socksServer(host: proxy!.host, port: proxy!.port)
-        case nil:
-            break
+        if let proxy {
+            switch proxy.kind {
+            case .http:
+                let authorization = proxy.username.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }
+                clientConfiguration.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)
+            case .socks5:
+                clientConfiguration.proxy = .socksServer(host: proxy.host, port: proxy.port)
+            }
         }
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
