@@ -481,6 +481,7 @@ import Testing
             #expect(below.contains(#"{"name":"Disc 1/1 A.mp3","path":"/music/Album%202/Disc%201/1%20A.mp3","size":10,"type":"file"}"#), "\(below)")
             let index = String(decoding: try await RawHTTP.get(port: port, path: "/music/?recursive=1", headers: ["Accept: text/html"]).body, as: UTF8.self)
             #expect(index.contains("Album 2/</a>") && !index.contains("Disc 1"), "one level: \(index)")
+            #expect(index.contains("<a href=\"/music/?format=m3u&amp;recursive=1\">Play all, subfolders too (M3U)</a>"), "\(index)")
             let refused = try await RawHTTP.get(port: port, path: "/music/Locked/?recursive=1")
             #expect(refused.status == 502, "\(refused.head)")
         }

@@ -199,7 +199,11 @@ struct FolderListingResponder: Sendable {
             let size = entry.isFolder ? "" : entry.size.map { " <small>\(ByteFormat.string($0))</small>" } ?? ""
             rows += "<li><a href=\"\(path(of: entry, in: folderPath).htmlEscaped)\">\(name)</a>\(size)</li>\n"
         }
-        let playAll = entries.contains { !$0.isFolder } ? "<p><a href=\"\(folderPath.htmlEscaped)?format=m3u\">Play all (M3U)</a></p>\n" : ""
+        var playAll = entries.contains { !$0.isFolder } ? "<a href=\"\(folderPath.htmlEscaped)?format=m3u\">Play all (M3U)</a>" : ""
+        if entries.contains(where: \.isFolder) {
+            playAll += (playAll.isEmpty ? "" : " · ") + "<a href=\"\(folderPath.htmlEscaped)?format=m3u&amp;recursive=1\">Play all, subfolders too (M3U)</a>"
+        }
+        if !playAll.isEmpty { playAll = "<p>\(playAll)</p>\n" }
         return """
             <!DOCTYPE html>
             <html><head><meta charset="utf-8"><title>\(title.htmlEscaped)</title></head>
