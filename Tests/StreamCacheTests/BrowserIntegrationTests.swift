@@ -140,6 +140,46 @@ import Testing
         throw PageDidNotReport(url: pageURL)
     }
 
+    /// An origin that demands a token the page never has, serving `files` (path: bytes and
+    /// type); the web app's server, serving `page` at `/player.html`; and a proxy in front of the
+    /// origin, set up by `configure` (given the app's origin). All stopped after `body`.
+    static func withOriginAppAndProxy(files: [String: (data: Data, type: String)], page: String,
+                                      configure: (inout ProxyServer.Configuration, _ appOrigin: String) -> Void = { _, _ in },
+                                      _ body: (_ server: ProxyServer, _ media: TestOrigin, _ app: TestOrigin) async throws -> Void) async throws {
+        let media = try TestOrigin()
+        defer { media.stop() }
+        media.requiredHeaders = ["Authorization": secret]
+        for (path, file) in files { media.setFile(path, data: file.data, contentType: file.type) }
+        let app = try TestOrigin()
+        defer { app.stop() }
+        app.setFile("/player.html", data: Data(page.utf8), contentType: "text/html; charset=utf-8")
+        try await withTemporaryCache { cache in
+            var configuration = ProxyServer.Configuration()
+            configure(&configuration, "http://127.0.0.1:\(app.port)")
+            let server = try ProxyServer(cache: cache, configuration: configuration)
+            try await server.start()
+            do {
+                try await body(server, media, app)
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+
+    /// The stream URL of `path` of `media` through `server` (with the origin's token), encoded for
+    /// the player page's query.
+    static func streamQuery(_ path: String, of media: TestOrigin, through server: ProxyServer) throws -> String {
+        let stream = server.url(for: server.register(url: media.url(path), headers: ["Authorization": secret])).absoluteString
+        return try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+    }
+
+    /// Opens the app's player page on `host` with `query` and waits for its report.
+    static func open(_ query: String, app: TestOrigin, host: String = "127.0.0.1", profile: URL) async throws -> Report {
+        try await report(openingPage: "http://\(host):\(app.port)/player.html?u=\(query)", reportingTo: app, profile: profile)
+    }
+
     /// The page of an allowed origin gets every byte as the origin has them, reads the range's
     /// `Content-Range`, passes the preflight of a request with a field of its own and plays the
     /// file in a media element that asks for CORS; the origin sends each byte once. The same page
@@ -151,40 +191,20 @@ import Testing
                                                              "-c:a", "libmp3lame", "-b:a", "128k", file.path])
             try #require(made.status == 0, "ffmpeg could not make the MP3: \(made.stderr)")
             let data = try Data(contentsOf: file)
-            let media = try TestOrigin()
-            defer { media.stop() }
-            media.requiredHeaders = ["Authorization": Self.secret]
-            media.setFile("/tone.mp3", data: data, contentType: "audio/mpeg")
-            let app = try TestOrigin()
-            defer { app.stop() }
-            app.setFile("/player.html", data: Data(Self.page.utf8), contentType: "text/html; charset=utf-8")
+            try await Self.withOriginAppAndProxy(files: ["/tone.mp3": (data, "audio/mpeg")], page: Self.page,
+                                                 configure: { $0.allowedWebOrigins = [$1] }) { server, media, app in
+                let query = try Self.streamQuery("/tone.mp3", of: media, through: server)
+                let allowed = try await Self.open(query, app: app, profile: work.appendingPathComponent("profile-allowed"))
+                #expect(allowed.error == nil, "\(allowed)")
+                #expect(allowed.rangeStatus == 206 && allowed.contentRange == "bytes 1000-1999/\(data.count)"
+                        && allowed.rangeSHA == TestData.sha256(data[1000..<2000]), "\(allowed)")
+                #expect(allowed.wholeStatus == 200 && allowed.wholeSHA == TestData.sha256(data), "\(allowed)")
+                #expect(abs((allowed.duration ?? 0) - 4) < 0.2, "the media element's duration: \(allowed)")
+                for _ in 0..<50 where media.bodyBytesSent(for: "/tone.mp3") < Int64(data.count) { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(media.bodyBytesSent(for: "/tone.mp3") == Int64(data.count), "each byte from the origin once")
 
-            try await withTemporaryCache { cache in
-                var configuration = ProxyServer.Configuration()
-                configuration.allowedWebOrigins = ["http://127.0.0.1:\(app.port)"]
-                let server = try ProxyServer(cache: cache, configuration: configuration)
-                try await server.start()
-                do {
-                    let stream = server.url(for: server.register(url: media.url("/tone.mp3"), headers: ["Authorization": Self.secret])).absoluteString
-                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
-                    let allowed = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
-                                                        profile: work.appendingPathComponent("profile-allowed"))
-                    #expect(allowed.error == nil, "\(allowed)")
-                    #expect(allowed.rangeStatus == 206 && allowed.contentRange == "bytes 1000-1999/\(data.count)"
-                            && allowed.rangeSHA == TestData.sha256(data[1000..<2000]), "\(allowed)")
-                    #expect(allowed.wholeStatus == 200 && allowed.wholeSHA == TestData.sha256(data), "\(allowed)")
-                    #expect(abs((allowed.duration ?? 0) - 4) < 0.2, "the media element's duration: \(allowed)")
-                    for _ in 0..<50 where media.bodyBytesSent(for: "/tone.mp3") < Int64(data.count) { try await Task.sleep(for: .milliseconds(100)) }
-                    #expect(media.bodyBytesSent(for: "/tone.mp3") == Int64(data.count), "each byte from the origin once")
-
-                    let stranger = try await Self.report(openingPage: "http://localhost:\(app.port)/player.html?u=\(query)", reportingTo: app,
-                                                         profile: work.appendingPathComponent("profile-other"))
-                    #expect(stranger.error?.contains("Failed to fetch") == true && stranger.rangeSHA == nil, "\(stranger)")
-                } catch {
-                    await server.stop()
-                    throw error
-                }
-                await server.stop()
+                let stranger = try await Self.open(query, app: app, host: "localhost", profile: work.appendingPathComponent("profile-other"))
+                #expect(stranger.error?.contains("Failed to fetch") == true && stranger.rangeSHA == nil, "\(stranger)")
             }
         }
     }
@@ -201,41 +221,22 @@ import Testing
                                                              "-hls_segment_filename", package.appendingPathComponent("seg%d.ts").path,
                                                              package.appendingPathComponent("index.m3u8").path])
             try #require(made.status == 0, "ffmpeg could not make the package: \(made.stderr)")
-            let media = try TestOrigin()
-            defer { media.stop() }
-            media.requiredHeaders = ["Authorization": Self.secret]
-            var total: Int64 = 0
+            var files: [String: (data: Data, type: String)] = [:]
             let names = try FileManager.default.contentsOfDirectory(atPath: package.path)
             for name in names {
-                let data = try Data(contentsOf: package.appendingPathComponent(name))
-                total += Int64(data.count)
-                media.setFile("/show/\(name)", data: data, contentType: name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t")
+                files["/show/\(name)"] = (try Data(contentsOf: package.appendingPathComponent(name)), name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t")
             }
-            let app = try TestOrigin()
-            defer { app.stop() }
-            app.setFile("/player.html", data: Data(Self.hlsPage.utf8), contentType: "text/html; charset=utf-8")
-
-            try await withTemporaryCache { cache in
-                let server = try ProxyServer(cache: cache)
-                try await server.start()
-                do {
-                    let stream = server.url(for: server.register(url: media.url("/show/index.m3u8"), headers: ["Authorization": Self.secret])).absoluteString
-                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
-                    let played = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
-                                                       profile: work.appendingPathComponent("profile"))
-                    #expect(played.error == nil && played.canPlay?.isEmpty == false, "\(played)")
-                    #expect(abs((played.duration ?? 0) - 4) < 0.3 && (played.playedTo ?? 0) >= 3.7, "played to the end: \(played)")
-                    let segments = names.filter { $0.hasSuffix(".ts") }
-                    for name in segments {
-                        #expect(!media.dataRequests(for: "/show/\(name)").isEmpty, "\(name) came through the proxy")
-                    }
-                    for _ in 0..<50 where media.bodyBytesSent() < total { try await Task.sleep(for: .milliseconds(100)) }
-                    #expect(media.bodyBytesSent() == total, "each byte from the origin once: \(media.bodyBytesSent()) of \(total)")
-                } catch {
-                    await server.stop()
-                    throw error
+            let total = Int64(files.values.map(\.data.count).reduce(0, +))
+            try await Self.withOriginAppAndProxy(files: files, page: Self.hlsPage) { server, media, app in
+                let played = try await Self.open(try Self.streamQuery("/show/index.m3u8", of: media, through: server), app: app,
+                                                 profile: work.appendingPathComponent("profile"))
+                #expect(played.error == nil && played.canPlay?.isEmpty == false, "\(played)")
+                #expect(abs((played.duration ?? 0) - 4) < 0.3 && (played.playedTo ?? 0) >= 3.7, "played to the end: \(played)")
+                for name in names where name.hasSuffix(".ts") {
+                    #expect(!media.dataRequests(for: "/show/\(name)").isEmpty, "\(name) came through the proxy")
                 }
-                await server.stop()
+                for _ in 0..<50 where media.bodyBytesSent() < total { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(media.bodyBytesSent() == total, "each byte from the origin once: \(media.bodyBytesSent()) of \(total)")
             }
         }
     }
@@ -252,33 +253,15 @@ import Testing
             let data = try Data(contentsOf: file)
             let moov = try #require(data.range(of: Data("moov".utf8)))
             try #require(moov.lowerBound > data.count / 2, "the index must be at the end, so that the browser must ask for the tail")
-            let media = try TestOrigin()
-            defer { media.stop() }
-            media.requiredHeaders = ["Authorization": Self.secret]
-            media.setFile("/song.m4a", data: data, contentType: "audio/mp4")
-            let app = try TestOrigin()
-            defer { app.stop() }
-            app.setFile("/player.html", data: Data(Self.seekPage.utf8), contentType: "text/html; charset=utf-8")
-
-            try await withTemporaryCache { cache in
-                let server = try ProxyServer(cache: cache)
-                try await server.start()
-                do {
-                    let stream = server.url(for: server.register(url: media.url("/song.m4a"), headers: ["Authorization": Self.secret])).absoluteString
-                    let query = try #require(stream.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
-                    let played = try await Self.report(openingPage: "http://127.0.0.1:\(app.port)/player.html?u=\(query)", reportingTo: app,
-                                                       profile: work.appendingPathComponent("profile"))
-                    #expect(played.error == nil && abs((played.duration ?? 0) - 180) < 1, "\(played)")
-                    #expect((played.playedTo ?? 0) >= 150 && (played.playedTo ?? 0) < 170, "played from the seek: \(played)")
-                    let tail = media.dataRequests(for: "/song.m4a").flatMap(\.servedRanges).contains { $0.upperBound == Int64(data.count) }
-                    #expect(tail, "the index at the end came through the proxy: \(media.dataRequests(for: "/song.m4a").map { $0.range ?? "" })")
-                    #expect(Self.servedBytesAreDisjoint(media.dataRequests(for: "/song.m4a").flatMap(\.servedRanges)),
-                            "no byte twice: \(media.dataRequests(for: "/song.m4a").map(\.servedRanges))")
-                } catch {
-                    await server.stop()
-                    throw error
-                }
-                await server.stop()
+            try await Self.withOriginAppAndProxy(files: ["/song.m4a": (data, "audio/mp4")], page: Self.seekPage) { server, media, app in
+                let played = try await Self.open(try Self.streamQuery("/song.m4a", of: media, through: server), app: app,
+                                                 profile: work.appendingPathComponent("profile"))
+                #expect(played.error == nil && abs((played.duration ?? 0) - 180) < 1, "\(played)")
+                #expect((played.playedTo ?? 0) >= 150 && (played.playedTo ?? 0) < 170, "played from the seek: \(played)")
+                let requests = media.dataRequests(for: "/song.m4a")
+                #expect(requests.flatMap(\.servedRanges).contains { $0.upperBound == Int64(data.count) },
+                        "the index at the end came through the proxy: \(requests.map { $0.range ?? "" })")
+                #expect(Self.servedBytesAreDisjoint(requests.flatMap(\.servedRanges)), "no byte twice: \(requests.map(\.servedRanges))")
             }
         }
     }
