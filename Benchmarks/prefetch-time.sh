@@ -8,7 +8,8 @@
 #              per request, one shared 10 MB/s link) or loopback, as ../shared/bench/run_all.sh sets them up;
 #              or slowcloud (cloud with 0.4 MB/s per connection, see serve-on-bench-origin.sh).
 #   Env: FILE (default test.mp3, 7.2 MB; rand30.bin is 31 MB), REPEATS (default 3), BENCH_DIR (default
-#        ../shared/bench). Starts the bench's origin for the profile (stopping one that runs with other
+#        ../shared/bench), PREFETCH_ARGS (more `prefetch` options, e.g. "--limit-rate 2MB"). Starts the
+#        bench's origin for the profile (stopping one that runs with other
 #        settings) and stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +23,12 @@ for _ in $(seq "${REPEATS:-3}"); do
   rm -rf "$CACHE/c"
   : > "$ORIGIN_LOG"
   began=$(date +%s.%N)
-  "$BIN" prefetch "$(origin_base)/media/$FILE" -H "Authorization: Bearer $ORIGIN_TOKEN" --cache-dir "$CACHE/c" --quiet >/dev/null
+  # PREFETCH_ARGS is split into words on purpose: it holds options.
+  # shellcheck disable=SC2086
+  "$BIN" prefetch "$(origin_base)/media/$FILE" -H "Authorization: Bearer $ORIGIN_TOKEN" --cache-dir "$CACHE/c" --quiet ${PREFETCH_ARGS:-} >/dev/null
   ended=$(date +%s.%N)
   # The origin logs a request once its body is sent.
   sleep 0.5
   awk -F'\t' -v f="/$FILE" -v s="$began" -v e="$ended" \
-    'index($4, f) {n++; bytes += $5} END {printf "prefetch %s: %.2f s, %d origin requests for the file, %d bytes\n", f, e - s, n, bytes}' "$ORIGIN_LOG"
+    'index($4, f) {n++; bytes += $5} END {printf "prefetch %s: %.2f s (%.2f MB/s), %d origin requests for the file, %d bytes\n", f, e - s, bytes / (e - s) / 1e6, n, bytes}' "$ORIGIN_LOG"
 done

@@ -62,6 +62,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var rate: BackgroundRateOption
+
     @OptionGroup var eviction: EvictionOptions
 
     @OptionGroup var transportOptions: TransportOptions
@@ -89,6 +91,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         do {
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
+            try rate.apply(to: &configuration)
             try eviction.apply(to: &configuration)
             configuration.keysToBeRead = [CacheKey(url: url)]
             switch try await cacheWait.claim({ try StreamCache(configuration: configuration) }, orServerIn: self.cache.directory, transport: transport) {
@@ -218,6 +221,7 @@ struct PrefetchCommand: AsyncParsableCommand {
             for (reference, error) in found.failures { Self.printToStandardError("streamcache: \(reference): \(Self.describe(error))\n") }
             var configuration = StreamCache.Configuration(directory: self.cache.directory)
             downloads.apply(to: &configuration, sharesOrigins: false)
+            try rate.apply(to: &configuration)
             try eviction.apply(to: &configuration)
             // The files not resolved yet are known to the cache by their references, if at all.
             configuration.keysToBeRead = Set(found.files.compactMap(\.resolved?.key))

@@ -89,6 +89,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var downloads: DownloadOptions
 
+    @OptionGroup var rate: BackgroundRateOption
+
     @OptionGroup var eviction: EvictionOptions
 
     @OptionGroup var sources: SourceOptions
@@ -128,6 +130,7 @@ struct ServeCommand: AsyncParsableCommand {
         try eviction.apply(to: &cacheConfiguration)
         cacheConfiguration.logger = logger
         downloads.apply(to: &cacheConfiguration, sharesOrigins: true)
+        try rate.apply(to: &cacheConfiguration)
         let metrics = PrometheusMetrics()
         cacheConfiguration.metricsFactory = metrics.factory
         var serverConfiguration = ProxyServer.Configuration()

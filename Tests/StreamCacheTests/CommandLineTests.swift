@@ -30,6 +30,11 @@ import Testing
         ["get", "http://127.0.0.1:1/a", "--max-cache-size", "big"],
         ["prefetch", "http://127.0.0.1:1/a", "--max-age", "old"],
         ["prefetch", "http://127.0.0.1:1/a", "--min-free-space", "-1GB"],
+        ["prefetch", "http://127.0.0.1:1/a", "--limit-rate", "0"],
+        ["prefetch", "http://127.0.0.1:1/a", "--limit-rate", "fast"],
+        ["serve", "http://127.0.0.1:1/a", "--limit-rate", "-1MB/s"],
+        // A read is never held back: `get` has no rate to keep to.
+        ["get", "http://127.0.0.1:1/a", "--limit-rate", "1MB"],
     ])
     func malformedInputIsAUsageError(arguments: [String]) async throws {
         try await withTemporaryDirectory { directory in
@@ -58,6 +63,25 @@ import Testing
             }
             let keys = Set(try await CacheStore(inspecting: directory).entries().map(\.key))
             #expect(keys == Set(["/two.mp3", "/three.mp3"].map { CacheKey(url: server.url($0)) }), "\(keys)")
+        }
+    }
+
+    /// `prefetch --limit-rate 1MB/s` of a 3 MB file takes the time the rate gives it (without the
+    /// rate, a loopback origin gives it in milliseconds), and caches every byte.
+    @Test func prefetchKeepsToTheRateGiven() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 3_000_000, seed: 533)
+        server.setFile("/album.flac", data: data)
+        try await withTemporaryDirectory { directory in
+            let started = ContinuousClock.now
+            let prefetched = try await CommandLineTool.run(["prefetch", server.url("/album.flac").absoluteString, "--quiet", "--limit-rate", "1MB/s",
+                                                            "--cache-dir", directory.path])
+            let took = ContinuousClock.now - started
+            #expect(prefetched.status == 0, "\(prefetched.stderr)")
+            #expect(took >= .milliseconds(1_400), "3 MB at 1 MB/s took \(took)")
+            #expect(try await Self.cachedBytes(in: directory.path) == Int64(data.count))
+            #expect(server.bodyBytesSent(for: "/album.flac") == Int64(data.count))
         }
     }
 

@@ -150,6 +150,70 @@ import Glibc
         }
     }
 
+    /// `serve --prefetch --limit-rate`: the served file's prefetch keeps to the rate (at 20 kB/s,
+    /// nowhere near the whole 4 MB file a loopback origin gives in milliseconds); a player that
+    /// reads its first megabyte gets it at once, the prefetch's download with it, which then
+    /// keeps to the rate again; `PUT /api/settings` lifts the rate and the prefetch ends. Every
+    /// byte comes from the origin once.
+    @Test func aServedPrefetchKeepsToTheRateAndAPlayerDoesNot() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let data = TestData.random(count: 4_000_000, seed: 507)
+        origin.setFile("/music/album.flac", data: data, contentType: "audio/flac")
+        try await withTemporaryDirectory { work in
+            let out = work.appendingPathComponent("stdout")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            let tokenFile = work.appendingPathComponent("token")
+            let process = try CommandLineTool.start([
+                "serve", origin.url("/music/album.flac").absoluteString, "--prefetch", "--limit-rate", "20KB",
+                "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", tokenFile.path,
+            ], stdout: try FileHandle(forWritingTo: out))
+            defer { process.signal(SIGKILL) }
+            let lines = try await Self.lines(of: out, count: 1, process: process)
+            let streamURL = try #require(lines.first?.split(separator: "\t").first.map(String.init))
+            let token = try String(contentsOf: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            func api(_ path: String, _ extra: [String] = []) async throws -> ExternalTool.Result {
+                let url = URL(string: path, relativeTo: URL(string: streamURL))!.absoluteString
+                return try await ExternalTool.run("curl", ["-s", "-H", "Authorization: Bearer \(token)", url] + extra)
+            }
+            struct List: Decodable { var resources: [ControlAPI.ResourceStatus] }
+            func cachedBytes() async throws -> Int64 {
+                try JSONDecoder().decode(List.self, from: try await api("/api/resources").stdout).resources.first?.cachedBytes ?? 0
+            }
+            var cached: Int64 = 0
+            for _ in 0..<(200 * TestTiming.slowdown) {
+                cached = try await cachedBytes()
+                if cached > 0 { break }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            cached = try await cachedBytes()
+            #expect(cached > 0 && cached < 2_000_000, "the prefetch had \(cached) bytes")
+
+            let played = try await ExternalTool.run("curl", ["-s", "-f", "--max-time", "60", "-r", "0-999999", streamURL])
+            #expect(played.status == 0, "the player's read was held back")
+            #expect(played.stdout == data.prefix(1_000_000))
+            cached = try await cachedBytes()
+            #expect(cached < Int64(data.count), "the prefetch went on at the link's speed after the player's read")
+
+            #expect(try await api("/api/settings").output.trimmingCharacters(in: .whitespacesAndNewlines) == #"{"backgroundDownloadRate":20000}"#)
+            let refused = try await api("/api/settings", ["-X", "PUT", "-d", #"{"backgroundDownloadRate":-5}"#, "-o", "/dev/null", "-w", "%{http_code}"])
+            #expect(refused.output == "400")
+            let lifted = try await api("/api/settings", ["-X", "PUT", "-d", #"{"backgroundDownloadRate":null}"#])
+            #expect(lifted.output.trimmingCharacters(in: .whitespacesAndNewlines) == #"{"backgroundDownloadRate":null}"#)
+            for _ in 0..<(400 * TestTiming.slowdown) where cached < Int64(data.count) {
+                try await Task.sleep(for: .milliseconds(25))
+                cached = try await cachedBytes()
+            }
+            #expect(cached == Int64(data.count), "the prefetch kept to the rate that was lifted")
+            let whole = try await ExternalTool.run("curl", ["-s", "-f", streamURL])
+            #expect(TestData.sha256(whole.stdout) == TestData.sha256(data))
+            #expect(try await Self.terminate(process) == 0)
+            #expect(ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/music/album.flac")
+                    && origin.bodyBytesSent(for: "/music/album.flac") == Int64(data.count), "\(origin.timeline(for: "/music/album.flac"))")
+        }
+    }
+
     /// A server has its cache directory to itself: a second server waits for it, and when its wait
     /// runs out it is refused (exit 7, naming the server's process) and changes nothing, while
     /// `cache list` shows what the server committed. A killed server leaves no claim behind, and

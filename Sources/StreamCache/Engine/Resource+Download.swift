@@ -103,6 +103,10 @@ extension Resource {
         var heldBack = false
         /// Resumes the download while its read-ahead is held back.
         var holdRelease: CheckedContinuation<Void, Never>?
+        /// Resumes the download while it waits for the background rate
+        /// (``Resource/holdToTheBackgroundRate(id:until:)``): a prefetch's reader does not end
+        /// that wait, as it ends a hold, since the prefetch is what the rate holds back.
+        var paceRelease: CheckedContinuation<Void, Never>?
         /// A read began elsewhere after the short read's readers left (the player skims): the
         /// download ends after its request in flight.
         var skimmedPast = false
@@ -164,8 +168,12 @@ extension Resource {
             if prefetch { takeOver(forPrefetch: id) }
             releaseHold(of: id)
             // A reader waits for it now: it goes past the gate, if it still waits there (or, while
-            // it finds out its host, as soon as it gets a place).
-            if !prefetch { readerCame(toDownload: id) }
+            // it finds out its host, as soon as it gets a place), and no longer keeps to the
+            // background rate.
+            if !prefetch {
+                readerCame(toDownload: id)
+                releasePace(of: id)
+            }
             if joins(download, at: offset) { return }
             // Too far ahead: this seek gets its own download and the old one stops where it starts,
             // cutting its request in flight there if it reaches that far.
@@ -676,10 +684,54 @@ extension Resource {
         downloads[id] = download
         if (download.gaveEarlySample && !sampledBefore) || actOnLateSamples() { replanParallelDownloads() }
         releaseHeldPartsWhoseTurnCame()
-        guard goOn, waitsForTheReadBeforeIt(download) else { return goOn }
-        await holdBehindTheReadBeforeIt(id: id)
+        let turn = isPaced(download) ? backgroundPacer.take(range.count) : nil
+        guard goOn else { return false }
+        if waitsForTheReadBeforeIt(download) {
+            await holdBehindTheReadBeforeIt(id: id)
+        } else if let turn {
+            await holdToTheBackgroundRate(id: id, until: turn)
+        } else {
+            return true
+        }
         guard downloadGeneration == generation, let held = downloads[id] else { return false }
         return held.position < held.limit
+    }
+
+    /// Whether `download` keeps to the background rate (``StreamCache/backgroundDownloadRate``):
+    /// one is set, and the download is a prefetch's or a background fill's that brings no byte a
+    /// reader (other than a prefetch) in its window still wants. A player that comes to its bytes
+    /// frees it at once, up to the end of the player's read.
+    func isPaced(_ download: Download) -> Bool {
+        guard download.kind != .read, backgroundPacer.limits else { return false }
+        return !readers.values.contains { reader in
+            !reader.isPrefetch && download.isReached(byReaderAt: reader.position) && reader.position <= download.position && download.position < reader.end
+        }
+    }
+
+    /// Holds download `id` until its turn, when the bytes it took have had their time at the
+    /// background rate, until the rate is set again, or until a reader comes to wait for it
+    /// (``releasePace(of:)``). Meanwhile
+    /// its body is not taken in and the origin slows to the rate. The request's speed from now on
+    /// is the rate's, not the path's, so it is no sample of the path (``ParallelGain``).
+    func holdToTheBackgroundRate(id: Int, until turn: DownloadPacer.Turn) async {
+        guard var download = downloads[id] else { return }
+        stopReceiving(&download)
+        download.requestWasHeld = true
+        downloads[id] = download
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            downloads[id]?.paceRelease = continuation
+            Task { [weak self, backgroundPacer] in
+                await backgroundPacer.waitFor(turn)
+                await self?.releasePace(of: id)
+            }
+        }
+    }
+
+    /// Ends download `id`'s wait for the background rate, if it waits.
+    func releasePace(of id: Int) {
+        guard let continuation = downloads[id]?.paceRelease else { return }
+        downloads[id]?.paceRelease = nil
+        continuation.resume()
     }
 
     /// How a download ended, for the debug log: the error's kind only, since a description may
@@ -796,6 +848,7 @@ extension Resource {
         for download in downloads.values {
             download.task?.cancel()
             releaseHold(of: download.id)
+            releasePace(of: download.id)
         }
         reaper?.cancel()
         reaper = nil

@@ -28,7 +28,15 @@ extension Resource {
     /// once connections side by side were measured to fetch no faster than one
     /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
     func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
-        let maximum = connectionsAllowed
+        var maximum = connectionsAllowed
+        // Held to the background rate, connections beyond what it has use for would each be held
+        // to a share of it, taking places a reader may want, and asking for more requests. One
+        // connection's speed is the best either figure of it tells: a whole request's counts
+        // its round trip, and one held to the rate counts nothing.
+        if kind != .read {
+            let speeds = [parallelGain.alone(), connectionThroughput].compactMap { $0 }
+            if let useful = backgroundPacer.usefulConnections(atConnectionSpeed: speeds.max()) { maximum = min(maximum, useful) }
+        }
         guard splitsLongRanges, let total = info?.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
         if let head = downloadServingTheStart(of: wanted) {

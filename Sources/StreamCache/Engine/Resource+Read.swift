@@ -306,6 +306,7 @@ extension Resource {
             }
             download.task?.cancel()
             releaseHold(of: id)
+            releasePace(of: id)
         }
     }
 

@@ -33,6 +33,9 @@ public actor Resource {
     /// What the resources of each origin host measured of the path to it, this one's included
     /// (``HostPathMemory``).
     let hostPaths: HostPathMemory
+    /// Shared by every resource of the cache: holds the downloads no reader waits for to the
+    /// background rate (``StreamCache/backgroundDownloadRate``).
+    let backgroundPacer: DownloadPacer
     /// The cache-wide counts, which ``statistics`` and ``emit(_:)`` feed; `nil` for a resource the
     /// cache does not count (a server's own start-up warm-up, see ``StreamCache/withoutStatistics(for:_:)``).
     nonisolated let metrics: CacheMetrics?
@@ -175,7 +178,8 @@ public actor Resource {
     }
 
     init(key: CacheKey, origin: any Origin, store: CacheStore, configuration: StreamCache.Configuration, usage: UsageTracker,
-         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, hostPaths: HostPathMemory, metrics: CacheMetrics?, shutDown: Bool = false,
+         openFiles: OpenDataFiles, connectionGate: BulkConnectionGate, hostPaths: HostPathMemory,
+         backgroundPacer: DownloadPacer, metrics: CacheMetrics?, shutDown: Bool = false,
          onCommit: @escaping @Sendable () -> Void) {
         self.key = key
         self.isShuttingDown = shutDown
@@ -187,6 +191,7 @@ public actor Resource {
         self.openFiles = openFiles
         self.connectionGate = connectionGate
         self.hostPaths = hostPaths
+        self.backgroundPacer = backgroundPacer
         self.connectionAllowance = ConnectionAllowance(firstHold: configuration.connectionProbeInterval)
         self.metrics = metrics
         self.onCommit = onCommit

@@ -176,6 +176,15 @@ extension StreamCache {
         public var minimumPlaybackReadAhead: Int64 = 32 << 20
         /// Whether downloads go on to fill the file when no reader needs them (for offline use).
         public var completesResourcesInBackground: Bool = false
+        /// The bytes per second the downloads no reader waits for take together, across every
+        /// resource: prefetches (``Resource/prefetch(_:)``, a served `--prefetch`, an HLS
+        /// prefetch), background fills (``completesResourcesInBackground``, the small holes a
+        /// read leaves). A player's or a tool's read is never held back, nor the download of a
+        /// prefetch whose bytes a reader waits for, while it waits. Such downloads use no more
+        /// connections side by side than the rate has use for at the speed one connection
+        /// reached. `nil` (the default) sets no limit; ``StreamCache/backgroundDownloadRate``
+        /// changes it while the cache is open.
+        public var backgroundDownloadRate: Int64?
         /// Whether a resource whose bytes are all cached is hashed and checked against the digest its
         /// origin publishes (``ResourceInfo/contentDigest``), and dropped when they differ. About
         /// 0.6 s of one core per GB for SHA-256 (`streamcache-bench digest`), once per file; a

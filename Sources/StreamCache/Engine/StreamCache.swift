@@ -36,6 +36,8 @@ public final class StreamCache: Sendable {
     private let connectionGate = BulkConnectionGate()
     /// Shared by every resource: what each origin host's connections were measured to do.
     private let hostPaths: HostPathMemory
+    /// Shared by every resource: the rate the downloads no reader waits for take together.
+    private let backgroundPacer: DownloadPacer
     /// Whether a host's connection allowance changed in this process, so that ``shutdown()``
     /// stores the last word (a save started by the change may come after the directory is given up).
     private let hostAllowancesChanged: Locked<Bool>
@@ -77,6 +79,7 @@ public final class StreamCache: Sendable {
             Task { try? await store.saveHostConnectionAllowances { memory.allowanceSnapshots() } }
         }
         metrics = CacheMetrics(factory: configuration.metricsFactory)
+        backgroundPacer = DownloadPacer(bytesPerSecond: configuration.backgroundDownloadRate)
         let openFiles = OpenDataFiles(limit: configuration.maximumOpenDataFiles)
         self.openFiles = openFiles
         // Weak: `openFiles` keeps this closure, and every resource keeps `openFiles`. Strong
@@ -111,9 +114,18 @@ public final class StreamCache: Sendable {
 
     private func makeResource(key: CacheKey, origin: any Origin) -> Resource {
         Resource(key: key, origin: origin, store: store, configuration: configuration, usage: usage,
-                 openFiles: openFiles, connectionGate: connectionGate, hostPaths: hostPaths,
+                 openFiles: openFiles, connectionGate: connectionGate, hostPaths: hostPaths, backgroundPacer: backgroundPacer,
                  metrics: uncountedKeys.withLock { $0.contains(key) } ? nil : metrics, shutDown: isShutDown.withLock { $0 },
                  onCommit: { [weak self] in self?.enforceEvictionPolicy() })
+    }
+
+    /// The bytes per second the downloads no reader waits for (prefetches, background fills) may
+    /// take together, `nil` for no limit: ``Configuration/backgroundDownloadRate`` at first, and
+    /// whatever an app sets later, say when the device moves from Wi-Fi to a metered link. A new
+    /// rate applies to the next bytes those downloads take; a player's read is never held back.
+    public var backgroundDownloadRate: Int64? {
+        get { backgroundPacer.bytesPerSecond }
+        set { backgroundPacer.bytesPerSecond = newValue }
     }
 
     /// What the cache has done since it was opened in this process: reads, bytes served from the

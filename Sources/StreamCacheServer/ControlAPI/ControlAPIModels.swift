@@ -216,6 +216,54 @@ public enum ControlAPI {
         }
     }
 
+    /// `GET /api/settings`, and `PUT /api/settings` to change them while the server runs: the
+    /// settings an app changes as its situation does (a phone that leaves Wi-Fi for a metered
+    /// link). A `PUT` changes the fields it names and leaves the others; the answer is the
+    /// settings as they then are.
+    public struct Settings: Codable, Sendable, Equatable {
+        /// The bytes per second prefetches and background fills take together
+        /// (``StreamCache/StreamCache/backgroundDownloadRate``); `null` when there is no limit.
+        /// In a `PUT`, `0` or `null` lifts the limit.
+        public var backgroundDownloadRate: Int64?
+
+        /// Creates settings.
+        public init(backgroundDownloadRate: Int64? = nil) {
+            self.backgroundDownloadRate = backgroundDownloadRate
+        }
+
+        private enum CodingKeys: String, CodingKey { case backgroundDownloadRate }
+
+        /// Writes every field, `null` for one that is not set, so that a reader sees "no limit"
+        /// rather than nothing.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(backgroundDownloadRate, forKey: .backgroundDownloadRate)
+        }
+    }
+
+    /// `PUT /api/settings`: the fields to change. A field that is absent is left as it is; one
+    /// that is `null` is cleared (as `0` is, for a rate).
+    public struct SettingsChange: Decodable, Sendable {
+        /// The new background rate: absent, unchanged; `null` or `0`, no limit.
+        public var backgroundDownloadRate: Int64??
+
+        private enum CodingKeys: String, CodingKey { case backgroundDownloadRate }
+
+        /// Decodes a change, telling an absent field from a `null` one.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if container.contains(.backgroundDownloadRate) {
+                backgroundDownloadRate = .some(try container.decodeNil(forKey: .backgroundDownloadRate)
+                    ? nil : try container.decode(Int64.self, forKey: .backgroundDownloadRate))
+            }
+        }
+
+        /// A change of the background rate (`nil`: no limit).
+        public init(backgroundDownloadRate: Int64?) {
+            self.backgroundDownloadRate = .some(backgroundDownloadRate)
+        }
+    }
+
     /// `POST /api/cache/prune`: what the pass evicted, least recently used first (or, in a dry
     /// run, would have).
     public struct Pruning: Codable, Sendable, Equatable {

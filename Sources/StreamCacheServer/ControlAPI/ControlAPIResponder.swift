@@ -63,13 +63,18 @@ struct ControlAPIResponder: Sendable {
             return await removeAll()
         case (.get, ["stats"]):
             return await stats()
+        case (.get, ["settings"]):
+            return Self.json(.ok, settings)
+        case (.put, ["settings"]):
+            return await changeSettings(&request)
         case (.get, ["metrics"]):
             guard let exposition = server.configuration.metricsExposition else {
                 return Self.error(.notFound, "notFound", "This server was started without metrics.")
             }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: exposition())))
-        case (_, let path) where path == ["stats"] || path == ["metrics"] || (["resources", "cache"].contains(path.first ?? "") && path.count <= 3):
+        case (_, let path) where path == ["stats"] || path == ["metrics"] || path == ["settings"]
+            || (["resources", "cache"].contains(path.first ?? "") && path.count <= 3):
             return Self.error(.methodNotAllowed, "methodNotAllowed", "This method is not allowed here.")
         default:
             return Self.notFound()
@@ -96,6 +101,25 @@ struct ControlAPIResponder: Sendable {
         } catch {
             return Self.error(.internalServerError, "cacheIOFailed", "The cache index could not be read.")
         }
+    }
+
+    private var settings: ControlAPI.Settings {
+        ControlAPI.Settings(backgroundDownloadRate: server.cache.backgroundDownloadRate)
+    }
+
+    private func changeSettings(_ request: inout Request) async -> Response {
+        let change: ControlAPI.SettingsChange
+        do {
+            change = try await Self.decode(ControlAPI.SettingsChange.self, from: &request)
+        } catch {
+            return Self.error(.badRequest, "invalidRequest", "\(error)")
+        }
+        if let rate = change.backgroundDownloadRate {
+            guard (rate ?? 0) >= 0 else { return Self.error(.badRequest, "invalidRequest", "backgroundDownloadRate must be 0 or more (bytes per second).") }
+            server.cache.backgroundDownloadRate = rate
+            server.logger.info("background download rate set", metadata: ["bytesPerSecond": "\(rate.map(String.init) ?? "none")"])
+        }
+        return Self.json(.ok, settings)
     }
 
     private func register(_ request: inout Request) async -> Response {
