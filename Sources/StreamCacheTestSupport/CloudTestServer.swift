@@ -96,6 +96,9 @@ public final class CloudTestServer: @unchecked Sendable {
         var contentConnections = 0
         var contentConnectionsUsed = 0
         var apiFailures: (count: Int, status: Int, retryAfter: String?, body: String?) = (0, 503, nil, nil)
+        /// API calls wait (unanswered) while this is set: ``holdAPICalls()``.
+        var holdsAPICalls = false
+        var apiCallsHeld = 0
         var downloadFailures: (count: Int, status: Int, body: String?) = (0, 503, nil)
         var revisionsReadable = true
         /// Yandex.Disk public links' keys (`KEY` of `https://disk.yandex.ru/d/KEY`) to the path each shares.
@@ -206,6 +209,25 @@ public final class CloudTestServer: @unchecked Sendable {
         state.withLock { $0.apiFailures = (count, status, retryAfter, body) }
     }
 
+    /// From now on API calls (not downloads, not the token endpoint) get no answer until
+    /// ``releaseAPICalls()``, or a minute at most: a service on a network that drops its packets,
+    /// whose requests time out.
+    public func holdAPICalls() { state.withLock { $0.holdsAPICalls = true } }
+
+    /// Answers the API calls held by ``holdAPICalls()``, and the next ones at once.
+    public func releaseAPICalls() { state.withLock { $0.holdsAPICalls = false } }
+
+    /// How many API calls wait for an answer now (``holdAPICalls()``).
+    public var apiCallsHeld: Int { state.withLock { $0.apiCallsHeld } }
+
+    /// Waits while API calls are held (a minute at most).
+    private func waitWhileAPICallsAreHeld(path: String) async {
+        guard path != "/oauth/token", state.withLock({ $0.holdsAPICalls }) else { return }
+        state.withLock { $0.apiCallsHeld += 1 }
+        for _ in 0..<3000 where state.withLock({ $0.holdsAPICalls }) { try? await Task.sleep(for: .milliseconds(20)) }
+        state.withLock { $0.apiCallsHeld -= 1 }
+    }
+
     /// Answers the next `count` downloads (before any byte) with `status` and, when given, a JSON `body`.
     public func failDownloads(_ count: Int, status: Int, body: String? = nil) {
         state.withLock { $0.downloadFailures = (count, status, body) }
@@ -295,6 +317,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 responder: CallbackResponder<BasicRequestContext> { [self] request, _ in
                     var body = Data()
                     for try await buffer in request.body { body.append(contentsOf: buffer.readableBytesView) }
+                    if host == .api { await self.waitWhileAPICallsAreHeld(path: request.uri.path) }
                     return self.respond(host: host, request: request, body: body)
                 },
                 server: .http1(configuration: .init(additionalChannelHandlers: [connections.handler(), ConnectionCounter(host: host, state: self.state)])),

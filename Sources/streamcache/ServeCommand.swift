@@ -57,6 +57,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("url-token"), help: ArgumentHelp("The folder's token in its URLs (default: a fresh random token each start).", valueName: "value"))
     var urlToken: String?
 
+    @Option(name: .customLong("retry-offline-after"),
+            help: ArgumentHelp("How long a cloud or WebDAV service found out of reach is left alone before a request asks it again (90s, 5m).",
+                               discussion: "Meanwhile its cached files play and the rest fail as the service did; the request that asks again waits half a second at most for the answer. Default: 30s.",
+                               valueName: "time"),
+            transform: ArgumentParsing.duration)
+    var retryOfflineAfter: Duration = .seconds(30)
+
     @Option(help: ArgumentHelp("The address to bind. Anything but loopback also needs --allow-non-loopback.", valueName: "host"))
     var host = "127.0.0.1"
 
@@ -153,7 +160,7 @@ struct ServeCommand: AsyncParsableCommand {
         let server: ProxyServer
         do {
             cache = try await cacheWait.claim { try StreamCache(configuration: cacheConfiguration) }
-            serverConfiguration.sourceResolver = ServedSourceResolver(options: sources, transport: transport, cache: cache)
+            serverConfiguration.sourceResolver = ServedSourceResolver(options: sources, transport: transport, cache: cache, retryOfflineAfter: retryOfflineAfter)
             server = try ProxyServer(cache: cache, configuration: serverConfiguration, transport: transport)
         } catch {
             throw Failure.exit(error)
@@ -164,7 +171,7 @@ struct ServeCommand: AsyncParsableCommand {
                 do {
                     // A folder's files are each served; one that cannot be looked up is said and left out.
                     let found = try await SourceFiles.find(text, parse: try sources.parser(for: text, transport: transport), recursive: recursive,
-                                                           resolvingFirst: true) { try await cache.resolve($0) }
+                                                           resolvingFirst: true) { [retryOfflineAfter] in try await cache.resolve($0, retryingAfter: retryOfflineAfter) }
                     for (reference, error) in found.failures { Self.printError("warning: \(reference) is not served: \(error)") }
                     if !found.foldersLeftOut.isEmpty, !recursive {
                         Self.printError("warning: \(text): \(found.foldersLeftOut.count) subfolder(s) not served (--recursive serves them)")
@@ -244,13 +251,13 @@ struct ServeCommand: AsyncParsableCommand {
     /// when the token or the folder is wrong.
     private func mountSourceFolder(_ folder: String, on server: ProxyServer, cache: StreamCache, transport: any HTTPTransport) throws -> FolderMount {
         let parse = try sources.parser(for: folder, transport: transport)
-        let paths = SourceFolderPaths(folder: folder, parse: parse)
+        let paths = SourceFolderPaths(folder: folder, outOfReachInterval: retryOfflineAfter, parse: parse)
         let name = try parse(folder).reference
         // A file below is known by the folder's name and its path (the reference they spell for a
         // service that names files by path), for when the service is out of reach.
         let base = name.hasSuffix("/") ? name : name + "/"
         let mount = try server.mountFolder(named: name, token: urlToken, resolvingFiles: { path in
-            try await cache.stream(for: try await cache.resolve(alias: base + path.description) { try await paths.file(at: path) })
+            try await cache.stream(for: try await cache.resolve(alias: base + path.description, retryingAfter: retryOfflineAfter) { try await paths.file(at: path) })
         }, listingFolders: { path in
             do {
                 return try await paths.entries(at: path).map { FolderListingEntry(name: $0.name, isFolder: $0.isFolder, size: $0.size) }

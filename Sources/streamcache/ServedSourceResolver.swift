@@ -11,6 +11,8 @@ struct ServedSourceResolver: SourceResolving {
     let options: SourceOptions
     let transport: any HTTPTransport
     let cache: StreamCache
+    /// How long a file resolved offline waits before a download asks its service again.
+    var retryOfflineAfter: Duration = .seconds(30)
 
     func resolve(_ reference: String, access: ControlAPI.SourceAccess) async throws -> SourceStream {
         guard SourceReference.isSourceReference(reference) else {
@@ -22,7 +24,7 @@ struct ServedSourceResolver: SourceResolving {
         } catch let error as ValidationError {
             throw StreamCacheError(.invalidArgument, error.message)
         }
-        return try await cache.stream(for: try await cache.resolve(source))
+        return try await cache.stream(for: try await cache.resolve(source, retryingAfter: retryOfflineAfter))
     }
 }
 

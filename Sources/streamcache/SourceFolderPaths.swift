@@ -11,7 +11,12 @@ import StreamCacheSources
 /// A service found out of reach (`originUnavailable`) is not asked again for
 /// ``outOfReachInterval``: each question would wait out the retries first (1.5 s against a refused
 /// connection), and a player offline asks for each file several times (every range request
-/// looks a file up again while it is found offline), so each track began seconds late.
+/// looks a file up again while it is found offline), so each track began seconds late. After the
+/// interval, the request that asks again waits for the answer ``lateAnswerWait`` at most, then
+/// goes on as offline while the question runs on: a service back on the network answers within
+/// that, and one still out of reach no longer holds up a track every interval (1.5 s against a
+/// refused connection, 10 s where the network drops packets and the connection times out). The
+/// question's outcome, whenever it comes, says whether the service is back.
 final class SourceFolderPaths: Sendable {
     static let listingLifetime: Duration = .seconds(60)
 
@@ -19,6 +24,9 @@ final class SourceFolderPaths: Sendable {
     let folder: String
     /// How long a service found out of reach is not asked again.
     let outOfReachInterval: Duration
+    /// How long a request waits for a question to a service found out of reach before (once
+    /// ``outOfReachInterval`` has passed) it goes on as offline.
+    static let lateAnswerWait: Duration = .milliseconds(500)
     private let parse: @Sendable (String) throws -> any Source
     private let listings = Locked([String: (entries: [SourceEntry], listedAt: ContinuousClock.Instant)]())
     /// When the service was last found out of reach, and with what error.
@@ -32,8 +40,27 @@ final class SourceFolderPaths: Sendable {
 
     /// Runs `question` to the service, unless it was found out of reach less than
     /// ``outOfReachInterval`` ago (then fails as it did); records it out of reach when it is.
-    private func ask<Answer>(_ question: () async throws -> Answer) async throws -> Answer {
-        if let last = outOfReach.withLock({ $0 }), ContinuousClock.now - last.since < outOfReachInterval { throw last.failure }
+    /// Asking a service found out of reach again, it waits ``lateAnswerWait`` at most for the
+    /// answer, and fails as the service last did if none came by then.
+    private func ask<Answer: Sendable>(_ question: @escaping @Sendable () async throws -> Answer) async throws -> Answer {
+        let now = ContinuousClock.now
+        // Read and claimed at once: of the requests that find the interval over, one asks.
+        let last = outOfReach.withLock { state -> (since: ContinuousClock.Instant, failure: StreamCacheError)? in
+            guard let known = state else { return nil }
+            if now - known.since >= outOfReachInterval { state = (now, known.failure) }
+            return known
+        }
+        guard let last else { return try await Self.asking(question, recordingIn: outOfReach) }
+        if now - last.since < outOfReachInterval { throw last.failure }
+        // Not the request's own task: the question goes on after the wait, and its outcome says
+        // whether the service is back.
+        let asking = Task { [outOfReach] in try await Self.asking(question, recordingIn: outOfReach) }
+        return try await FirstAnswer.of({ try await asking.value }, within: Self.lateAnswerWait, timedOut: { last.failure }).get()
+    }
+
+    /// Runs `question`, and records in `outOfReach` whether it found the service.
+    private static func asking<Answer>(_ question: () async throws -> Answer,
+                                       recordingIn outOfReach: Locked<(since: ContinuousClock.Instant, failure: StreamCacheError)?>) async throws -> Answer {
         do {
             let answer = try await question()
             outOfReach.withLock { $0 = nil }
