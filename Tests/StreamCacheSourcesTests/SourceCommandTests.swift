@@ -694,32 +694,17 @@ import Glibc
     /// the retries first, and a player asks for each file several times (each range request
     /// looks it up again while it is found offline).
     @Test func aFolderMountAsksAServiceOutOfReachOnceInAWhile() async throws {
-        try await withTemporaryDirectory { work in
-            try await CloudTestEnvironment.with { environment in
-                let server = environment.server
-                let files = environment.putAlbum(sizes: [200_000, 100_000], seed: 116)
-                let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
-                let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
-                #expect(prefetched.status == 0, "\(prefetched.stderr)")
-                let control = ["--control-token-file", work.appendingPathComponent("token").path]
-                let (url, process) = try await Self.serve(["--folder", "yandex:/Music", "--url-token", "music"] + cacheOptions + control,
-                                                          environment: environment.variablesWithToken, in: work)
-                try await withAsyncCleanup {
-                    let port = url.port ?? 0
-                    server.failAPICalls(1_000, status: 503)
-                    // It waits out the retries against the failing service first.
-                    let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", timeout: 30)
-                    #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
-                    let asked = server.arrivals.filter { $0.host == .api }.count
-                    for path in ["/music/Album/02.mp3", "/music/Album/", "/music/Album/01.mp3"] {
-                        let answer = try await RawHTTP.get(port: port, path: path, headers: ["Range: bytes=0-99"])
-                        #expect(answer.status == 200 || answer.status == 206, "\(path): \(answer.head)")
-                    }
-                    #expect(server.arrivals.filter { $0.host == .api }.count == asked, "the service was asked again within the interval")
-                } cleanup: {
-                    try? await Self.stop(process)
-                }
+        try await Self.withPrefetchedAlbumMounted(seed: 116, serving: []) { server, files, port in
+            server.failAPICalls(1_000, status: 503)
+            // It waits out the retries against the failing service first.
+            let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", timeout: 30)
+            #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
+            let asked = server.arrivals.filter { $0.host == .api }.count
+            for path in ["/music/Album/02.mp3", "/music/Album/", "/music/Album/01.mp3"] {
+                let answer = try await RawHTTP.get(port: port, path: path, headers: ["Range: bytes=0-99"])
+                #expect(answer.status == 200 || answer.status == 206, "\(path): \(answer.head)")
             }
+            #expect(server.arrivals.filter { $0.host == .api }.count == asked, "the service was asked again within the interval")
         }
     }
 
@@ -728,42 +713,50 @@ import Glibc
     /// the file plays from the cache while the question is still unanswered. When the answer
     /// comes, the service is known to be back, and the next request asks it at once.
     @Test func aFolderMountDoesNotWaitForAServiceStillOutOfReach() async throws {
+        try await Self.withPrefetchedAlbumMounted(seed: 117, serving: ["--retry-offline-after", "1s"]) { server, files, port in
+            server.failAPICalls(1_000, status: 503)
+            let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", timeout: 30)
+            #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
+            try await Task.sleep(for: .milliseconds(1_200))
+            // The interval is over; the service's packets are now dropped.
+            server.failAPICalls(0, status: 503)
+            server.holdAPICalls()
+            let asked = server.arrivals.filter { $0.host == .api }.count
+            let second = try await RawHTTP.get(port: port, path: "/music/Album/02.mp3", timeout: 20)
+            #expect(second.status == 200 && TestData.sha256(second.body) == TestData.sha256(files[1].data), "\(second.head)")
+            // One question, still unanswered: the file played without its answer.
+            #expect(server.apiCallsHeld == 1 && server.arrivals.filter { $0.host == .api }.count == asked,
+                    "\(server.apiCallsHeld) questions held, \(server.arrivals.filter { $0.host == .api }.count - asked) answered")
+
+            // The answer comes: the service is back, and asked at once, within the interval.
+            server.releaseAPICalls()
+            for _ in 0..<(250 * TestTiming.slowdown) where server.apiCallsHeld > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await Task.sleep(for: .milliseconds(100))
+            let answered = server.arrivals.filter { $0.host == .api }.count
+            let third = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", headers: ["Range: bytes=0-99"])
+            #expect(third.status == 206 && third.body == files[0].data.prefix(100), "\(third.head)")
+            #expect(server.arrivals.filter { $0.host == .api }.count > answered, "the service, back, was not asked")
+        }
+    }
+
+    /// Runs `body` with a test service whose album (two files, of `seed`) was prefetched, and a
+    /// `serve --folder yandex:/Music --url-token music` with `serving` options on that cache:
+    /// `body` gets the service, the files and the server's port.
+    static func withPrefetchedAlbumMounted(seed: UInt64, serving: [String],
+                                           _ body: (CloudTestServer, [(path: String, data: Data)], Int) async throws -> Void) async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
-                let server = environment.server
-                let files = environment.putAlbum(sizes: [200_000, 100_000], seed: 117)
+                let files = environment.putAlbum(sizes: [200_000, 100_000], seed: seed)
                 let cacheOptions = ["--cache-dir", work.appendingPathComponent("cache").path, "--token-env", "TOKEN"]
                 let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--quiet"] + cacheOptions, environment: environment.variablesWithToken)
                 #expect(prefetched.status == 0, "\(prefetched.stderr)")
                 let control = ["--control-token-file", work.appendingPathComponent("token").path]
-                let (url, process) = try await Self.serve(["--folder", "yandex:/Music", "--url-token", "music", "--retry-offline-after", "1s"] + cacheOptions + control,
+                let (url, process) = try await Self.serve(["--folder", "yandex:/Music", "--url-token", "music"] + serving + cacheOptions + control,
                                                           environment: environment.variablesWithToken, in: work)
                 try await withAsyncCleanup {
-                    let port = url.port ?? 0
-                    server.failAPICalls(1_000, status: 503)
-                    let first = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", timeout: 30)
-                    #expect(first.status == 200 && TestData.sha256(first.body) == TestData.sha256(files[0].data), "\(first.head)")
-                    try await Task.sleep(for: .milliseconds(1_200))
-                    // The interval is over; the service's packets are now dropped.
-                    server.failAPICalls(0, status: 503)
-                    server.holdAPICalls()
-                    let asked = server.arrivals.filter { $0.host == .api }.count
-                    let second = try await RawHTTP.get(port: port, path: "/music/Album/02.mp3", timeout: 20)
-                    #expect(second.status == 200 && TestData.sha256(second.body) == TestData.sha256(files[1].data), "\(second.head)")
-                    // One question, still unanswered: the file played without its answer.
-                    #expect(server.apiCallsHeld == 1 && server.arrivals.filter { $0.host == .api }.count == asked,
-                            "\(server.apiCallsHeld) questions held, \(server.arrivals.filter { $0.host == .api }.count - asked) answered")
-
-                    // The answer comes: the service is back, and asked at once, within the interval.
-                    server.releaseAPICalls()
-                    for _ in 0..<(250 * TestTiming.slowdown) where server.apiCallsHeld > 0 { try await Task.sleep(for: .milliseconds(20)) }
-                    try await Task.sleep(for: .milliseconds(100))
-                    let answered = server.arrivals.filter { $0.host == .api }.count
-                    let third = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", headers: ["Range: bytes=0-99"])
-                    #expect(third.status == 206 && third.body == files[0].data.prefix(100), "\(third.head)")
-                    #expect(server.arrivals.filter { $0.host == .api }.count > answered, "the service, back, was not asked")
+                    try await body(environment.server, files, url.port ?? 0)
                 } cleanup: {
-                    server.releaseAPICalls()
+                    environment.server.releaseAPICalls()
                     try? await Self.stop(process)
                 }
             }
