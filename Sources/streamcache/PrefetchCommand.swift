@@ -56,6 +56,10 @@ struct PrefetchCommand: AsyncParsableCommand {
     @Flag(help: "No progress lines on stderr.")
     var quiet = false
 
+    @Flag(help: ArgumentHelp("Pin what is downloaded, so that eviction never removes it (`cache unpin KEY` lets it go).",
+                             discussion: "An HLS stream's playlists and segments are pinned too. A file that fails is not pinned."))
+    var pin = false
+
     @OptionGroup var cache: CacheOptions
 
     @OptionGroup var cacheWait: CacheWaitOptions
@@ -120,15 +124,15 @@ struct PrefetchCommand: AsyncParsableCommand {
                         HTTPOrigin(url: location.url, headers: location.headers, transport: transport)
                     }
                     let done = try await prefetcher.prefetch(HLSLocation(url: url, headers: headers), variants: HLSVariantSelection(variants)!,
-                                                             segmentLimit: segments) { progress in
+                                                             segmentLimit: segments, pinning: pin) { progress in
                         if showsProgress { Self.printToStandardError("\r\(progress.filesDone)/\(progress.files) files, \(ByteFormat.string(progress.bytes))") }
                     }
                     if showsProgress { Self.printToStandardError("\n") }
-                    print("\(done.filesDone) files (\(done.segments) segments, \(ByteFormat.string(done.bytes))) cached for \(url.redactedDescription)")
+                    print("\(done.filesDone) files (\(done.segments) segments, \(ByteFormat.string(done.bytes))) cached for \(url.redactedDescription)\(pinnedSuffix)")
                 } else {
-                    try await resource.prefetch()
+                    try await resource.prefetch(pinning: pin)
                     let size = resource.knownInfo?.totalLength ?? 0
-                    print("\(ByteFormat.string(size)) cached for \(url.redactedDescription)")
+                    print("\(ByteFormat.string(size)) cached for \(url.redactedDescription)\(pinnedSuffix)")
                 }
             }
             await cache.shutdown()
@@ -140,6 +144,9 @@ struct PrefetchCommand: AsyncParsableCommand {
             throw Failure.exit(error)
         }
     }
+
+    /// What a line that says a file is cached ends with: that it is pinned, with `--pin`.
+    private var pinnedSuffix: String { pin ? ", pinned" : "" }
 
     /// Has the server that holds the cache directory do the prefetch, and waits for it: the
     /// bytes go into the cache the server plays from. This command's download options do not
@@ -159,7 +166,7 @@ struct PrefetchCommand: AsyncParsableCommand {
                           register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws -> Int64 {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
-        let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments)
+        let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments, pin: pin ? true : nil)
         // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
         let registered = Locked<String?>(nil)
         let cached = Locked<Int64>(0)
@@ -187,10 +194,10 @@ struct PrefetchCommand: AsyncParsableCommand {
             }
             if let hls = status.hlsPrefetch {
                 cached.withLock { $0 = hls.bytes }
-                print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(name)")
+                print("\(hls.filesDone) files (\(hls.segments) segments, \(ByteFormat.string(hls.bytes))) cached for \(name)\(pinnedSuffix)")
             } else {
                 cached.withLock { $0 = status.size ?? status.cachedBytes }
-                print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(name)")
+                print("\(ByteFormat.string(status.size ?? status.cachedBytes)) cached for \(name)\(pinnedSuffix)")
             }
         }
         if let interruption {
@@ -291,10 +298,10 @@ struct PrefetchCommand: AsyncParsableCommand {
                         if byPath != file.reference { try? await cache.setAlias(byPath, for: resolved.key, fileName: resolved.fileName) }
                     }
                     let resource = try await cache.resource(for: resolved)
-                    try await resource.prefetch()
+                    try await resource.prefetch(pinning: pin)
                     let size = resource.knownInfo?.totalLength ?? resolved.size ?? 0
                     outcome.withLock { $0.files += 1; $0.bytes += size }
-                    print("\(ByteFormat.string(size)) cached for \(file.reference)")
+                    print("\(ByteFormat.string(size)) cached for \(file.reference)\(pinnedSuffix)")
                 } catch {
                     try Task.checkCancellation()
                     if outcome.withLock({ $0.record(error, of: file) }) { break }

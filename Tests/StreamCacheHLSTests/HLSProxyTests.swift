@@ -103,7 +103,8 @@ import Testing
     }
 
     /// Acceptance 1, offline: after a full prefetch through the control API, a new proxy on the
-    /// same cache directory plays the stream with the origin stopped.
+    /// same cache directory plays the stream with the origin stopped. The prefetch pinned every
+    /// file it cached, the playlists too (`"pin": true`): eviction never removes the stream.
     @Test(arguments: [HLSTestMedia.Kind.transportStream, .fragmentedMP4])
     func aPrefetchedStreamPlaysWithTheOriginStopped(kind: HLSTestMedia.Kind) async throws {
         try await withTemporaryDirectory { root in
@@ -115,7 +116,7 @@ import Testing
                 let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
                 try await Self.withProxy(cache: cache) { server in
                     let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
-                    let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"all"}"#)
+                    let answer = try await Self.prefetch(registration, on: server, json: #"{"variants":"all","pin":true}"#)
                     #expect(answer.status == 200, "prefetch: \(answer.text)")
                     let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body)
                     let progress = try #require(status.hlsPrefetch)
@@ -124,6 +125,10 @@ import Testing
                     let mediaFiles = try HLSTestMedia.files(of: kind, in: root).filter { !$0.key.hasSuffix(".m3u8") }
                     #expect(progress.files == mediaFiles.count, "every segment, map and key once")
                     #expect(progress.bytes == mediaFiles.values.reduce(0, +))
+                    let entries = try await cache.store.entries()
+                    let playlists = try HLSTestMedia.files(of: kind, in: root).keys.filter { $0.hasSuffix(".m3u8") }
+                    #expect(entries.count == mediaFiles.count + playlists.count && entries.allSatisfy(\.pinned),
+                            "\(entries.filter { !$0.pinned }.map(\.key)) of \(entries.count) not pinned")
                 }
                 await cache.shutdown()
                 await nginx.stop()
@@ -132,8 +137,8 @@ import Testing
         }
     }
 
-    /// The command line's way to the same: `streamcache prefetch --variants all`, then a proxy
-    /// plays the stream from that cache with the origin stopped.
+    /// The command line's way to the same: `streamcache prefetch --variants all --pin`, then a
+    /// proxy plays the stream from that cache with the origin stopped; every file is pinned.
     @Test func theCommandLinePrefetchesAStreamForOfflinePlay() async throws {
         try await withTemporaryDirectory { root in
             try await HLSTestMedia.make(.byteRange, in: root)
@@ -141,9 +146,11 @@ import Testing
                 let cacheDirectory = root.appendingPathComponent("cache")
                 let masterURL = nginx.url("/byterange/master.m3u8")
                 let prefetch = try await CommandLineTool.run(["prefetch", masterURL.absoluteString, "-H", "Authorization: \(Self.token)",
-                                                              "--variants", "all", "--cache-dir", cacheDirectory.path])
+                                                              "--variants", "all", "--pin", "--cache-dir", cacheDirectory.path])
                 #expect(prefetch.status == 0, "streamcache prefetch: \(prefetch.stderr)")
-                #expect(prefetch.output.hasPrefix("2 files ("), "one file per variant: \(prefetch.output)")
+                #expect(prefetch.output.hasPrefix("2 files (") && prefetch.output.contains(", pinned"), "one file per variant: \(prefetch.output)")
+                let entries = try await CacheStore(inspecting: cacheDirectory).entries()
+                #expect(entries.count == 5 && entries.allSatisfy(\.pinned), "\(entries.map { "\($0.key) \($0.pinned)" })")
                 await nginx.stop()
                 try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
             }

@@ -86,6 +86,42 @@ import Testing
         }
     }
 
+    /// `prefetch --pin` downloads a file for offline play that eviction never removes: under
+    /// `--max-cache-size 2.5MB`, the pinned file, the oldest, stays as three more come, and the
+    /// unpinned ones go, oldest first. Beside a server, the server pins it.
+    @Test func prefetchPinKeepsTheFileThroughEviction() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let paths = ["/offline.flac", "/two.flac", "/three.flac", "/four.flac"]
+        for (index, path) in paths.enumerated() { server.setFile(path, data: TestData.random(count: 1_000_000, seed: 540 + UInt64(index))) }
+        try await withTemporaryDirectory { directory in
+            let cache = ["--cache-dir", directory.path]
+            let pinned = try await CommandLineTool.run(["prefetch", server.url(paths[0]).absoluteString, "--quiet", "--pin"] + cache)
+            #expect(pinned.status == 0 && pinned.output.trimmingCharacters(in: .newlines).hasSuffix("cached for \(server.url(paths[0]).absoluteString), pinned"),
+                    "\(pinned.stderr) \(pinned.output)")
+            for path in paths.dropFirst() {
+                try await Task.sleep(for: .milliseconds(20))
+                let prefetched = try await CommandLineTool.run(["prefetch", server.url(path).absoluteString, "--quiet", "--max-cache-size", "2.5MB"] + cache)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+            }
+            let keys = Set(try await CacheStore(inspecting: directory).entries().map(\.key))
+            // Each pass goes down to 90 % of the limit: the pinned file and the newest one are left.
+            #expect(keys == Set([paths[0], paths[3]].map { CacheKey(url: server.url($0)) }), "\(keys)")
+            let info = try await CommandLineTool.run(["cache", "info", CacheKey(url: server.url(paths[0])).rawValue] + cache)
+            #expect(info.output.contains("pinned:        true"), "\(info.output)")
+
+            // Beside a server, the server prefetches and pins.
+            server.setFile("/five.flac", data: TestData.random(count: 500_000, seed: 545))
+            let (serving, cacheDirectory) = try await ServeCommandTests.serveWithoutURLs(in: directory.appendingPathComponent("served"))
+            defer { serving.signal(SIGKILL) }
+            let handed = try await CommandLineTool.run(["prefetch", server.url("/five.flac").absoluteString, "--quiet", "--pin", "--cache-dir", cacheDirectory.path])
+            #expect(handed.status == 0 && handed.output.trimmingCharacters(in: .newlines).hasSuffix(", pinned"), "\(handed.stderr) \(handed.output)")
+            let handedInfo = try await CommandLineTool.run(["cache", "info", CacheKey(url: server.url("/five.flac")).rawValue, "--cache-dir", cacheDirectory.path])
+            #expect(handedInfo.output.contains("pinned:        true"), "\(handedInfo.output)")
+            #expect(try await ServeCommandTests.terminate(serving) == 0)
+        }
+    }
+
     /// `get --max-age` of a file older than the maximum age writes it from the cache: the pass
     /// that runs as the cache opens leaves the file the command opened it to read, and the read
     /// counts it read now. Alone, the read began before the pass came to the file every time; in

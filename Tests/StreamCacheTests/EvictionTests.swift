@@ -58,6 +58,31 @@ import Testing
         }
     }
 
+    /// A prefetch that pins (a "download for offline") keeps its file whatever comes after it,
+    /// though its first commit may not have made the file's entry in the index by the time the
+    /// download ends: the pin waits for it. A resource with nothing cached has nothing to pin.
+    @Test func aFileDownloadedForOfflinePlayIsNeverEvicted() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        for name in ["a", "b", "c", "d"] { server.setFile("/\(name)", data: TestData.random(count: 1_000_000, seed: 40 + UInt64(name.unicodeScalars.first!.value))) }
+        try await withTemporaryCache(configure: { $0.maximumSize = 2_500_000 }) { cache in
+            let url = server.url("/a")
+            let album = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            #expect(try await album.setPinned(true) == false, "nothing cached, nothing pinned")
+            try await album.prefetch(pinning: true)
+            for name in ["/b", "/c", "/d"] {
+                try await Task.sleep(for: .milliseconds(20))
+                _ = try await fill(cache, server, name)
+            }
+            #expect(try await waitForEviction(cache, atMost: 2_500_000) <= 2_500_000)
+            let entries = try await cache.store.entries()
+            #expect(entries.first { $0.key == album.key }?.pinned == true, "the file downloaded for offline play was evicted or not pinned")
+            #expect(!entries.contains { $0.key == CacheKey(url: server.url("/b")) }, "the least recently used unpinned file goes")
+            #expect(try await album.setPinned(false))
+            #expect(try await cache.store.entries().first { $0.key == album.key }?.pinned == false)
+        }
+    }
+
     /// A pass goes down to 90 % of the limit, not just under it: each file added to a full cache
     /// would otherwise start a pass of its own, and evict one file at a time. Five files of
     /// 1 MB under a limit of 4.2 MB: the fifth makes it 5 MB, and the two oldest go (3 MB, the

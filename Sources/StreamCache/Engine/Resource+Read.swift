@@ -116,6 +116,32 @@ extension Resource {
         }
     }
 
+    /// Downloads `range` (the whole resource by default) as ``prefetch(_:)`` does and, with
+    /// `pinning`, pins the resource once the bytes are recorded (``setPinned(_:)``): a file
+    /// downloaded for offline play that eviction never removes, however full the cache gets,
+    /// until it is unpinned. A prefetch that fails pins nothing; what it fetched stays, unpinned.
+    ///
+    /// - Throws: what ``prefetch(_:)`` throws; ``StreamCacheError/Code/cacheIOFailed`` when the
+    ///   index could not record the pin.
+    public func prefetch(_ range: ByteRange? = nil, pinning: Bool) async throws {
+        try await prefetch(range)
+        if pinning { _ = try await setPinned(true) }
+    }
+
+    /// Pins the resource (eviction never removes it) or unpins it, once every byte written so far
+    /// is recorded in the index, which creates its entry if no commit did yet.
+    /// ``StreamCache/setPinned(_:for:)`` does the same for a key alone.
+    ///
+    /// - Returns: `false` when the index holds nothing of the resource (nothing was cached).
+    public func setPinned(_ pinned: Bool) async throws -> Bool {
+        await flush()
+        do {
+            return try await store.setPinned(pinned, for: key)
+        } catch {
+            throw StreamCacheError(.cacheIOFailed, "The cache index could not record the pin of \(key).", underlying: SendableErrorDescription(error))
+        }
+    }
+
     /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,
     /// so readers never hold up downloads or each other.
     nonisolated func runRead(_ range: ByteRange, delivery: ReadDelivery) async {

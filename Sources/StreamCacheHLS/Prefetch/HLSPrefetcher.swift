@@ -48,15 +48,19 @@ public struct HLSPrefetcher: Sendable {
     ///   - key: The playlist's cache key, when it is not derived from the URL.
     ///   - variants: For a master playlist, which variants to download.
     ///   - segmentLimit: Download only the first this many segments of each media playlist.
+    ///   - pinning: Pin every file downloaded, playlists included, once it is cached
+    ///     (``StreamCache/Resource/setPinned(_:)``), so that eviction never removes the stream
+    ///     downloaded for offline play.
     ///   - progress: Called after each file.
     /// - Returns: The final progress.
     /// - Throws: ``StreamCacheError`` (`invalidPlaylist`, `invalidArgument` for a variant index
     ///   out of range, or the origin's errors), `CancellationError` when cancelled.
     @discardableResult
     public func prefetch(_ location: HLSLocation, key: CacheKey? = nil, variants: HLSVariantSelection = .highestBandwidth,
-                         segmentLimit: Int? = nil, progress: @escaping @Sendable (HLSPrefetchProgress) -> Void = { _ in }) async throws -> HLSPrefetchProgress {
+                         segmentLimit: Int? = nil, pinning: Bool = false,
+                         progress: @escaping @Sendable (HLSPrefetchProgress) -> Void = { _ in }) async throws -> HLSPrefetchProgress {
         var plan = Plan()
-        let top = try await load(location, key: key ?? location.key)
+        let top = try await load(location, key: key ?? location.key, pinning: pinning)
         var mediaPlaylists: [(HLSLocation, HLSPlaylist)] = []
         if top.kind == .master {
             guard let chosen = variants.choose(from: top.variants) else {
@@ -72,7 +76,7 @@ public struct HLSPrefetcher: Sendable {
             for reference in playlists {
                 guard let child = location.resolve(reference.uri) else { continue }
                 if mediaPlaylists.contains(where: { $0.0.url == child.url }) { continue }
-                mediaPlaylists.append((child, try await load(child, key: child.key)))
+                mediaPlaylists.append((child, try await load(child, key: child.key, pinning: pinning)))
             }
         } else {
             mediaPlaylists = [(location, top)]
@@ -86,15 +90,19 @@ public struct HLSPrefetcher: Sendable {
                 plan.segments += 1
             }
         }
-        return try await download(plan, progress: progress)
+        return try await download(plan, pinning: pinning, progress: progress)
     }
 
-    private func load(_ location: HLSLocation, key: CacheKey) async throws -> HLSPlaylist {
+    private func load(_ location: HLSLocation, key: CacheKey, pinning: Bool) async throws -> HLSPlaylist {
         let origin = makeOrigin(location)
-        return try await loader.playlist(of: cache.resource(for: key, origin: origin), origin: origin).playlist
+        let resource = cache.resource(for: key, origin: origin)
+        let playlist = try await loader.playlist(of: resource, origin: origin).playlist
+        // A live playlist is reloaded, not kept: only a VOD one is worth keeping offline.
+        if pinning, !playlist.isLive { _ = try await resource.setPinned(true) }
+        return playlist
     }
 
-    private func download(_ plan: Plan, progress: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> HLSPrefetchProgress {
+    private func download(_ plan: Plan, pinning: Bool, progress: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> HLSPrefetchProgress {
         var state = HLSPrefetchProgress(files: plan.files.count, segments: plan.segments)
         progress(state)
         try await withThrowingTaskGroup(of: Int64.self) { group in
@@ -104,10 +112,11 @@ public struct HLSPrefetcher: Sendable {
                 let resource = cache.resource(for: file.location.key, origin: makeOrigin(file.location))
                 group.addTask {
                     guard let ranges = file.ranges else {
-                        try await resource.prefetch(nil)
+                        try await resource.prefetch(nil, pinning: pinning)
                         return resource.knownInfo?.totalLength ?? 0
                     }
                     for range in ranges.ranges { try await resource.prefetch(range) }
+                    if pinning { _ = try await resource.setPinned(true) }
                     return ranges.coveredByteCount
                 }
                 return true

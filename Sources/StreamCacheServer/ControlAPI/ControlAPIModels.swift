@@ -81,13 +81,18 @@ public enum ControlAPI {
         public var variants: String?
         /// HLS: download only the first this many segments of each media playlist.
         public var segments: Int?
+        /// Pin what is downloaded once it is cached (an HLS stream's playlists and segments
+        /// too), so that eviction never removes it: a "download for offline" that stays until it
+        /// is unpinned (`DELETE /api/cache/{key}/pin`). A prefetch that fails pins nothing.
+        public var pin: Bool?
 
         /// Creates a request.
-        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil) {
+        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil, pin: Bool? = nil) {
             self.start = start
             self.end = end
             self.variants = variants
             self.segments = segments
+            self.pin = pin
         }
     }
 

@@ -305,12 +305,12 @@ struct ControlAPIResponder: Sendable {
             guard let location = stream.location else {
                 return Self.error(.notImplemented, "unsupported", "This playlist was registered without a URL, so the files it names cannot be located.")
             }
-            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments)
+            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false)
         } else {
             guard body.variants == nil, body.segments == nil else {
                 return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")
             }
-            task = server.startPrefetch(stream, range: range)
+            task = server.startPrefetch(stream, range: range, pinning: body.pin ?? false)
         }
         if wait {
             await task.value

@@ -33,6 +33,8 @@ final class ServerCore: Sendable {
         var error: String?
         var errorCode: String?
         var hls: HLSPrefetchProgress?
+        /// Whether it pins what it downloads.
+        var pins = false
     }
 
     /// Records how prefetch `serial` of `id` ended, unless a newer one replaced it.
@@ -119,29 +121,30 @@ final class ServerCore: Sendable {
     // MARK: Prefetch
 
     /// Starts filling a resource in the background, or returns the prefetch already running.
-    func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?) -> Task<Void, Never> {
+    func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?, pinning: Bool = false) -> Task<Void, Never> {
         let resource = resource(for: stream)
         let id = stream.registration.id
         let serial = prefetchSerials.withLock { $0 += 1; return $0 }
         let states = prefetches
         return prefetches.withLock { prefetches in
-            if let running = prefetches[id], !running.finished, range == nil { return running.task }
+            if let running = prefetches[id], !running.finished, range == nil, running.pins || !pinning { return running.task }
             prefetches[id]?.task.cancel()
             let task = Task {
                 do {
-                    try await resource.prefetch(range)
+                    try await resource.prefetch(range, pinning: pinning)
                     Self.finish(serial, of: id, with: nil, in: states)
                 } catch {
                     Self.finish(serial, of: id, with: error, in: states)
                 }
             }
-            prefetches[id] = PrefetchState(task: task, serial: serial)
+            prefetches[id] = PrefetchState(task: task, serial: serial, pins: pinning)
             return task
         }
     }
 
     /// Starts downloading an HLS stream for offline play, or returns the prefetch already running.
-    func startPlaylistPrefetch(_ stream: StreamRegistry.Stream, location: HLSLocation, variants: HLSVariantSelection, segmentLimit: Int?) -> Task<Void, Never> {
+    func startPlaylistPrefetch(_ stream: StreamRegistry.Stream, location: HLSLocation, variants: HLSVariantSelection, segmentLimit: Int?,
+                               pinning: Bool = false) -> Task<Void, Never> {
         let id = stream.registration.id
         let key = stream.registration.key
         let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger, originConfiguration] location in
@@ -153,7 +156,7 @@ final class ServerCore: Sendable {
             prefetches[id]?.task.cancel()
             let task = Task {
                 do {
-                    try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit) { progress in
+                    try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit, pinning: pinning) { progress in
                         states.withLock { if $0[id]?.serial == serial { $0[id]?.hls = progress } }
                     }
                     Self.finish(serial, of: id, with: nil, in: states)
