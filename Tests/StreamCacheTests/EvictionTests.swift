@@ -83,6 +83,32 @@ import Testing
         }
     }
 
+    /// A removal is not refused for a download no read waits for: right after a prefetch of a
+    /// file's start, the small-gap fill of the rest (slow here: 50 kB/s) is stopped, and the file
+    /// goes. A prefetch under way still refuses it.
+    @Test func aRemovalStopsAFillNobodyAskedFor() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        server.setFile("/a", data: TestData.random(count: 500_000, seed: 45))
+        server.bytesPerSecond = 50_000
+        try await withTemporaryCache(configure: { $0.joinDistance = 1 << 20 }) { cache in
+            let url = server.url("/a")
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
+            try await song.prefetch(ByteRange(0, 10_000))
+            // The fill of the rest has reached the origin.
+            for _ in 0..<(250 * TestTiming.slowdown) where server.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.requestsBeingAnswered == 1)
+            #expect(try await cache.remove(song.key), "a fill nobody asked for refused the removal")
+            #expect(try await cache.store.entries().isEmpty)
+
+            let prefetch = Task { try await song.prefetch() }
+            for _ in 0..<(250 * TestTiming.slowdown) where try await song.cachedRanges.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            await #expect(throws: StreamCacheError.self) { try await cache.remove(song.key) }
+            prefetch.cancel()
+            _ = try? await prefetch.value
+        }
+    }
+
     /// A pass goes down to 90 % of the limit, not just under it: each file added to a full cache
     /// would otherwise start a pass of its own, and evict one file at a time. Five files of
     /// 1 MB under a limit of 4.2 MB: the fifth makes it 5 MB, and the two oldest go (3 MB, the

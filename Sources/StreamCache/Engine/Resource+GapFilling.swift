@@ -33,4 +33,22 @@ extension Resource {
         logger.debug("filling a small gap", metadata: ["key": "\(key)", "start": "\(gap.lowerBound)", "end": "\(gap.upperBound)"])
         startDownload(at: gap.lowerBound, limit: gap.upperBound, kind: .background)
     }
+
+    /// Stops the downloads nobody waits for when no read (a player's, a prefetch's) uses the
+    /// resource, and returns once they have ended; no fill starts again until a read begins.
+    /// Those are a small gap's fill or a background completion, a read-ahead its player left, a
+    /// prefetch's request winding down after the prefetch ended: a removal the user asked for is
+    /// not refused for them. Right after a prefetch of a file's start, they made
+    /// `DELETE /api/resources/{id}?purge=1` answer 409 three times in five.
+    func stopDownloadsNobodyWaitsFor() async {
+        guard readers.isEmpty, !downloads.isEmpty else { return }
+        fillsWaitForARead = true
+        let unwanted = Array(downloads.values)
+        for download in unwanted {
+            download.task?.cancel()
+            releaseHold(of: download.id)
+            releasePace(of: download.id)
+        }
+        for download in unwanted { await download.task?.value }
+    }
 }

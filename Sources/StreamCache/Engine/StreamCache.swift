@@ -215,11 +215,12 @@ public final class StreamCache: Sendable {
         return try await store.entries()
     }
 
-    /// Deletes a resource's cached bytes and index entry.
+    /// Deletes a resource's cached bytes and index entry. Downloads no read waits for (a fill
+    /// nobody asked for, a read-ahead its player left) are stopped first, not a reason to refuse.
     ///
     /// - Returns: `false` when the cache does not know `key`.
-    /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read or
-    ///   downloaded; `cacheInUse` after ``shutdown()``.
+    /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the resource is being read (by a
+    ///   player, a prefetch); `cacheInUse` after ``shutdown()``.
     @discardableResult
     public func remove(_ key: CacheKey) async throws -> Bool {
         try checkNotShutDown()
@@ -235,6 +236,7 @@ public final class StreamCache: Sendable {
         // Through the resource's actor, even one made for this: a read that begins meanwhile then
         // loads the entry before or after the removal, never halfway through it.
         let resource = resources.resource(for: key, makesRecent: false) { makeResource(key: key, origin: UnreachableOrigin(key: key)) }.resource
+        await resource.stopDownloadsNobodyWaitsFor()
         guard await resource.removeIfIdle(unlessAskedForSince: askedSince) else {
             throw StreamCacheError(.invalidArgument, "The resource \(key) is in use; stop reading it before removing it.")
         }
