@@ -84,8 +84,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON lines instead of tab-separated ones.")
     var json = false
 
-    @Flag(help: "Prefetch every URL given on the command line in the background, for offline playback.")
+    @Flag(help: "Prefetch every URL given on the command line in the background, for offline playback (an HLS playlist with its highest variant's segments).")
     var prefetch = false
+
+    @Flag(help: "With --prefetch: pin what it downloads, so that eviction never removes it.")
+    var pin = false
 
     @Flag(name: .shortAndLong, help: "Log requests and downloads to stderr; twice (-vv) also each origin request the engine plans.")
     var verbose: Int
@@ -110,6 +113,7 @@ struct ServeCommand: AsyncParsableCommand {
         _ = try ArgumentParsing.headers(headers)
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535.") }
         if urlToken != nil, folder == nil { throw ValidationError("--url-token needs --folder.") }
+        if pin, !prefetch { throw ValidationError("--pin pins what --prefetch downloads; give both.") }
         for origin in allowedOrigins where !Self.isWebOrigin(origin) {
             throw ValidationError("--allow-origin \(origin) is not a web origin: give the scheme, host and port a page's address begins with (https://player.example, http://localhost:3000), 'null' or '*'.")
         }
@@ -232,10 +236,8 @@ struct ServeCommand: AsyncParsableCommand {
         Self.printError("streamcache: serving on \(server.baseURL?.absoluteString ?? host); control API at /api/ with 'Authorization: Bearer \(server.controlToken)' (also in \(tokenFile.path)); Ctrl-C stops")
 
         if prefetch {
-            for (registration, _) in registrations {
-                guard let resource = server.resource(for: registration) else { continue }
-                Task { try? await resource.prefetch() }
-            }
+            // As the control API's prefetch: a playlist with its segments, and its progress in the status.
+            for (registration, _) in registrations { await server.prefetch(registration, pinning: pin) }
         }
 
         await TerminationSignals.wait()

@@ -137,6 +137,28 @@ import Testing
         }
     }
 
+    /// What `serve URL --prefetch` does (`ProxyServer.prefetch(_:variants:pinning:)`) takes a
+    /// registered playlist with the files of its variants, as the control API's prefetch does,
+    /// not the playlist's own bytes alone: the stream then plays with the origin stopped.
+    @Test func aPlaylistTheServerPrefetchesPlaysWithTheOriginStopped() async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(.transportStream, in: root)
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                let cacheDirectory = root.appendingPathComponent("cache")
+                let masterURL = nginx.url("/ts/master.m3u8")
+                let cache = try StreamCache(configuration: .init(directory: cacheDirectory))
+                try await Self.withProxy(cache: cache) { server in
+                    let registration = server.register(url: masterURL, headers: ["Authorization": Self.token])
+                    let prefetch = try #require(await server.prefetch(registration, variants: .all))
+                    await prefetch.value
+                }
+                await cache.shutdown()
+                await nginx.stop()
+                try await Self.playOffline(masterURL, cacheDirectory: cacheDirectory)
+            }
+        }
+    }
+
     /// The command line's way to the same: `streamcache prefetch --variants all --pin`, then a
     /// proxy plays the stream from that cache with the origin stopped; every file is pinned.
     @Test func theCommandLinePrefetchesAStreamForOfflinePlay() async throws {

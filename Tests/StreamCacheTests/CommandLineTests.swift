@@ -34,6 +34,7 @@ import Testing
         ["prefetch", "http://127.0.0.1:1/a", "--limit-rate", "fast"],
         ["serve", "http://127.0.0.1:1/a", "--limit-rate", "-1MB/s"],
         ["serve", "http://127.0.0.1:1/a", "--retry-offline-after", "soon"],
+        ["serve", "http://127.0.0.1:1/a", "--pin"],
         // A read is never held back: `get` has no rate to keep to.
         ["get", "http://127.0.0.1:1/a", "--limit-rate", "1MB"],
     ])

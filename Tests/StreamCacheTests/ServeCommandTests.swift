@@ -150,11 +150,11 @@ import Glibc
         }
     }
 
-    /// `serve --prefetch --limit-rate`: the served file's prefetch keeps to the rate (at 20 kB/s,
+    /// `serve --prefetch --pin --limit-rate`: the served file's prefetch keeps to the rate (at 20 kB/s,
     /// nowhere near the whole 4 MB file a loopback origin gives in milliseconds); a player that
     /// reads its first megabyte gets it at once, the prefetch's download with it, which then
-    /// keeps to the rate again; `PUT /api/settings` lifts the rate and the prefetch ends. Every
-    /// byte comes from the origin once.
+    /// keeps to the rate again; `PUT /api/settings` lifts the rate and the prefetch ends, the
+    /// file pinned. Every byte comes from the origin once.
     @Test func aServedPrefetchKeepsToTheRateAndAPlayerDoesNot() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
@@ -165,7 +165,7 @@ import Glibc
             _ = FileManager.default.createFile(atPath: out.path, contents: nil)
             let tokenFile = work.appendingPathComponent("token")
             let process = try CommandLineTool.start([
-                "serve", origin.url("/music/album.flac").absoluteString, "--prefetch", "--limit-rate", "20KB",
+                "serve", origin.url("/music/album.flac").absoluteString, "--prefetch", "--pin", "--limit-rate", "20KB",
                 "--cache-dir", work.appendingPathComponent("cache").path, "--control-token-file", tokenFile.path,
             ], stdout: try FileHandle(forWritingTo: out))
             defer { process.signal(SIGKILL) }
@@ -209,6 +209,10 @@ import Glibc
             let whole = try await ExternalTool.run("curl", ["-s", "-f", streamURL])
             #expect(TestData.sha256(whole.stdout) == TestData.sha256(data))
             #expect(try await Self.terminate(process) == 0)
+            // `--pin`: the file the server prefetched is pinned.
+            let info = try await CommandLineTool.run(["cache", "info", CacheKey(url: origin.url("/music/album.flac")).rawValue,
+                                                      "--cache-dir", work.appendingPathComponent("cache").path])
+            #expect(info.output.contains("pinned:        true"), "\(info.output)")
             #expect(ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/music/album.flac")
                     && origin.bodyBytesSent(for: "/music/album.flac") == Int64(data.count), "\(origin.timeline(for: "/music/album.flac"))")
         }

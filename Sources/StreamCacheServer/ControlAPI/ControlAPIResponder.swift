@@ -294,7 +294,7 @@ struct ControlAPIResponder: Sendable {
             range = ByteRange(start, end)
         }
         let task: Task<Void, Never>
-        if await isPlaylist(stream) {
+        if await server.isPlaylist(stream) {
             guard range == nil else {
                 return Self.error(.badRequest, "invalidRequest", "An HLS playlist is prefetched by 'variants' and 'segments', not by byte range.")
             }
@@ -321,13 +321,6 @@ struct ControlAPIResponder: Sendable {
 
     /// Whether the stream is a playlist; asks the origin for the type when neither the name nor
     /// the cache tells.
-    private func isPlaylist(_ stream: StreamRegistry.Stream) async -> Bool {
-        let resource = server.resource(for: stream)
-        if server.isPlaylist(stream, resource: resource) { return true }
-        guard stream.isPlaylist == nil, resource.knownInfo?.mimeType == nil, let info = try? await resource.loadInfo() else { return false }
-        return HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType)
-    }
-
     // MARK: JSON helpers
 
     static func decode<T: Decodable>(_ type: T.Type, from request: inout Request) async throws -> T {

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import StreamCache
+import StreamCacheHLS
 import StreamCacheHTTPClient
 // HummingbirdCore re-exports HTTPTypes.HTTPRequest; the engine's request type is meant here.
 import struct StreamCache.HTTPRequest
@@ -196,6 +197,21 @@ public final class ProxyServer: Sendable {
     /// The resource behind a registration, for reading, prefetching or statistics.
     public func resource(for registration: StreamRegistration) -> Resource? {
         core.registry.stream(id: registration.id).map(core.resource(for:))
+    }
+
+    /// Downloads what `registration` names for offline play, in the background, as
+    /// `POST /api/resources/{id}/prefetch` does: a file whole; an HLS playlist with the files
+    /// of its `variants` (and the renditions they play with). The control API's status tells how
+    /// it goes (`prefetching`, `hlsPrefetch`); `pinning` pins what it caches. Cancelling the task
+    /// stops it; what came stays cached. `nil` for a registration the server no longer has.
+    @discardableResult
+    public func prefetch(_ registration: StreamRegistration, variants: HLSVariantSelection = .highestBandwidth,
+                         pinning: Bool = false) async -> Task<Void, Never>? {
+        guard let stream = core.registry.stream(id: registration.id) else { return nil }
+        if await core.isPlaylist(stream), let location = stream.location {
+            return core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning)
+        }
+        return core.startPrefetch(stream, range: nil, pinning: pinning)
     }
 
     // MARK: Running

@@ -118,6 +118,15 @@ final class ServerCore: Sendable {
         cache.resource(for: stream.registration.key, origin: stream.origin)
     }
 
+    /// Whether `stream` is an HLS playlist: as registered or named, else by the type its origin
+    /// answers with (which may cost a request for its first byte).
+    func isPlaylist(_ stream: StreamRegistry.Stream) async -> Bool {
+        let resource = resource(for: stream)
+        if isPlaylist(stream, resource: resource) { return true }
+        guard stream.isPlaylist == nil, resource.knownInfo?.mimeType == nil, let info = try? await resource.loadInfo() else { return false }
+        return HLSPlaylist.isPlaylist(fileName: nil, mimeType: info.mimeType)
+    }
+
     // MARK: Prefetch
 
     /// Starts filling a resource in the background, or returns the prefetch already running.
