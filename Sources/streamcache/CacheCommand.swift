@@ -146,39 +146,72 @@ struct CacheCommand: AsyncParsableCommand {
         }
     }
 
-    /// Sets the pinned flag of `key`; a clear error when the cache does not know it.
-    static func setPinned(_ pinned: Bool, key: String, options: CacheOptions, waiting: CacheWaitOptions) async throws {
-        let known: Bool
+    /// Sets the pinned flag of what `name` names (``keys(named:options:)``); a clear error when
+    /// it names nothing the cache holds.
+    static func setPinned(_ pinned: Bool, name: String, options: CacheOptions, waiting: CacheWaitOptions) async throws {
+        let keys = try await Self.keys(named: name, options: options)
+        guard !keys.isEmpty else {
+            throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource named \(name) (a key as `cache list` prints it, or the URL or source reference it was read by)."))
+        }
         do {
-            switch try await open(options, waiting: waiting) {
-            case .opened(let store): known = try await store.setPinned(pinned, for: CacheKey(key))
-            case .server(let server): known = try await server.setPinned(pinned, key: key)
+            let claim = try await open(options, waiting: waiting)
+            for key in keys {
+                let known = switch claim {
+                case .opened(let store): try await store.setPinned(pinned, for: key)
+                case .server(let server): try await server.setPinned(pinned, key: key.rawValue)
+                }
+                // Gone since it was looked up (evicted, cleared): nothing to say of it.
+                if known { print("\(pinned ? "pinned" : "unpinned") \(key)") }
             }
         } catch let error as ExitCode {
             throw error
         } catch {
             throw Failure.exit(error)
         }
-        guard known else { throw Failure.exit(StreamCacheError(.invalidArgument, "The cache has no resource with key \(key).")) }
-        print("\(pinned ? "pinned" : "unpinned") \(key)")
+    }
+
+    /// The keys `name` names, by what the index holds (no service is asked, so it works offline):
+    /// a key it holds; else the key of an `http(s)` URL; else the file a source reference named
+    /// when it was read or prefetched (`yandex:/Music/Album/01.mp3`); else every file cached below
+    /// a folder's reference (`yandex:/Music/Album`: an album prefetched with `--pin` is let go at
+    /// once).
+    static func keys(named name: String, options: CacheOptions) async throws -> [CacheKey] {
+        do {
+            guard let store = try openToRead(options) else { return [] }
+            if store.knows(CacheKey(name)) { return [CacheKey(name)] }
+            if let url = URL(string: name), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), store.knows(CacheKey(url: url)) {
+                return [CacheKey(url: url)]
+            }
+            if let file = try await store.resource(aliased: name) { return [file.key] }
+            var seen = Set<CacheKey>()
+            return try await store.aliases(under: name.hasSuffix("/") ? name : name + "/").map(\.key).filter { seen.insert($0).inserted }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw Failure.exit(error)
+        }
     }
 
     struct Pin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Keep a resource: pinned resources are never evicted.")
-        @Argument(help: "The cache key.") var key: String
+        @Argument(help: Self.nameHelp) var key: String
         @OptionGroup var cache: CacheOptions
         @OptionGroup var cacheWait: CacheWaitOptions
 
-        func run() async throws { try await CacheCommand.setPinned(true, key: key, options: cache, waiting: cacheWait) }
+        func run() async throws { try await CacheCommand.setPinned(true, name: key, options: cache, waiting: cacheWait) }
+
+        /// What `cache pin` and `unpin` take.
+        static let nameHelp = ArgumentHelp("The cache key; or the URL or source reference it was read by; or a source folder's reference: every file cached below it.",
+                                           valueName: "key")
     }
 
     struct Unpin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Let a pinned resource be evicted again.")
-        @Argument(help: "The cache key.") var key: String
+        @Argument(help: Pin.nameHelp) var key: String
         @OptionGroup var cache: CacheOptions
         @OptionGroup var cacheWait: CacheWaitOptions
 
-        func run() async throws { try await CacheCommand.setPinned(false, key: key, options: cache, waiting: cacheWait) }
+        func run() async throws { try await CacheCommand.setPinned(false, name: key, options: cache, waiting: cacheWait) }
     }
 
     struct Verify: AsyncParsableCommand {

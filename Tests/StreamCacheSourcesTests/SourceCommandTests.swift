@@ -739,6 +739,37 @@ import Glibc
         }
     }
 
+    /// `cache pin` and `unpin` take the references files were read by, as well as keys: a
+    /// folder's reference pins every file cached below it, a file's its own, from the index
+    /// alone (the service is not asked); a reference the cache never saw is a clear error.
+    @Test func cachePinTakesAFolderOrAFileByItsReference() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                _ = environment.putAlbum(sizes: [100_000, 50_000], seed: 118)
+                let cache = ["--cache-dir", work.appendingPathComponent("cache").path]
+                let prefetched = try await CommandLineTool.run(["prefetch", "yandex:/Music/Album", "--quiet", "--token-env", "TOKEN"] + cache,
+                                                               environment: environment.variablesWithToken)
+                #expect(prefetched.status == 0, "\(prefetched.stderr)")
+                let asked = environment.server.arrivals.count
+                struct Row: Decodable { var key: String; var pinned: Bool }
+                func pinnedCount() async throws -> Int {
+                    let list = try await CommandLineTool.run(["cache", "list", "--json"] + cache)
+                    let rows = try JSONDecoder().decode([Row].self, from: list.stdout)
+                    return rows.filter(\.pinned).count
+                }
+                let album = try await CommandLineTool.run(["cache", "pin", "yandex:/Music/Album"] + cache)
+                #expect(album.status == 0 && album.output.split(separator: "\n").filter { $0.hasPrefix("pinned ") }.count == 2, "\(album.output) \(album.stderr)")
+                #expect(try await pinnedCount() == 2)
+                let one = try await CommandLineTool.run(["cache", "unpin", "yandex:/Music/Album/01.mp3"] + cache)
+                #expect(one.status == 0 && one.output.split(separator: "\n").count == 1, "\(one.output) \(one.stderr)")
+                #expect(try await pinnedCount() == 1)
+                let nothing = try await CommandLineTool.run(["cache", "pin", "yandex:/Music/Other"] + cache)
+                #expect(nothing.status == 2 && nothing.stderr.contains("no resource named yandex:/Music/Other"), "\(nothing.stderr)")
+                #expect(environment.server.arrivals.count == asked, "the service was asked")
+            }
+        }
+    }
+
     /// Runs `body` with a test service whose album (two files, of `seed`) was prefetched, and a
     /// `serve --folder yandex:/Music --url-token music` with `serving` options on that cache:
     /// `body` gets the service, the files and the server's port.

@@ -710,9 +710,9 @@ extension Resource {
 
     /// Holds download `id` until its turn, when the bytes it took have had their time at the
     /// background rate, until the rate is set again, or until a reader comes to wait for it
-    /// (``releasePace(of:)``). Meanwhile
-    /// its body is not taken in and the origin slows to the rate. The request's speed from now on
-    /// is the rate's, not the path's, so it is no sample of the path (``ParallelGain``).
+    /// (``releasePace(of:)``). Meanwhile its body is not taken in and the origin slows to the
+    /// rate. The request's speed from now on is the rate's, not the path's, so it is no sample of
+    /// the path (``ParallelGain``).
     func holdToTheBackgroundRate(id: Int, until turn: DownloadPacer.Turn) async {
         guard var download = downloads[id] else { return }
         stopReceiving(&download)
