@@ -8,7 +8,7 @@ import StreamCache
 struct BackgroundRateOption: ParsableArguments {
     @Option(name: .customLong("limit-rate"),
             help: ArgumentHelp("Prefetches and background fills take at most this many bytes per second together, e.g. 1MB or 500KiB.",
-                               discussion: "A player's read is never held back, nor the prefetch's download a player waits for. Default: no limit.",
+                               discussion: "A player's read is never held back, nor the prefetch's download a player waits for. A prefetch handed to the server that holds the cache keeps to this rate besides the server's. Default: no limit.",
                                valueName: "rate"))
     var limitRate: String?
 

@@ -150,7 +150,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     /// Has the server that holds the cache directory do the prefetch, and waits for it: the
     /// bytes go into the cache the server plays from. This command's download options do not
-    /// apply (the server's do). Ctrl-C stops the server's prefetch too, as it stops one this
+    /// apply (the server's do), but for `--limit-rate`, which the request carries: the server's
+    /// prefetch keeps to it besides its own rate. Ctrl-C stops the server's prefetch too, as it stops one this
     /// command runs itself; what came stays in the cache.
     private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
         server.tellHandOver(of: cache.directory, "it does this prefetch")
@@ -166,7 +167,8 @@ struct PrefetchCommand: AsyncParsableCommand {
                           register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws -> Int64 {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
-        let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments, pin: pin ? true : nil)
+        let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments, pin: pin ? true : nil,
+                                                 rate: try rate.limitRate.map(BackgroundRateOption.bytesPerSecond))
         // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
         let registered = Locked<String?>(nil)
         let cached = Locked<Int64>(0)

@@ -159,6 +159,42 @@ import Testing
         }
     }
 
+    /// A playlist's prefetch with a `rate` keeps its files to it together (at 20 kB/s, a few of
+    /// the media playlist's 12 segments and key in a second, where loopback takes them all in
+    /// milliseconds); asked for again (by the control API or ``ProxyServer/prefetch(_:variants:pinning:rate:)``)
+    /// without one, the same prefetch goes on at full speed, and no byte is fetched twice.
+    @Test func aPlaylistPrefetchKeepsToItsRate() async throws {
+        try await withTemporaryDirectory { root in
+            try await HLSTestMedia.make(.transportStream, in: root)
+            try await Nginx.serving(root: root, authorization: Self.token) { nginx in
+                try await withTemporaryCache { cache in
+                    try await Self.withProxy(cache: cache) { server in
+                        let registration = server.register(url: nginx.url("/ts/v0.m3u8"), headers: ["Authorization": Self.token])
+                        let api = try #require(URL(string: "/api/resources/\(registration.id)/prefetch", relativeTo: server.baseURL))
+                        let started = try await Curl.fetch(api, ["-X", "POST", "-H", "Authorization: Bearer \(server.controlToken)", "--data", #"{"rate":20000}"#])
+                        #expect(started.status == 202, "\(started.text)")
+                        try await Task.sleep(for: .seconds(1))
+                        let status = try await Curl.fetch(try #require(URL(string: "/api/resources/\(registration.id)", relativeTo: server.baseURL)),
+                                                          ["-H", "Authorization: Bearer \(server.controlToken)"])
+                        let paced = try #require(try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: status.body).hlsPrefetch)
+                        #expect(paced.files > 10 && paced.filesDone < paced.files / 2, "\(paced.filesDone) of \(paced.files) files in a second at 20 kB/s")
+
+                        // The same prefetch asked for again goes on, at the rate asked for then.
+                        let again = await server.prefetch(registration, rate: 20_000)
+                        let unpaced = await server.prefetch(registration)
+                        #expect(again != nil && again == unpaced, "the running prefetch was started anew")
+                        let answer = try await Self.prefetch(registration, on: server, json: "{}")
+                        let done = try #require(try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: answer.body).hlsPrefetch)
+                        #expect(done.isComplete, "\(done)")
+                        let log = await Self.settledLog(nginx, cache).filter { !$0.path.hasSuffix(".m3u8") }
+                        #expect(Set(log.map(\.path)).count == done.files, "\(log.map(\.path))")
+                        #expect(log.map(\.bodyBytes).reduce(0, +) == done.bytes, "no segment byte fetched twice: \(log.map { "\($0.path) \($0.bodyBytes)" })")
+                    }
+                }
+            }
+        }
+    }
+
     /// The command line's way to the same: `streamcache prefetch --variants all --pin`, then a
     /// proxy plays the stream from that cache with the origin stopped; every file is pinned.
     @Test func theCommandLinePrefetchesAStreamForOfflinePlay() async throws {

@@ -139,4 +139,46 @@ import Testing
         #expect(DownloadPacer(bytesPerSecond: nil).take(10_000_000) == nil)
         #expect(DownloadPacer(bytesPerSecond: nil).usefulConnections(atConnectionSpeed: 1) == nil)
     }
+
+    /// A prefetch given a pacer of its own (``Resource/prefetch(_:pinning:pacedBy:)``) keeps to
+    /// its rate where the cache has none, while a prefetch of another file beside it goes at the
+    /// link's speed: an album downloaded slowly beside one wanted now. Lifting the pacer's rate
+    /// frees it. Its bytes come once, on one connection (one brings far more than 10 kB/s).
+    @Test func aPrefetchKeepsToItsOwnPacer() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let slow = TestData.random(count: 3_000_000, seed: 94)
+        let fast = TestData.random(count: 3_000_000, seed: 95)
+        origin.setFile(Self.path, data: slow)
+        origin.setFile("/now.bin", data: fast)
+        try await Self.withPacedCache(origin, rate: nil) { cache, album in
+            #expect(cache.backgroundDownloadRate == nil)
+            let pacer = DownloadPacer(bytesPerSecond: 10_000)
+            let paced = Task {
+                try await album.prefetch(pinning: true, pacedBy: pacer)
+                return Data()
+            }
+            defer { paced.cancel() }
+            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: Self.path) == 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let transport = AsyncHTTPClientTransport(configuration: .init())
+            try await withAsyncCleanup {
+                let url = origin.url("/now.bin")
+                let now = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+                try await now.prefetch()
+                #expect(TestData.sha256(try await now.read(ByteRange(0, Int64(fast.count))).collect()) == TestData.sha256(fast))
+            } cleanup: {
+                try? await transport.shutdown()
+            }
+            #expect(try await !album.cachedRanges.contains(ByteRange(0, Int64(slow.count))), "the paced prefetch kept to no rate")
+
+            pacer.bytesPerSecond = nil
+            #expect(try await Self.ends(paced, within: .seconds(60)) != nil, "the prefetch kept to the rate that was lifted")
+            #expect(TestData.sha256(try await album.read(ByteRange(0, Int64(slow.count))).collect()) == TestData.sha256(slow))
+            #expect(try await cache.store.entries().first { $0.key == album.key }?.pinned == true, "the paced prefetch pins")
+            #expect(origin.bodyBytesSent(for: Self.path) == Int64(slow.count))
+            #expect(origin.maximumConcurrency(for: Self.path) == 1, "\(origin.timeline(for: Self.path))")
+        }
+    }
 }

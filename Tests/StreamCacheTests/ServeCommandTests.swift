@@ -489,6 +489,62 @@ import Glibc
         }
     }
 
+    /// `prefetch --limit-rate` beside a server: the server's prefetch keeps to the command's rate
+    /// (at 20 kB/s, nowhere near the 4 MB a loopback origin gives in milliseconds) though the
+    /// server has none, and another prefetch beside it goes at the link's speed. The control
+    /// API's prefetch takes a `rate`, refuses one of 0, and asked again for the running prefetch
+    /// without one lets it go at full speed: the command then ends, every byte sent once.
+    @Test func aPrefetchHandedToAServerKeepsToItsOwnRate() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let album = TestData.random(count: 4_000_000, seed: 525)
+        let single = TestData.random(count: 2_000_000, seed: 526)
+        origin.setFile("/album.flac", data: album, contentType: "audio/flac")
+        origin.setFile("/single.flac", data: single, contentType: "audio/flac")
+        try await withTemporaryDirectory { work in
+            let (server, cacheDir) = try await Self.serveWithoutURLs(in: work)
+            defer { server.signal(SIGKILL) }
+            struct Record: Decodable { var url: String; var token: String }
+            let record = try JSONDecoder().decode(Record.self, from: Data(contentsOf: cacheDir.appendingPathComponent("server.json")))
+            func api(_ path: String, _ extra: [String] = []) async throws -> ExternalTool.Result {
+                try await ExternalTool.run("curl", ["-s", "-H", "Authorization: Bearer \(record.token)", record.url + path] + extra)
+            }
+            struct List: Decodable { var resources: [ControlAPI.ResourceStatus] }
+            let albumKey = CacheKey(url: origin.url("/album.flac")).rawValue
+            func albumStatus() async throws -> ControlAPI.ResourceStatus? {
+                try JSONDecoder().decode(List.self, from: try await api("/api/resources").stdout).resources.first { $0.key == albumKey }
+            }
+            let out = work.appendingPathComponent("stdout")
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            let prefetch = try CommandLineTool.start(["prefetch", origin.url("/album.flac").absoluteString, "--limit-rate", "20KB",
+                                                      "--cache-dir", cacheDir.path], stdout: try FileHandle(forWritingTo: out))
+            defer { prefetch.signal(SIGKILL) }
+            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: "/album.flac") == 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let other = try await CommandLineTool.run(["prefetch", origin.url("/single.flac").absoluteString, "--cache-dir", cacheDir.path], timeout: 60)
+            #expect(other.status == 0 && other.stderr.contains("it does this prefetch"), "\(other.stderr)")
+            #expect(origin.bodyBytesSent(for: "/single.flac") == Int64(single.count), "a prefetch without a rate was held back")
+            try await Task.sleep(for: .milliseconds(300))
+            let status = try #require(try await albumStatus())
+            #expect(status.prefetching && status.cachedBytes < 2_000_000, "the server's prefetch kept to no rate: \(status.cachedBytes) bytes")
+            #expect(status.prefetchRate == 20_000)
+            #expect(prefetch.isRunning)
+
+            let refused = try await api("/api/resources/\(status.id)/prefetch", ["-X", "POST", "-d", #"{"rate":0}"#, "-o", "/dev/null", "-w", "%{http_code}"])
+            #expect(refused.output == "400")
+            let lifted = try await api("/api/resources/\(status.id)/prefetch", ["-X", "POST", "-d", "{}", "-o", "/dev/null", "-w", "%{http_code}"])
+            #expect(lifted.output == "202")
+            for _ in 0..<(500 * TestTiming.slowdown) where prefetch.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(!prefetch.isRunning && prefetch.terminationReason == .exit && prefetch.terminationStatus == 0, "the prefetch kept to the rate that was lifted")
+            let said = try String(contentsOf: out, encoding: .utf8)
+            #expect(said.contains("3.8 MiB cached for \(origin.url("/album.flac").absoluteString)"), "\(said)")
+            #expect(ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/album.flac")
+                    && origin.bodyBytesSent(for: "/album.flac") == Int64(album.count), "\(origin.timeline(for: "/album.flac"))")
+            #expect(try await Self.terminate(server) == 0)
+        }
+    }
+
     /// The samples of a Prometheus text exposition, by name with labels as printed.
     static func prometheusSamples(_ text: String) -> [String: Double] {
         var samples: [String: Double] = [:]

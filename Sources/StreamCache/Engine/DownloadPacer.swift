@@ -10,7 +10,16 @@
 /// generic cell rate algorithm): each run of bytes moves it on by the time those bytes take at the
 /// rate, and a download waits until the clock, less ``burst``, has caught up with now. An idle
 /// pacer saves no credit beyond ``burst``, so a download that starts after a pause does not rush.
-final class DownloadPacer: Sendable {
+///
+/// A pacer of one's own holds the prefetches given it (``Resource/prefetch(_:pinning:pacedBy:)``)
+/// to its rate together, within the cache's background rate: an album downloaded slowly beside
+/// another that goes at full speed. Its rate may be set again while they run.
+///
+/// ```swift
+/// let slowly = DownloadPacer(bytesPerSecond: 500_000)
+/// for track in album { try await cache.resource(for: track).prefetch(pinning: true, pacedBy: slowly) }
+/// ```
+public final class DownloadPacer: Sendable {
     /// How far the allowance may run ahead of now before a download waits: what goes at once
     /// after a pause, and what a run of bytes may take beyond its share without waiting for
     /// the time it is due (so a run of a few kilobytes does not wait at all).
@@ -26,14 +35,16 @@ final class DownloadPacer: Sendable {
 
     private let state: Locked<State>
 
-    /// - Parameter bytesPerSecond: the rate, `nil` or `0` for none.
-    init(bytesPerSecond: Int64?) {
+    /// Creates a pacer.
+    ///
+    /// - Parameter bytesPerSecond: the rate, `nil` or `0` (or less) for none.
+    public init(bytesPerSecond: Int64?) {
         state = Locked(State(bytesPerSecond: Self.rate(bytesPerSecond)))
     }
 
-    /// The rate, `nil` for none. Setting it applies to the next bytes taken; the allowance starts
-    /// again from now.
-    var bytesPerSecond: Int64? {
+    /// The rate, `nil` for none. Setting it applies to the next bytes taken, and a download that
+    /// waits for its turn at the old rate goes on at once; the allowance starts again from now.
+    public var bytesPerSecond: Int64? {
         get { state.withLock { $0.bytesPerSecond } }
         set {
             state.withLock { state in

@@ -684,12 +684,12 @@ extension Resource {
         downloads[id] = download
         if (download.gaveEarlySample && !sampledBefore) || actOnLateSamples() { replanParallelDownloads() }
         releaseHeldPartsWhoseTurnCame()
-        let turn = isPaced(download) ? backgroundPacer.take(range.count) : nil
+        let turns = pacers(of: download).compactMap { pacer in pacer.take(range.count).map { (pacer, $0) } }
         guard goOn else { return false }
         if waitsForTheReadBeforeIt(download) {
             await holdBehindTheReadBeforeIt(id: id)
-        } else if let turn {
-            await holdToTheBackgroundRate(id: id, until: turn)
+        } else if !turns.isEmpty {
+            await holdToTheBackgroundRate(id: id, until: turns)
         } else {
             return true
         }
@@ -697,31 +697,40 @@ extension Resource {
         return held.position < held.limit
     }
 
-    /// Whether `download` keeps to the background rate (``StreamCache/backgroundDownloadRate``):
-    /// one is set, and the download is a prefetch's or a background fill's that brings no byte a
-    /// reader (other than a prefetch) in its window still wants. A player that comes to its bytes
-    /// frees it at once, up to the end of the player's read.
-    func isPaced(_ download: Download) -> Bool {
-        guard download.kind != .read, backgroundPacer.limits else { return false }
-        return !readers.values.contains { reader in
+    /// The rates `download` keeps to: none when it is a player's read, or brings a byte a reader
+    /// (other than a prefetch) in its window still wants, since a player that comes to its bytes
+    /// frees it at once, up to the end of the player's read. Otherwise the cache's background
+    /// rate (``StreamCache/backgroundDownloadRate``), when one is set, and the own rate of each
+    /// prefetch it brings bytes for (``prefetch(_:pinning:pacedBy:)``), unless one of those has
+    /// none: a prefetch at full speed is not slowed by a slower one of the same bytes.
+    func pacers(of download: Download) -> [DownloadPacer] {
+        guard download.kind != .read else { return [] }
+        let servesAPlayer = readers.values.contains { reader in
             !reader.isPrefetch && download.isReached(byReaderAt: reader.position) && reader.position <= download.position && download.position < reader.end
         }
+        guard !servesAPlayer else { return [] }
+        var pacers = backgroundPacer.limits ? [backgroundPacer] : []
+        let prefetches = readers.values.filter { $0.isPrefetch && $0.position <= download.position && download.position < $0.end }
+        if !prefetches.isEmpty, prefetches.allSatisfy({ $0.pacer?.limits == true }) {
+            for case let pacer? in prefetches.map(\.pacer) where !pacers.contains(where: { $0 === pacer }) { pacers.append(pacer) }
+        }
+        return pacers
     }
 
-    /// Holds download `id` until its turn, when the bytes it took have had their time at the
-    /// background rate, until the rate is set again, or until a reader comes to wait for it
+    /// Holds download `id` until each of its `turns` has come (the bytes it took have had their
+    /// time at each rate), or until a rate is set again, or a reader comes to wait for it
     /// (``releasePace(of:)``). Meanwhile its body is not taken in and the origin slows to the
     /// rate. The request's speed from now on is the rate's, not the path's, so it is no sample of
     /// the path (``ParallelGain``).
-    func holdToTheBackgroundRate(id: Int, until turn: DownloadPacer.Turn) async {
+    func holdToTheBackgroundRate(id: Int, until turns: [(DownloadPacer, DownloadPacer.Turn)]) async {
         guard var download = downloads[id] else { return }
         stopReceiving(&download)
         download.requestWasHeld = true
         downloads[id] = download
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             downloads[id]?.paceRelease = continuation
-            Task { [weak self, backgroundPacer] in
-                await backgroundPacer.waitFor(turn)
+            Task { [weak self] in
+                for (pacer, turn) in turns { await pacer.waitFor(turn) }
                 await self?.releasePace(of: id)
             }
         }

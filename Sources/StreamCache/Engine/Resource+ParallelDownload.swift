@@ -27,15 +27,17 @@ extension Resource {
     /// one connection is fast (``StreamCache/Configuration/parallelDownloadThroughputLimit``), nor
     /// once connections side by side were measured to fetch no faster than one
     /// (``StreamCache/Configuration/minimumParallelSpeedup``: a link they all share).
-    func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind) {
+    func addParallelDownloads(in wanted: ByteRange, kind: Download.Kind, pacer: DownloadPacer? = nil) {
         var maximum = connectionsAllowed
-        // Held to the background rate, connections beyond what it has use for would each be held
-        // to a share of it, taking places a reader may want, and asking for more requests. One
-        // connection's speed is the best either figure of it tells: a whole request's counts
-        // its round trip, and one held to the rate counts nothing.
+        // Held to the background rate or a prefetch's own (`pacer`), connections beyond what it
+        // has use for would each be held to a share of it, taking places a reader may want, and
+        // asking for more requests. One connection's speed is the best either figure of it
+        // tells: a whole request's counts its round trip, and one held to the rate counts nothing.
         if kind != .read {
             let speeds = [parallelGain.alone(), connectionThroughput].compactMap { $0 }
-            if let useful = backgroundPacer.usefulConnections(atConnectionSpeed: speeds.max()) { maximum = min(maximum, useful) }
+            for pacer in [backgroundPacer, pacer].compactMap({ $0 }) {
+                if let useful = pacer.usefulConnections(atConnectionSpeed: speeds.max()) { maximum = min(maximum, useful) }
+            }
         }
         guard splitsLongRanges, let total = info?.totalLength else { return }
         let wanted = wanted.clamped(toLength: total)
@@ -345,7 +347,8 @@ extension Resource {
     func replanParallelDownloads() {
         guard configuration.parallelDownloads > 1 else { return }
         for reader in readers.values where partsServe(reader) {
-            addParallelDownloads(in: ByteRange(reader.position, max(reader.position, reader.end)), kind: reader.isPrefetch ? .prefetch : .read)
+            addParallelDownloads(in: ByteRange(reader.position, max(reader.position, reader.end)), kind: reader.isPrefetch ? .prefetch : .read,
+                                 pacer: reader.pacer)
         }
         if readers.isEmpty, configuration.completesResourcesInBackground {
             // Filling the file for offline use: every download left is a fill.

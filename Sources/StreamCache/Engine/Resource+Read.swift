@@ -96,10 +96,15 @@ extension Resource {
     ///   ``StreamCacheError/Code/contentMismatch`` when the bytes failed the digest twice, differently;
     ///   `CancellationError` when cancelled.
     public func prefetch(_ range: ByteRange? = nil) async throws {
+        try await prefetch(range, pacer: nil)
+    }
+
+    /// ``prefetch(_:)``, its downloads kept to `pacer`'s rate as well as the cache's background rate.
+    func prefetch(_ range: ByteRange?, pacer: DownloadPacer?) async throws {
         for attempt in 1...2 {
             let dropsBefore = contentDrops
             let buffer = AsyncBuffer<ReadChunk>(limit: 1)
-            await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer))
+            await runRead(range ?? ByteRange(0, Int64.max), delivery: .nothing(buffer), pacer: pacer)
             let failure = try? await buffer.errorIfFailed()
             if failure == nil || (failure as? StreamCacheError)?.endsAReadOfDroppedBytes == true {
                 // The check may end the read itself: it drops the bytes while the read takes its last steps.
@@ -124,7 +129,19 @@ extension Resource {
     /// - Throws: what ``prefetch(_:)`` throws; ``StreamCacheError/Code/cacheIOFailed`` when the
     ///   index could not record the pin.
     public func prefetch(_ range: ByteRange? = nil, pinning: Bool) async throws {
-        try await prefetch(range)
+        try await prefetch(range, pinning: pinning, pacedBy: nil)
+    }
+
+    /// ``prefetch(_:pinning:)``, at no more than `pacer`'s rate: the downloads that bring the
+    /// prefetch's bytes keep to it, together with every other prefetch given the same pacer, and
+    /// to the cache's ``StreamCache/backgroundDownloadRate`` as well. As with that rate, a player
+    /// that comes to the bytes is never held back. A download that brings bytes of several
+    /// prefetches keeps to each of their rates, unless one of them has none. `nil` keeps to the
+    /// cache's rate alone.
+    ///
+    /// - Throws: what ``prefetch(_:pinning:)`` throws.
+    public func prefetch(_ range: ByteRange? = nil, pinning: Bool = false, pacedBy pacer: DownloadPacer?) async throws {
+        try await prefetch(range, pacer: pacer)
         if pinning { _ = try await setPinned(true) }
     }
 
@@ -144,14 +161,14 @@ extension Resource {
 
     /// The read loop. Planning happens on the actor; disk reads and hand-off to the consumer do not,
     /// so readers never hold up downloads or each other.
-    nonisolated func runRead(_ range: ByteRange, delivery: ReadDelivery) async {
+    nonisolated func runRead(_ range: ByteRange, delivery: ReadDelivery, pacer: DownloadPacer? = nil) async {
         let began = ContinuousClock.now
         let readerID: Int
         let initiallyCached: RangeSet
         let generation: Int
         let isPrefetch = delivery.isPrefetch
         do {
-            (readerID, initiallyCached, generation) = try await beginRead(range, prefetch: isPrefetch)
+            (readerID, initiallyCached, generation) = try await beginRead(range, prefetch: isPrefetch, pacer: pacer)
         } catch {
             delivery.finish(throwing: error)
             return
@@ -228,7 +245,7 @@ extension Resource {
         case end
     }
 
-    func beginRead(_ range: ByteRange, prefetch: Bool) async throws -> (Int, RangeSet, Int) {
+    func beginRead(_ range: ByteRange, prefetch: Bool, pacer: DownloadPacer? = nil) async throws -> (Int, RangeSet, Int) {
         // Until the reader is registered below (in the same turn as the load's end), a removal
         // must wait: see ``removeIfIdle()``.
         readsStarting += 1
@@ -241,7 +258,7 @@ extension Resource {
         let id = makeID()
         fillsWaitForARead = false
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,
-                                  pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)))
+                                  pace: PlaybackPace(smallestStep: Int64(configuration.chunkSize)), pacer: pacer)
         usage.begin(key)
         statistics.reads += 1
         logger.debug("read began", metadata: ["key": "\(key)", "reader": "\(id)", "start": "\(range.lowerBound)", "end": "\(range.upperBound)"])
@@ -390,7 +407,7 @@ extension Resource {
             let reader = readers[readerID]
             try ensureDownload(covering: position, readerEnd: end, prefetch: skipCached, streamed: position - (reader?.start ?? position))
             if let reader, partsServe(reader) {
-                addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read)
+                addParallelDownloads(in: ByteRange(position, end), kind: skipCached ? .prefetch : .read, pacer: reader.pacer)
             }
             try await waitUntilAvailable(position)
         }

@@ -170,6 +170,9 @@ public actor Resource {
         var isPrefetch: Bool
         /// How fast the reader consumes, and how long its next step may be.
         var pace: PlaybackPace
+        /// A prefetch's own rate (``Resource/prefetch(_:pinning:pacedBy:)``), which the downloads
+        /// that bring its bytes keep to besides the cache's.
+        var pacer: DownloadPacer?
     }
 
     struct Waiter {

@@ -51,13 +51,15 @@ public struct HLSPrefetcher: Sendable {
     ///   - pinning: Pin every file downloaded, playlists included, once it is cached
     ///     (``StreamCache/Resource/setPinned(_:)``), so that eviction never removes the stream
     ///     downloaded for offline play.
+    ///   - pacer: A rate the segments' downloads keep to together, besides the cache's
+    ///     background rate (``StreamCache/Resource/prefetch(_:pinning:pacedBy:)``); `nil` for none.
     ///   - progress: Called after each file.
     /// - Returns: The final progress.
     /// - Throws: ``StreamCacheError`` (`invalidPlaylist`, `invalidArgument` for a variant index
     ///   out of range, or the origin's errors), `CancellationError` when cancelled.
     @discardableResult
     public func prefetch(_ location: HLSLocation, key: CacheKey? = nil, variants: HLSVariantSelection = .highestBandwidth,
-                         segmentLimit: Int? = nil, pinning: Bool = false,
+                         segmentLimit: Int? = nil, pinning: Bool = false, pacedBy pacer: DownloadPacer? = nil,
                          progress: @escaping @Sendable (HLSPrefetchProgress) -> Void = { _ in }) async throws -> HLSPrefetchProgress {
         var plan = Plan()
         let top = try await load(location, key: key ?? location.key, pinning: pinning)
@@ -90,7 +92,7 @@ public struct HLSPrefetcher: Sendable {
                 plan.segments += 1
             }
         }
-        return try await download(plan, pinning: pinning, progress: progress)
+        return try await download(plan, pinning: pinning, pacer: pacer, progress: progress)
     }
 
     private func load(_ location: HLSLocation, key: CacheKey, pinning: Bool) async throws -> HLSPlaylist {
@@ -102,7 +104,7 @@ public struct HLSPrefetcher: Sendable {
         return playlist
     }
 
-    private func download(_ plan: Plan, pinning: Bool, progress: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> HLSPrefetchProgress {
+    private func download(_ plan: Plan, pinning: Bool, pacer: DownloadPacer?, progress: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> HLSPrefetchProgress {
         var state = HLSPrefetchProgress(files: plan.files.count, segments: plan.segments)
         progress(state)
         try await withThrowingTaskGroup(of: Int64.self) { group in
@@ -112,10 +114,10 @@ public struct HLSPrefetcher: Sendable {
                 let resource = cache.resource(for: file.location.key, origin: makeOrigin(file.location))
                 group.addTask {
                     guard let ranges = file.ranges else {
-                        try await resource.prefetch(nil, pinning: pinning)
+                        try await resource.prefetch(nil, pinning: pinning, pacedBy: pacer)
                         return resource.knownInfo?.totalLength ?? 0
                     }
-                    for range in ranges.ranges { try await resource.prefetch(range) }
+                    for range in ranges.ranges { try await resource.prefetch(range, pacedBy: pacer) }
                     if pinning { _ = try await resource.setPinned(true) }
                     return ranges.coveredByteCount
                 }

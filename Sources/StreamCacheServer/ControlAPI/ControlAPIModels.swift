@@ -85,14 +85,20 @@ public enum ControlAPI {
         /// too), so that eviction never removes it: a "download for offline" that stays until it
         /// is unpinned (`DELETE /api/cache/{key}/pin`). A prefetch that fails pins nothing.
         public var pin: Bool?
+        /// The bytes per second this prefetch takes at most (more than 0), besides the server's
+        /// background rate (`GET /api/settings`); none by default. A player that comes to the
+        /// bytes is never held back. Asked for again while the prefetch runs, it goes on at the
+        /// new rate, or at full speed when none is given.
+        public var rate: Int64?
 
         /// Creates a request.
-        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil, pin: Bool? = nil) {
+        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil, pin: Bool? = nil, rate: Int64? = nil) {
             self.start = start
             self.end = end
             self.variants = variants
             self.segments = segments
             self.pin = pin
+            self.rate = rate
         }
     }
 
@@ -140,6 +146,9 @@ public enum ControlAPI {
         /// The kind of the last prefetch's error, when it was a ``StreamCacheError``: its code's
         /// name (`authenticationFailed`, `notFound`, `diskFull`, …), for a client to act on.
         public var prefetchErrorCode: String?
+        /// The rate of its own the prefetch under way keeps to, in bytes per second
+        /// (``PrefetchRequest/rate``); `nil` for none, or when no prefetch runs.
+        public var prefetchRate: Int64?
         /// For an HLS playlist, how far its last prefetch got.
         public var hlsPrefetch: HLSPrefetchProgress?
     }

@@ -293,6 +293,7 @@ struct ControlAPIResponder: Sendable {
             guard start >= 0, end > start else { return Self.error(.badRequest, "invalidRequest", "'start' must be ≥ 0 and below 'end'.") }
             range = ByteRange(start, end)
         }
+        guard body.rate.map({ $0 > 0 }) ?? true else { return Self.error(.badRequest, "invalidRequest", "'rate' must be above 0 (bytes per second).") }
         let task: Task<Void, Never>
         if await server.isPlaylist(stream) {
             guard range == nil else {
@@ -305,12 +306,13 @@ struct ControlAPIResponder: Sendable {
             guard let location = stream.location else {
                 return Self.error(.notImplemented, "unsupported", "This playlist was registered without a URL, so the files it names cannot be located.")
             }
-            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false)
+            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false,
+                                                rate: body.rate)
         } else {
             guard body.variants == nil, body.segments == nil else {
                 return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")
             }
-            task = server.startPrefetch(stream, range: range, pinning: body.pin ?? false)
+            task = server.startPrefetch(stream, range: range, pinning: body.pin ?? false, rate: body.rate)
         }
         if wait {
             await task.value

@@ -202,16 +202,17 @@ public final class ProxyServer: Sendable {
     /// Downloads what `registration` names for offline play, in the background, as
     /// `POST /api/resources/{id}/prefetch` does: a file whole; an HLS playlist with the files
     /// of its `variants` (and the renditions they play with). The control API's status tells how
-    /// it goes (`prefetching`, `hlsPrefetch`); `pinning` pins what it caches. Cancelling the task
+    /// it goes (`prefetching`, `hlsPrefetch`); `pinning` pins what it caches; `rate` holds it to
+    /// that many bytes per second, besides the cache's background rate. Cancelling the task
     /// stops it; what came stays cached. `nil` for a registration the server no longer has.
     @discardableResult
     public func prefetch(_ registration: StreamRegistration, variants: HLSVariantSelection = .highestBandwidth,
-                         pinning: Bool = false) async -> Task<Void, Never>? {
+                         pinning: Bool = false, rate: Int64? = nil) async -> Task<Void, Never>? {
         guard let stream = core.registry.stream(id: registration.id) else { return nil }
         if await core.isPlaylist(stream), let location = stream.location {
-            return core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning)
+            return core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning, rate: rate)
         }
-        return core.startPrefetch(stream, range: nil, pinning: pinning)
+        return core.startPrefetch(stream, range: nil, pinning: pinning, rate: rate)
     }
 
     // MARK: Running

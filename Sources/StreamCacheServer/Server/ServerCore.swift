@@ -35,6 +35,18 @@ final class ServerCore: Sendable {
         var hls: HLSPrefetchProgress?
         /// Whether it pins what it downloads.
         var pins = false
+        /// Its own rate, which a request for the same prefetch while it runs sets again.
+        var pacer: DownloadPacer
+        /// A playlist's: the variants and segments it downloads.
+        var playlistPlan: PlaylistPlan?
+    }
+
+    /// What a playlist's prefetch downloads: asked for again while it runs, the same plan goes on
+    /// (at the rate asked for), another replaces it.
+    struct PlaylistPlan: Equatable {
+        var variants: HLSVariantSelection
+        var segmentLimit: Int?
+        var pinning: Bool
     }
 
     /// Records how prefetch `serial` of `id` ended, unless a newer one replaced it.
@@ -129,31 +141,39 @@ final class ServerCore: Sendable {
 
     // MARK: Prefetch
 
-    /// Starts filling a resource in the background, or returns the prefetch already running.
-    func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?, pinning: Bool = false) -> Task<Void, Never> {
+    /// Starts filling a resource in the background, or returns the prefetch already running
+    /// (then at `rate`). `rate`: the bytes per second the prefetch takes at most, besides the
+    /// cache's background rate; `nil` for none.
+    func startPrefetch(_ stream: StreamRegistry.Stream, range: ByteRange?, pinning: Bool = false, rate: Int64? = nil) -> Task<Void, Never> {
         let resource = resource(for: stream)
         let id = stream.registration.id
         let serial = prefetchSerials.withLock { $0 += 1; return $0 }
         let states = prefetches
         return prefetches.withLock { prefetches in
-            if let running = prefetches[id], !running.finished, range == nil, running.pins || !pinning { return running.task }
+            if let running = prefetches[id], !running.finished, range == nil, running.pins || !pinning {
+                // Asked again with another rate (or none): the prefetch goes on at that one.
+                if running.pacer.bytesPerSecond != rate { running.pacer.bytesPerSecond = rate }
+                return running.task
+            }
             prefetches[id]?.task.cancel()
+            let pacer = DownloadPacer(bytesPerSecond: rate)
             let task = Task {
                 do {
-                    try await resource.prefetch(range, pinning: pinning)
+                    try await resource.prefetch(range, pinning: pinning, pacedBy: pacer)
                     Self.finish(serial, of: id, with: nil, in: states)
                 } catch {
                     Self.finish(serial, of: id, with: error, in: states)
                 }
             }
-            prefetches[id] = PrefetchState(task: task, serial: serial, pins: pinning)
+            prefetches[id] = PrefetchState(task: task, serial: serial, pins: pinning, pacer: pacer)
             return task
         }
     }
 
-    /// Starts downloading an HLS stream for offline play, or returns the prefetch already running.
+    /// Starts downloading an HLS stream for offline play, or returns the prefetch of the same
+    /// plan already running (then at `rate`, as ``startPrefetch(_:range:pinning:rate:)``).
     func startPlaylistPrefetch(_ stream: StreamRegistry.Stream, location: HLSLocation, variants: HLSVariantSelection, segmentLimit: Int?,
-                               pinning: Bool = false) -> Task<Void, Never> {
+                               pinning: Bool = false, rate: Int64? = nil) -> Task<Void, Never> {
         let id = stream.registration.id
         let key = stream.registration.key
         let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger, originConfiguration] location in
@@ -161,11 +181,19 @@ final class ServerCore: Sendable {
         }
         let states = prefetches
         let serial = prefetchSerials.withLock { $0 += 1; return $0 }
+        let plan = PlaylistPlan(variants: variants, segmentLimit: segmentLimit, pinning: pinning)
+        let pacer = DownloadPacer(bytesPerSecond: rate)
         return prefetches.withLock { prefetches in
+            if let running = prefetches[id], !running.finished, running.playlistPlan == plan {
+                // Cancelled and started again, the files under way would lose the bytes on the wire.
+                if running.pacer.bytesPerSecond != rate { running.pacer.bytesPerSecond = rate }
+                return running.task
+            }
             prefetches[id]?.task.cancel()
             let task = Task {
                 do {
-                    try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit, pinning: pinning) { progress in
+                    try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit, pinning: pinning,
+                                                  pacedBy: pacer) { progress in
                         states.withLock { if $0[id]?.serial == serial { $0[id]?.hls = progress } }
                     }
                     Self.finish(serial, of: id, with: nil, in: states)
@@ -173,16 +201,17 @@ final class ServerCore: Sendable {
                     Self.finish(serial, of: id, with: error, in: states)
                 }
             }
-            prefetches[id] = PrefetchState(task: task, serial: serial)
+            prefetches[id] = PrefetchState(task: task, serial: serial, pacer: pacer, playlistPlan: plan)
             return task
         }
     }
 
-    /// Whether a prefetch the API started for `id` is under way, and how the last one failed.
-    private func prefetchState(id: String) -> (running: Bool, error: String?, errorCode: String?) {
+    /// Whether a prefetch the API started for `id` is under way, and at what rate of its own; how
+    /// the last one failed.
+    private func prefetchState(id: String) -> (running: Bool, error: String?, errorCode: String?, rate: Int64?) {
         prefetches.withLock { states in
-            guard let state = states[id] else { return (false, nil, nil) }
-            return (!state.finished, state.error, state.errorCode)
+            guard let state = states[id] else { return (false, nil, nil, nil) }
+            return (!state.finished, state.error, state.errorCode, state.finished ? nil : state.pacer.bytesPerSecond)
         }
     }
 
@@ -229,6 +258,6 @@ final class ServerCore: Sendable {
             cachedRanges: ranges.ranges.map { ControlAPI.Span(start: $0.lowerBound, end: $0.upperBound) },
             bytesFromCache: statistics.bytesServedFromCache, bytesFromOrigin: statistics.bytesServedFromOrigin,
             originRequests: statistics.originRequests, prefetching: prefetch.running, prefetchError: prefetch.error,
-            prefetchErrorCode: prefetch.errorCode, hlsPrefetch: playlistPrefetchProgress(id: stream.registration.id))
+            prefetchErrorCode: prefetch.errorCode, prefetchRate: prefetch.rate, hlsPrefetch: playlistPrefetchProgress(id: stream.registration.id))
     }
 }
