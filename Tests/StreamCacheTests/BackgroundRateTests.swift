@@ -137,6 +137,13 @@ import Testing
         #expect(pacer.usefulConnections(atConnectionSpeed: 4_000_000) == 1)
         #expect(pacer.usefulConnections(atConnectionSpeed: nil) == 1)
         #expect(DownloadPacer(bytesPerSecond: nil).take(10_000_000) == nil)
+        // Before a request: a wait while the bytes taken have not had their time, nothing counted.
+        let idle = DownloadPacer(bytesPerSecond: 1_000_000)
+        #expect(idle.pendingTurn(at: start) == nil, "nothing taken, nothing to wait for")
+        _ = idle.take(750_000, at: start)
+        #expect(idle.pendingTurn(at: start)?.until == start + .milliseconds(500))
+        #expect(idle.pendingTurn(at: start)?.until == start + .milliseconds(500), "asking counts nothing")
+        #expect(idle.pendingTurn(at: start + .milliseconds(500)) == nil)
         #expect(DownloadPacer(bytesPerSecond: nil).usefulConnections(atConnectionSpeed: 1) == nil)
     }
 
@@ -179,6 +186,39 @@ import Testing
             #expect(try await cache.store.entries().first { $0.key == album.key }?.pinned == true, "the paced prefetch pins")
             #expect(origin.bodyBytesSent(for: Self.path) == Int64(slow.count))
             #expect(origin.maximumConcurrency(for: Self.path) == 1, "\(origin.timeline(for: Self.path))")
+        }
+    }
+
+    /// Files smaller than a run the engine takes in at once (HLS segments, cover images) keep to
+    /// the rate too: each waits before its request while the files before it have not had their
+    /// time. Ten files of 20 kB at 100 kB/s, one after another with one pacer, take well over a
+    /// second (each in one run, they took milliseconds).
+    @Test func smallFilesKeepToTheRateTogether() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let files = (0..<10).map { TestData.random(count: 20_000, seed: 100 + UInt64($0)) }
+        for (index, data) in files.enumerated() { origin.setFile("/segment\(index).ts", data: data) }
+        let transport = AsyncHTTPClientTransport(configuration: .init())
+        try await withAsyncCleanup {
+            try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+                let pacer = DownloadPacer(bytesPerSecond: 100_000)
+                let started = ContinuousClock.now
+                for index in files.indices {
+                    let url = origin.url("/segment\(index).ts")
+                    try await cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport)).prefetch(pacedBy: pacer)
+                }
+                let took = ContinuousClock.now - started
+                #expect(took >= .milliseconds(1_200), "200 kB at 100 kB/s took \(took)")
+                for (index, data) in files.enumerated() {
+                    let url = origin.url("/segment\(index).ts")
+                    let read = try await cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+                        .read(ByteRange(0, Int64(data.count))).collect()
+                    #expect(read == data)
+                    #expect(origin.bodyBytesSent(for: "/segment\(index).ts") == Int64(data.count))
+                }
+            }
+        } cleanup: {
+            try? await transport.shutdown()
         }
     }
 }

@@ -97,6 +97,16 @@ public final class DownloadPacer: Sendable {
         }
     }
 
+    /// The wait of a download about to ask for more bytes: until the bytes taken so far have had
+    /// their time, less the allowance; `nil` when it need not wait. Nothing is counted.
+    func pendingTurn(at now: ContinuousClock.Instant = .now) -> Turn? {
+        state.withLock { state in
+            guard state.bytesPerSecond != nil, let due = state.due else { return nil }
+            let until = due - Self.burst
+            return until > now ? Turn(until: until, rateSetting: state.changes) : nil
+        }
+    }
+
     /// How many connections side by side the rate has use for, when one connection brings
     /// `connectionSpeed` bytes per second: more would each be held to a share of it, holding
     /// connections a reader may want. `nil` when no rate is set.

@@ -413,6 +413,7 @@ extension Resource {
             await downloadEnded(id: id, error: error)
             return
         }
+        await holdForTheRateBeforeTheRequest(id: id)
         await runDownload(id: id, first: await planFirstRequest(id: id))
     }
 
@@ -429,6 +430,7 @@ extension Resource {
         if let limit, let ticket = await takePlace(for: id, at: limit, keptForReaders: kept) {
             await runDownload(id: id, after: ticket)
         } else {
+            await holdForTheRateBeforeTheRequest(id: id)
             await runDownload(id: id, first: await planFirstRequest(id: id))
         }
     }
@@ -538,6 +540,7 @@ extension Resource {
         downloads[id]?.answerBody = nil
         await holdReadAheadWhileSkimmingMayFollow(id: id)
         if let download = downloads[id], waitsForTheReadBeforeIt(download) { await holdBehindTheReadBeforeIt(id: id) }
+        await holdForTheRateBeforeTheRequest(id: id)
         // A hold ends early when the cache shuts down: no request may follow then.
         try Task.checkCancellation()
         return try nextSegment(id: id)
@@ -684,7 +687,8 @@ extension Resource {
         downloads[id] = download
         if (download.gaveEarlySample && !sampledBefore) || actOnLateSamples() { replanParallelDownloads() }
         releaseHeldPartsWhoseTurnCame()
-        let turns = pacers(of: download).compactMap { pacer in pacer.take(range.count).map { (pacer, $0) } }
+        // Counted where the run lies: past its end, a file's last run has no reader left to pace it.
+        let turns = pacers(of: download, at: range.lowerBound).compactMap { pacer in pacer.take(range.count).map { (pacer, $0) } }
         guard goOn else { return false }
         if waitsForTheReadBeforeIt(download) {
             await holdBehindTheReadBeforeIt(id: id)
@@ -703,14 +707,18 @@ extension Resource {
     /// rate (``StreamCache/backgroundDownloadRate``), when one is set, and the own rate of each
     /// prefetch it brings bytes for (``prefetch(_:pinning:pacedBy:)``), unless one of those has
     /// none: a prefetch at full speed is not slowed by a slower one of the same bytes.
-    func pacers(of download: Download) -> [DownloadPacer] {
+    ///
+    /// `offset` is where the bytes in question lie: by default the download's position, the next
+    /// bytes it asks for.
+    func pacers(of download: Download, at offset: Int64? = nil) -> [DownloadPacer] {
         guard download.kind != .read else { return [] }
+        let offset = offset ?? download.position
         let servesAPlayer = readers.values.contains { reader in
-            !reader.isPrefetch && download.isReached(byReaderAt: reader.position) && reader.position <= download.position && download.position < reader.end
+            !reader.isPrefetch && download.isReached(byReaderAt: reader.position) && reader.position <= offset && offset < reader.end
         }
         guard !servesAPlayer else { return [] }
         var pacers = backgroundPacer.limits ? [backgroundPacer] : []
-        let prefetches = readers.values.filter { $0.isPrefetch && $0.position <= download.position && download.position < $0.end }
+        let prefetches = readers.values.filter { $0.isPrefetch && $0.position <= offset && offset < $0.end }
         if !prefetches.isEmpty, prefetches.allSatisfy({ $0.pacer?.limits == true }) {
             for case let pacer? in prefetches.map(\.pacer) where !pacers.contains(where: { $0 === pacer }) { pacers.append(pacer) }
         }
@@ -734,6 +742,18 @@ extension Resource {
                 await self?.releasePace(of: id)
             }
         }
+    }
+
+    /// Holds download `id`, before it asks for more bytes, while a rate it keeps to has been
+    /// given more than its allowance (``DownloadPacer/pendingTurn(at:)``). A download otherwise
+    /// waits only after a run of bytes it takes, so one that takes a small file in one run (an
+    /// HLS segment, a cover image) never waited, and each file after it went at once: a stream's
+    /// prefetch at 20 kB/s fetched half its segments in a second on a busy machine, where runs
+    /// are longest.
+    func holdForTheRateBeforeTheRequest(id: Int) async {
+        guard let download = downloads[id] else { return }
+        let turns = pacers(of: download).compactMap { pacer in pacer.pendingTurn().map { (pacer, $0) } }
+        if !turns.isEmpty { await holdToTheBackgroundRate(id: id, until: turns) }
     }
 
     /// Ends download `id`'s wait for the background rate, if it waits.
