@@ -107,6 +107,9 @@ extension Resource {
         /// (``Resource/holdToTheBackgroundRate(id:until:)``): a prefetch's reader does not end
         /// that wait, as it ends a hold, since the prefetch is what the rate holds back.
         var paceRelease: CheckedContinuation<Void, Never>?
+        /// The task that ends the wait for the rate when its turn comes; cancelled when a reader
+        /// ends the wait first, so that it cannot end a later wait before that one's turn.
+        var paceTimer: Task<Void, Never>?
         /// A read began elsewhere after the short read's readers left (the player skims): the
         /// download ends after its request in flight.
         var skimmedPast = false
@@ -737,8 +740,9 @@ extension Resource {
         downloads[id] = download
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             downloads[id]?.paceRelease = continuation
-            Task { [weak self] in
+            downloads[id]?.paceTimer = Task { [weak self] in
                 for (pacer, turn) in turns { await pacer.waitFor(turn) }
+                guard !Task.isCancelled else { return }
                 await self?.releasePace(of: id)
             }
         }
@@ -760,6 +764,8 @@ extension Resource {
     func releasePace(of id: Int) {
         guard let continuation = downloads[id]?.paceRelease else { return }
         downloads[id]?.paceRelease = nil
+        downloads[id]?.paceTimer?.cancel()
+        downloads[id]?.paceTimer = nil
         continuation.resume()
     }
 
