@@ -19,6 +19,11 @@ struct EvictionOptions: ParsableArguments {
             help: ArgumentHelp("Evict least recently used resources while the cache's disk has less free than this, e.g. 5GB.", valueName: "size"))
     var minFreeSpace: String?
 
+    /// The options given (``DownloadOptions/namesGiven``).
+    var namesGiven: [String] {
+        [maxCacheSize != nil ? "--max-cache-size" : nil, maxAge != nil ? "--max-age" : nil, minFreeSpace != nil ? "--min-free-space" : nil].compactMap { $0 }
+    }
+
     func validate() throws {
         if let maxCacheSize { _ = try ArgumentParsing.byteCount(maxCacheSize) }
         if let minFreeSpace { _ = try ArgumentParsing.byteCount(minFreeSpace) }

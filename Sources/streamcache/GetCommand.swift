@@ -193,7 +193,8 @@ struct GetCommand: AsyncParsableCommand {
     /// command's download options do not apply (the server's do).
     private func get(range: ByteRange, through server: RunningServer,
                      register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws {
-        server.tellHandOver(of: cache.directory, "the file comes through it")
+        server.tellHandOver(of: cache.directory, "the file comes through it",
+                            notApplying: downloads.namesGiven + eviction.namesGiven + transportOptions.namesGiven)
         let output: FileDescriptorOutput
         do {
             output = try self.output.map(FileDescriptorOutput.replacing(path:)) ?? .standardOutput

@@ -145,6 +145,10 @@ struct PrefetchCommand: AsyncParsableCommand {
         }
     }
 
+    /// The options given that a server doing the prefetch does not take (`--limit-rate` and
+    /// `--pin` go with the request).
+    private var optionsTheServerDoesNotTake: [String] { downloads.namesGiven + eviction.namesGiven + transportOptions.namesGiven }
+
     /// What a line that says a file is cached ends with: that it is pinned, with `--pin`.
     private var pinnedSuffix: String { pin ? ", pinned" : "" }
 
@@ -154,7 +158,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     /// prefetch keeps to it besides its own rate. Ctrl-C stops the server's prefetch too, as it stops one this
     /// command runs itself; what came stays in the cache.
     private func prefetch(_ url: URL, headers: HTTPHeaders, through server: RunningServer) async throws {
-        server.tellHandOver(of: cache.directory, "it does this prefetch")
+        server.tellHandOver(of: cache.directory, "it does this prefetch", notApplying: optionsTheServerDoesNotTake)
         try await prefetch(url.redactedDescription, through: server) { try await server.register(url, headers: headers) }
     }
 
@@ -239,7 +243,7 @@ struct PrefetchCommand: AsyncParsableCommand {
             case .opened(let cache):
                 outcome = try await prefetch(found.files, into: cache, parse: parse, folder: found.isFolder ? found.name : nil)
             case .server(let server):
-                server.tellHandOver(of: self.cache.directory, "it does this prefetch")
+                server.tellHandOver(of: self.cache.directory, "it does this prefetch", notApplying: optionsTheServerDoesNotTake)
                 outcome = try await prefetch(found.files, through: server, access: try sources.access(), folder: found.isFolder ? found.name : nil)
             }
         } catch let error as ExitCode {

@@ -84,10 +84,15 @@ struct RunningServer: Sendable {
     }
 
     /// Says on stderr that the server at work on `directory` does `what` (for example "it does
-    /// this prefetch"), in place of this command.
-    func tellHandOver(of directory: URL, _ what: String) {
+    /// this prefetch"), in place of this command; and that the command's `options` given (its
+    /// download, eviction and proxy settings) do not apply there, the server's do, rather than
+    /// dropping them without a word.
+    func tellHandOver(of directory: URL, _ what: String, notApplying options: [String] = []) {
         FileDescriptorOutput.standardError.write(
             "streamcache: the cache at \(directory.path) is in use by the server at \(record.url) (process \(record.pid)); \(what).\n")
+        if !options.isEmpty {
+            FileDescriptorOutput.standardError.write("streamcache: the server's settings apply, not this command's \(options.joined(separator: ", ")).\n")
+        }
     }
 
     private static func read(_ path: String) -> Record? {

@@ -120,6 +120,13 @@ struct DownloadOptions: ParsableArguments {
                              discussion: "By default a file whose every byte is cached is hashed once and compared with the service's file hash (or an HTTP Repr-Digest); bytes that differ are dropped and fetched again."))
     var noContentCheck = false
 
+    /// The options given with other than their default values: a command whose work a server
+    /// does says that they do not apply (``RunningServer/tellHandOver(of:_:notApplying:)``).
+    var namesGiven: [String] {
+        [connections != 4 ? "--connections" : nil, connectionsPerHost != 8 ? "--connections-per-host" : nil,
+         revalidateAfter != nil ? "--revalidate-after" : nil, noContentCheck ? "--no-content-check" : nil].compactMap { $0 }
+    }
+
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections must be between 1 and 16.") }
         guard (1...64).contains(connectionsPerHost) else { throw ValidationError("--connections-per-host must be between 1 and 64.") }

@@ -37,6 +37,12 @@ struct TransportOptions: ParsableArguments {
         _ = try configuration(from: AsyncHTTPClientTransport.Configuration())
     }
 
+    /// The options given (``DownloadOptions/namesGiven``).
+    var namesGiven: [String] {
+        [authorityFiles.isEmpty ? nil : "--cacert", proxy != nil ? "--proxy" : nil, proxyPasswordEnvironment != nil ? "--proxy-password-env" : nil,
+         directHosts != nil ? "--no-proxy" : nil].compactMap { $0 }
+    }
+
     /// The proxies to use: `--proxy` for every origin (loopback ones too, as `curl -x`), `none`
     /// for none, else the environment's; `--no-proxy` replaces the hosts reached directly.
     func proxyRoutes(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ProxyRoutes {

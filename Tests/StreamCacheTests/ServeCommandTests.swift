@@ -355,11 +355,13 @@ import Glibc
             let got = try await CommandLineTool.run(["get", origin.url("/single.mp3").absoluteString, "-o", copy.path, "--cache-dir", cacheDir.path], timeout: 60)
             #expect(got.status == 0, "\(got.stderr)")
             #expect(got.stderr.contains("the file comes through it."), "\(got.stderr)")
+            #expect(!got.stderr.contains("settings apply"), "no option was given: \(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: copy)) == TestData.sha256(single))
             let played = try await ExternalTool.run("curl", ["-s", "-f", "-r", "5000-5999", singleStream])
             #expect(played.status == 0 && played.stdout == single[5000..<6000])
-            let part = try await CommandLineTool.run(["get", origin.url("/album.flac").absoluteString, "--range", "1000-1999"] + auth)
+            let part = try await CommandLineTool.run(["get", origin.url("/album.flac").absoluteString, "--range", "1000-1999", "--revalidate-after", "90s"] + auth)
             #expect(part.status == 0 && part.stdout == album[1000..<2000], "\(part.stderr)")
+            #expect(part.stderr.contains("the server's settings apply, not this command's --revalidate-after."), "\(part.stderr)")
             #expect(origin.bodyBytesSent(for: "/album.flac") == Int64(album.count), "the range came from the server's cache")
 
             // Errors keep their exit codes, and their reasons.
@@ -522,8 +524,11 @@ import Glibc
             for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: "/album.flac") == 0 {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            let other = try await CommandLineTool.run(["prefetch", origin.url("/single.flac").absoluteString, "--cache-dir", cacheDir.path], timeout: 60)
+            // Its download, eviction and proxy options are the server's to set: it says so.
+            let other = try await CommandLineTool.run(["prefetch", origin.url("/single.flac").absoluteString, "--connections", "2", "--max-cache-size", "1GB",
+                                                       "--proxy", "none", "--cache-dir", cacheDir.path], timeout: 60)
             #expect(other.status == 0 && other.stderr.contains("it does this prefetch"), "\(other.stderr)")
+            #expect(other.stderr.contains("the server's settings apply, not this command's --connections, --max-cache-size, --proxy."), "\(other.stderr)")
             #expect(origin.bodyBytesSent(for: "/single.flac") == Int64(single.count), "a prefetch without a rate was held back")
             try await Task.sleep(for: .milliseconds(300))
             let status = try #require(try await albumStatus())
