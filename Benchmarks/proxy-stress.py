@@ -210,7 +210,7 @@ def read_once(rng):
 
     try:
         sock = socket.create_connection(("127.0.0.1", args.port), timeout=30)
-        request = f"GET /tok/{name} HTTP/1.1\r\nHost: stress\r\n" + (f"Range: {header}\r\n" if header else "") + "\r\n"
+        request = f"GET /tok/{name} HTTP/1.1\r\nHost: 127.0.0.1:{args.port}\r\n" + (f"Range: {header}\r\n" if header else "") + "\r\n"
         sock.sendall(request.encode())
         received = b""
         while b"\r\n\r\n" not in received:
