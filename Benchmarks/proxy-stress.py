@@ -7,7 +7,7 @@ the same cache, with a cache limit smaller than the files so that eviction runs 
 
   python3 Benchmarks/proxy-stress.py [--seconds 180] [--seed 1] [--clients 6] [--no-restarts]
                                      [--origin http://127.0.0.1:18080/media/] [--binary PATH] [--verbose]
-                                     [--revalidate-after TIME]
+                                     [--revalidate-after TIME] [--prefetch-rate BYTES_PER_SECOND]
 
 Needs the bench origin (../shared/bench: ./origin.sh start, any profile; its `cloud` profile is on
 http://127.0.0.1:18090/media/) and a release build (swift build -c release --product streamcache).
@@ -16,7 +16,9 @@ changing file's ETag tells which) and every byte it got equals that version's (a
 every part's range and bytes, all of one version); a read cut short
 counts as an error unless the proxy was restarted or the file replaced meanwhile. At the
 end the proxy is killed once more and every file is read whole through the restarted proxy: each
-must be one version of the file, whole. --revalidate-after is passed to `serve`; with 0, the final
+must be one version of the file, whole. With --prefetch-rate, a prefetcher asks the control API to
+prefetch the files beside the readers, at that rate, a quarter of it or none, changes the rate of
+some while they run and stops others. --revalidate-after is passed to `serve`; with 0, the final
 read of the changing file must be its newest version. "older version" counts the reads of it
 that were answered with a version older than the newest one published before they were sent.
 Prints one line of counts; exits 1 on any wrong byte, unexplained error or failed final read.
@@ -36,6 +38,9 @@ ap.add_argument("--port", type=int, default=18096)
 ap.add_argument("--cache-limit", default="120MB")
 ap.add_argument("--verbose", action="store_true", help="the proxy logs every request and download (serve.log)")
 ap.add_argument("--revalidate-after", default=None, help="passed to serve: how long the origin's word on a version holds")
+ap.add_argument("--prefetch-rate", type=int, default=None,
+                help="bytes per second: a prefetcher asks the control API to prefetch the files now and then at this rate or none, "
+                     "asks again with another, and stops some (the readers' bytes are checked as ever)")
 args = ap.parse_args()
 binary = args.binary or release_binary()
 state = "/tmp/streamcache-stress"
@@ -45,7 +50,7 @@ versions = {name: [open(os.path.join(args.media, name), "rb").read()] for name i
 versions[changing] = []
 changing_tags = []  # nginx's ETag of each version of the changing file: "mtime-length" in hex
 lock = threading.Lock()
-counts = {"complete": 0, "left early": 0, "multipart": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
+counts = {"prefetches": 0, "rate changes": 0, "prefetches stopped": 0, "prefetch calls failed": 0, "complete": 0, "left early": 0, "multipart": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
           "bytes": 0, "wrong": 0, "restarts": 0, "new versions": 0, "errors": {}}
 epoch = {"restarts": 0, "restarting": False, "versions": 0}
 proxy = None
@@ -311,6 +316,41 @@ def disturber(deadline):
             count("restarts")
 
 
+def prefetcher(deadline):
+    """Prefetches the files through the control API beside the readers, at a rate of their own or
+    none, changes a running prefetch's rate by asking again, and stops some: the engine's pacing
+    under random reads, restarts and eviction. Its own failures (a proxy restarting) are counted
+    apart, not as errors: what matters is that every byte the readers get stays right."""
+    import json, urllib.request
+    rng = random.Random(args.seed + 7)
+
+    def call(method, path, body=None):
+        token = open(state + "/token").read().strip()
+        request = urllib.request.Request(f"http://127.0.0.1:{args.port}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    while time.time() < deadline - 5:
+        time.sleep(rng.uniform(0.5, 3))
+        name = rng.choice(files + [changing])
+        try:
+            registered = call("POST", "/api/resources", {"url": args.origin + name, "headers": {"Authorization": "Bearer testtoken"}})
+            rate = rng.choice([None, args.prefetch_rate, args.prefetch_rate // 4])
+            call("POST", f"/api/resources/{registered['id']}/prefetch", {} if rate is None else {"rate": rate})
+            count("prefetches")
+            time.sleep(rng.uniform(0.2, 2))
+            if rng.random() < 0.5:
+                call("POST", f"/api/resources/{registered['id']}/prefetch", {"rate": args.prefetch_rate * 4})
+                count("rate changes")
+            elif rng.random() < 0.5:
+                call("DELETE", f"/api/resources/{registered['id']}/prefetch")
+                count("prefetches stopped")
+        except Exception:  # noqa: BLE001 (a proxy restarting; a purge racing a read)
+            count("prefetch calls failed")
+
+
 def main():
     subprocess.run(["rm", "-rf", state], check=True)
     os.makedirs(state)
@@ -319,6 +359,8 @@ def main():
     deadline = time.time() + args.seconds
     threads = [threading.Thread(target=client, args=(i, deadline), daemon=True) for i in range(args.clients)]
     threads.append(threading.Thread(target=disturber, args=(deadline,), daemon=True))
+    if args.prefetch_rate:
+        threads.append(threading.Thread(target=prefetcher, args=(deadline,), daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
