@@ -103,8 +103,8 @@ extension Resource {
         var heldBack = false
         /// Resumes the download while its read-ahead is held back.
         var holdRelease: CheckedContinuation<Void, Never>?
-        /// Resumes the download while it waits for the background rate
-        /// (``Resource/holdToTheBackgroundRate(id:until:)``): a prefetch's reader does not end
+        /// Resumes the download while it waits for a rate it keeps to
+        /// (``Resource/holdForTheRate(id:until:)``): a prefetch's reader does not end
         /// that wait, as it ends a hold, since the prefetch is what the rate holds back.
         var paceRelease: CheckedContinuation<Void, Never>?
         /// The task that ends the wait for the rate when its turn comes; cancelled when a reader
@@ -696,7 +696,7 @@ extension Resource {
         if waitsForTheReadBeforeIt(download) {
             await holdBehindTheReadBeforeIt(id: id)
         } else if !turns.isEmpty {
-            await holdToTheBackgroundRate(id: id, until: turns)
+            await holdForTheRate(id: id, until: turns)
         } else {
             return true
         }
@@ -733,7 +733,7 @@ extension Resource {
     /// (``releasePace(of:)``). Meanwhile its body is not taken in and the origin slows to the
     /// rate. The request's speed from now on is the rate's, not the path's, so it is no sample of
     /// the path (``ParallelGain``).
-    func holdToTheBackgroundRate(id: Int, until turns: [(DownloadPacer, DownloadPacer.Turn)]) async {
+    func holdForTheRate(id: Int, until turns: [(DownloadPacer, DownloadPacer.Turn)]) async {
         guard var download = downloads[id] else { return }
         stopReceiving(&download)
         download.requestWasHeld = true
@@ -757,7 +757,7 @@ extension Resource {
     func holdForTheRateBeforeTheRequest(id: Int) async {
         guard let download = downloads[id] else { return }
         let turns = pacers(of: download).compactMap { pacer in pacer.pendingTurn().map { (pacer, $0) } }
-        if !turns.isEmpty { await holdToTheBackgroundRate(id: id, until: turns) }
+        if !turns.isEmpty { await holdForTheRate(id: id, until: turns) }
     }
 
     /// Ends download `id`'s wait for the background rate, if it waits.
