@@ -26,9 +26,11 @@ extension Resource {
         /// that stalls would otherwise hold up each of a player's requests for the whole timeout.
         static let pauseAfterFailure: Duration = .seconds(30)
 
-        /// Whether a read now must ask the origin first, when its word holds for `interval`.
-        func isDue(every interval: Duration, now: Date = Date(), clock: ContinuousClock.Instant = .now) -> Bool {
-            if let failedAt, clock - failedAt < Self.pauseAfterFailure { return false }
+        /// Whether a read now must ask the origin first, when its word holds for `interval`;
+        /// `afterFailures` false asks again however recently asking failed (an origin that keeps
+        /// its own pace between tries: ``Origin/isProvisional``).
+        func isDue(every interval: Duration, afterFailures: Bool = true, now: Date = Date(), clock: ContinuousClock.Instant = .now) -> Bool {
+            if afterFailures, let failedAt, clock - failedAt < Self.pauseAfterFailure { return false }
             guard let confirmedAt else { return true }
             let age = now.timeIntervalSince(confirmedAt)
             // A clock set back (age < 0) cannot vouch for the bytes either.
@@ -40,7 +42,18 @@ extension Resource {
     /// ``StreamCache/Configuration/revalidationInterval``). Answered without waiting for the
     /// resource: a server that finds it `false` may answer from ``knownInfo`` at once.
     public nonisolated var isRevalidationDue: Bool {
-        guard let interval = configuration.revalidationInterval, knownInfo != nil else { return false }
+        guard knownInfo != nil else { return false }
+        return isVersionQuestionDue()
+    }
+
+    /// Whether a read that starts now asks for the version first: the configured interval has
+    /// passed since the origin's last word, or the origin is provisional and would try to reach
+    /// its service now (``Origin/isProvisional``: a file resolved from the cache while its
+    /// service was out of reach, whose tries keep their own pace). So a file replaced at the
+    /// service while it was out of reach does not go on playing its old bytes once it is back.
+    nonisolated func isVersionQuestionDue() -> Bool {
+        if originBox.withLock({ $0 }).isProvisional { return verification.withLock { $0.isDue(every: .zero, afterFailures: false) } }
+        guard let interval = configuration.revalidationInterval else { return false }
         return verification.withLock { $0.isDue(every: interval) }
     }
 
@@ -69,9 +82,9 @@ extension Resource {
     /// ``StreamCache/Configuration/revalidationTimeout``. A changed version drops the cached
     /// bytes, so the read that follows fetches the new ones.
     func revalidateIfDue() async {
-        guard let interval = configuration.revalidationInterval, info != nil, !available.isEmpty else { return }
+        guard info != nil, !available.isEmpty else { return }
         if let revalidation { return await revalidation.value }
-        guard verification.withLock({ $0.isDue(every: interval) }) else { return }
+        guard isVersionQuestionDue() else { return }
         let question = Task { await self.revalidate() }
         revalidation = question
         await question.value

@@ -65,6 +65,15 @@ public protocol Origin: Sendable {
     /// - Throws: What ``open(_:)`` throws.
     func currentInfo() async throws -> ResourceInfo
 
+    /// Whether the origin stands in for one not reached yet, so that the cached bytes' version is
+    /// unconfirmed (a file resolved from the cache while its service was out of reach), and
+    /// would try to reach it now: its tries keep their own pace. While it is `true`, a read of
+    /// cached bytes first asks ``currentInfo()`` (waiting at most
+    /// ``StreamCache/Configuration/revalidationTimeout``), whatever
+    /// ``StreamCache/Configuration/revalidationInterval`` says, and a changed version drops the
+    /// cached bytes. `false` by default.
+    var isProvisional: Bool { get }
+
     /// The executor a download of this origin runs on, or `nil` for Swift's global executor.
     ///
     /// The engine starts each download's task with this executor as its preference: the task
@@ -107,6 +116,9 @@ extension Origin {
 
     /// ``infoFromFirstByte()``.
     public func currentInfo() async throws -> ResourceInfo { try await infoFromFirstByte() }
+
+    /// An origin that was reached, or will be by its first request.
+    public var isProvisional: Bool { false }
 
     /// None: downloads run on Swift's global executor.
     @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)

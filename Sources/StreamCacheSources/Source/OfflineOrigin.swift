@@ -5,11 +5,23 @@ import StreamCache
 /// `retryInterval` has passed since the last try, and goes to the origin it then gives, as does
 /// every request after; until then each request fails with the error the last try met. So the
 /// cached bytes play at once, the others fail as the service did, and all play once it is back.
+///
+/// The cached bytes' version is unconfirmed meanwhile (``isProvisional``): when a try is due, a
+/// read of cached bytes asks for the current version first (``currentInfo()``), and once the
+/// service answers, the engine compares it with the cached one, so a file replaced at the service
+/// while it was out of reach is fetched anew rather than played old. A try runs to its end even
+/// when the read that started it stops waiting (the engine waits for the version a short while),
+/// and the next read asks the origin it found.
 final class OfflineOrigin: Origin {
     private struct State {
         var failure: StreamCacheError
         var triedAt: ContinuousClock.Instant
         var found: (any Origin)?
+        /// The try under way, shared by whoever asks meanwhile.
+        var attempt: Task<any Origin, any Error>?
+        /// Whether an answer of the origin found has reached the engine, which compares its
+        /// version with the cached one.
+        var confirmed = false
     }
 
     private let name: String
@@ -30,22 +42,67 @@ final class OfflineOrigin: Origin {
     var logDescription: String { state.withLock { $0.found?.logDescription } ?? "\(name), offline" }
 
     func open(_ request: OriginRequest) async throws -> OriginResponse {
+        let response = try await reached().open(request)
+        // The engine checks the answer's version against the cached bytes'.
+        state.withLock { $0.confirmed = true }
+        return response
+    }
+
+    func currentInfo() async throws -> ResourceInfo {
+        let info = try await reached().currentInfo()
+        state.withLock { $0.confirmed = true }
+        return info
+    }
+
+    var isProvisional: Bool {
+        guard resolveAgain != nil else { return false }
         let now = ContinuousClock.now
-        let (found, tries) = state.withLock { state -> ((any Origin)?, Bool) in
-            if let found = state.found { return (found, false) }
-            guard resolveAgain != nil, now - state.triedAt >= retryInterval else { return (nil, false) }
-            state.triedAt = now
-            return (nil, true)
+        return state.withLock { state in
+            if state.found != nil { return !state.confirmed }
+            return state.attempt == nil && now - state.triedAt >= retryInterval
         }
-        if let found { return try await found.open(request) }
-        guard tries, let resolveAgain else { throw state.withLock { $0.failure } }
-        do {
-            let origin = try await resolveAgain()
-            state.withLock { $0.found = origin }
-            return try await origin.open(request)
-        } catch let failure as StreamCacheError where failure.code == .originUnavailable {
-            state.withLock { $0.failure = failure }
-            throw failure
+    }
+
+    /// The origin the service gave: the one found, or a new try's once the interval has passed
+    /// (joining the try under way); else the last try's failure.
+    private func reached() async throws -> any Origin {
+        let now = ContinuousClock.now
+        let shared = state
+        let outcome = shared.withLock { current -> Result<any Origin, StreamCacheError>? in
+            if let found = current.found { return .success(found) }
+            if current.attempt != nil { return nil }
+            guard let resolveAgain, now - current.triedAt >= retryInterval else { return .failure(current.failure) }
+            current.triedAt = now
+            current.attempt = Task {
+                do {
+                    let origin = try await resolveAgain()
+                    shared.withLock {
+                        $0.found = origin
+                        $0.attempt = nil
+                    }
+                    return origin
+                } catch {
+                    shared.withLock { current in
+                        if let failure = error as? StreamCacheError, failure.code == .originUnavailable { current.failure = failure }
+                        current.attempt = nil
+                    }
+                    throw error
+                }
+            }
+            return nil
+        }
+        switch outcome {
+        case .success(let found)?: return found
+        case .failure(let failure)?: throw failure
+        case nil:
+            guard let running = shared.withLock({ $0.attempt }) else {
+                // The try ended between the two looks: its outcome is in the state.
+                return try shared.withLock { current in
+                    if let found = current.found { return found }
+                    throw current.failure
+                }
+            }
+            return try await running.value
         }
     }
 

@@ -23,7 +23,11 @@ extension StreamCache {
     /// the service cannot be reached (`originUnavailable`), the file the reference last named is
     /// resolved from the cache instead (``ResolvedSource/isOffline``): what is cached of it plays
     /// at once; a download asks the service again once `interval` has passed since the last try,
-    /// and fails with its error until it answers.
+    /// and fails with its error until it answers. The cached bytes' version is unconfirmed
+    /// meanwhile (``StreamCache/Origin/isProvisional``): whenever a try is due, a read of cached
+    /// bytes first asks for the version (waiting at most
+    /// ``StreamCache/StreamCache/Configuration/revalidationTimeout``), so a file replaced at the
+    /// service while it was out of reach plays its new bytes once it answers.
     ///
     /// - Throws: what ``Source/resolve()`` throws, when the cache knows no file by the reference.
     public func resolve(_ source: any Source, retryingAfter interval: Duration = .seconds(30)) async throws -> ResolvedSource {
