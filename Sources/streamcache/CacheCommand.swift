@@ -7,6 +7,7 @@ import Foundation
 import StreamCache
 import StreamCacheHTTPClient
 import StreamCacheServer
+import StreamCacheSources
 
 /// `streamcache cache …`: inspect and manage the cache directory.
 struct CacheCommand: AsyncParsableCommand {
@@ -182,14 +183,33 @@ struct CacheCommand: AsyncParsableCommand {
             if let url = URL(string: name), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), store.knows(CacheKey(url: url)) {
                 return [CacheKey(url: url)]
             }
-            if let file = try await store.resource(aliased: name) { return [file.key] }
+            for spelling in referenceSpellings(of: name) {
+                if let file = try await store.resource(aliased: spelling) { return [file.key] }
+            }
             var seen = Set<CacheKey>()
-            return try await store.aliases(under: name.hasSuffix("/") ? name : name + "/").map(\.key).filter { seen.insert($0).inserted }
+            var keys: [CacheKey] = []
+            for spelling in referenceSpellings(of: name) {
+                let folder = spelling.hasSuffix("/") ? spelling : spelling + "/"
+                keys += try await store.aliases(under: folder).map(\.key).filter { seen.insert($0).inserted }
+            }
+            return keys
         } catch let error as ExitCode {
             throw error
         } catch {
             throw Failure.exit(error)
         }
+    }
+
+    /// `name` as given, and, for a service whose references name a path (`yandex:`, `dropbox:`,
+    /// `onedrive:`), the same path spelled with or without its leading slash: the index holds the
+    /// reference as it was typed when the file was read, and the services take both.
+    static func referenceSpellings(of name: String) -> [String] {
+        guard let service = SourceReference.service(of: name), ["yandex", "dropbox", "onedrive"].contains(service),
+              let colon = name.firstIndex(of: ":") else { return [name] }
+        let scheme = name[...colon]
+        let path = name[name.index(after: colon)...]
+        if path.hasPrefix("id:") || path.isEmpty { return [name] }
+        return [name, String(scheme) + (path.hasPrefix("/") ? String(path.dropFirst()) : "/" + path)]
     }
 
     struct Pin: AsyncParsableCommand {

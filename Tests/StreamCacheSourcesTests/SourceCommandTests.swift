@@ -763,6 +763,10 @@ import Glibc
                 let one = try await CommandLineTool.run(["cache", "unpin", "yandex:/Music/Album/01.mp3"] + cache)
                 #expect(one.status == 0 && one.output.split(separator: "\n").count == 1, "\(one.output) \(one.stderr)")
                 #expect(try await pinnedCount() == 1)
+                // The path without its leading slash, as Yandex.Disk takes it too, names the same files.
+                let spelled = try await CommandLineTool.run(["cache", "unpin", "yandex:Music/Album/"] + cache)
+                #expect(spelled.status == 0 && spelled.output.split(separator: "\n").count == 2, "\(spelled.output) \(spelled.stderr)")
+                #expect(try await pinnedCount() == 0)
                 let nothing = try await CommandLineTool.run(["cache", "pin", "yandex:/Music/Other"] + cache)
                 #expect(nothing.status == 2 && nothing.stderr.contains("no resource named yandex:/Music/Other"), "\(nothing.stderr)")
                 #expect(environment.server.arrivals.count == asked, "the service was asked")
