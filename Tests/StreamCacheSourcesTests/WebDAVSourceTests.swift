@@ -94,6 +94,32 @@ import Testing
         }
     }
 
+    /// The reference a listing gives each file reads that file, whatever its name holds: `#` and
+    /// `?` (which a URL takes for a fragment and a query), `%` (an escape), spaces.
+    @Test func aListedReferenceReadsItsFileWhateverItsName() async throws {
+        try await Self.withServer { nginx, music in
+            let names = ["Track #1.mp3", "What?.mp3", "100% Hits.mp3", "a song.mp3", "caf\u{E9}.mp3"]
+            var files: [String: Data] = [:]
+            for (index, name) in names.enumerated() {
+                files[name] = TestData.random(count: 20_000 + index, seed: 620 + UInt64(index))
+                try files[name]!.write(to: music.appendingPathComponent(name))
+            }
+            let entries = try await Self.source(nginx, "/music/").list().filter { !$0.isFolder }
+            #expect(entries.map(\.name).sorted() == names.sorted())
+            for entry in entries {
+                let source = try SourceReference.parse(entry.reference, credentials: SourceCredentials(password: Self.account.password),
+                                                       configuration: SourceConfiguration(transport: AsyncHTTPClientTransport.shared))
+                #expect(source.reference == entry.reference, "a reference parsed back names itself")
+                let file = try await source.resolve()
+                #expect(file.fileName == entry.name, "\(entry.reference)")
+                try await withTemporaryCache { cache in
+                    let bytes = try await cache.resource(for: file).read(from: 0).collect()
+                    #expect(TestData.sha256(bytes) == TestData.sha256(files[entry.name] ?? Data()), "\(entry.reference)")
+                }
+            }
+        }
+    }
+
     @Test func aWrongPasswordIsAuthenticationFailed() async throws {
         try await Self.withServer { nginx, music in
             try TestData.random(count: 1000).write(to: music.appendingPathComponent("a.mp3"))

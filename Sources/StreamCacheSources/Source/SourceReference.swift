@@ -35,6 +35,32 @@ public enum SourceReference {
         return schemes.first { lower.hasPrefix($0) }.map { String($0.dropLast()) }
     }
 
+    /// `text` with each `%XX` escape replaced by its byte, and any other `%` kept: `100% Hits.mp3`
+    /// as typed, `100%25 Hits.mp3` as a listing spells it. Bytes that are not UTF-8 keep their escapes.
+    static func decodingEscapes(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        let utf8 = Array(text.utf8)
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count, let high = hex(utf8[index + 1]), let low = hex(utf8[index + 2]) {
+                bytes.append(high << 4 | low)
+                index += 3
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return String(validating: bytes, as: UTF8.self) ?? String(text)
+    }
+
     /// The source `text` names.
     ///
     /// - Throws: ``StreamCache/StreamCacheError`` (`invalidArgument`) for an unknown or malformed
@@ -51,9 +77,14 @@ public enum SourceReference {
         switch service {
         case "webdav":
             let secure = text.lowercased().hasPrefix("webdavs://")
-            guard var components = URLComponents(string: text), let host = components.host, !host.isEmpty else {
+            // The path is a file's, as written: a name may hold `#` or `?`, never a fragment or a
+            // query, and escapes (`%23`, the way a listing spells `#`) may stand beside raw spaces.
+            let afterScheme = text[text.index(text.startIndex, offsetBy: secure ? 10 : 9)...]
+            let pathStart = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+            guard var components = URLComponents(string: "webdav://" + afterScheme[..<pathStart]), let host = components.host, !host.isEmpty else {
                 throw StreamCacheError(.invalidArgument, "'\(text)' is not a valid WebDAV reference (webdav://user@host:port/path).")
             }
+            components.path = Self.decodingEscapes(afterScheme[pathStart...])
             let user = components.user ?? credentials.user
             if components.password != nil {
                 throw StreamCacheError(.invalidArgument, "Put the WebDAV password in an environment variable (--password-env), not in the reference.")

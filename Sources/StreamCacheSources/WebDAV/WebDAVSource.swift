@@ -43,7 +43,23 @@ public struct WebDAVSource: Source {
         let scheme = url.scheme == "https" ? "webdavs" : "webdav"
         let port = url.port.map { ":\($0)" } ?? ""
         let slash = url.hasDirectoryPath && !url.path.hasSuffix("/") ? "/" : ""
-        return "\(scheme)://\(user.map { "\($0)@" } ?? "")\(url.host ?? "")\(port)\(url.path)\(slash)"
+        return "\(scheme)://\(user.map { "\($0)@" } ?? "")\(url.host ?? "")\(port)\(Self.referencePath(url.path))\(slash)"
+    }
+
+    /// A path as a reference spells it: as people write it (spaces, accents), but for what a
+    /// reference parsed back would read as something else: `%` (an escape), `#` (a fragment) and
+    /// `?` (a query). `Track #1.mp3` was listed as `…/Track #1.mp3`, which named `…/Track `.
+    static func referencePath(_ path: String) -> String {
+        var spelled = ""
+        for character in path {
+            switch character {
+            case "%": spelled += "%25"
+            case "#": spelled += "%23"
+            case "?": spelled += "%3F"
+            default: spelled.append(character)
+            }
+        }
+        return spelled
     }
 
     private var credentials: StaticCredentials? {
