@@ -43,6 +43,27 @@ import Testing
         }
     }
 
+    /// Runs `body` with a test service holding `/Music/song.mp3` (`data`), its source, and a
+    /// cache (of `configure`) that holds the file whole.
+    static func withSongCachedWhole(_ data: Data, configure: (inout StreamCache.Configuration) -> Void = { _ in },
+                                    _ body: (CloudTestEnvironment, any Source, StreamCache) async throws -> Void) async throws {
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/song.mp3", data: data, mimeType: "audio/mpeg")
+            let source = try environment.source("yandex", path: "/Music/song.mp3")
+            try await withTemporaryDirectory { directory in
+                var configuration = StreamCache.Configuration(directory: directory)
+                configure(&configuration)
+                let cache = try StreamCache(configuration: configuration)
+                try await withAsyncCleanup {
+                    try await cache.resource(for: try await cache.resolve(source)).prefetch()
+                    try await body(environment, source, cache)
+                } cleanup: {
+                    await cache.shutdown()
+                }
+            }
+        }
+    }
+
     /// A file cached whole and resolved while its service is out of reach plays its cached
     /// bytes with no request; once the service answers again, the next read after the interval
     /// asks for the file's version first, and a file replaced at the service meanwhile plays its
@@ -51,32 +72,21 @@ import Testing
     @Test func aFileReplacedWhileItsServiceWasOutOfReachPlaysItsNewBytesOnceItAnswers() async throws {
         let old = TestData.random(count: 1_500_000, seed: 115)
         let new = TestData.random(count: 1_500_000, seed: 116)
-        try await CloudTestEnvironment.with { environment in
-            environment.server.setFile("/Music/song.mp3", data: old, mimeType: "audio/mpeg")
-            let source = try environment.source("yandex", path: "/Music/song.mp3")
-            try await withTemporaryDirectory { directory in
-                let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
-                try await withAsyncCleanup {
-                    let whole = ByteRange(0, Int64(old.count))
-                    try await cache.resource(for: try await cache.resolve(source)).prefetch()
+        let whole = ByteRange(0, Int64(old.count))
+        try await Self.withSongCachedWhole(old) { environment, source, cache in
+            environment.server.failAPICalls(1_000, status: 503)
+            let offline = try await cache.resolve(source, retryingAfter: TestTiming.time(.seconds(1)))
+            #expect(offline.isOffline)
+            let resource = try await cache.resource(for: offline)
+            let requestsBefore = environment.server.records.count
+            #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "the cached bytes play")
+            #expect(environment.server.records.count == requestsBefore, "a read within the interval asks nothing")
 
-                    environment.server.failAPICalls(1_000, status: 503)
-                    let offline = try await cache.resolve(source, retryingAfter: TestTiming.time(.seconds(1)))
-                    #expect(offline.isOffline)
-                    let resource = try await cache.resource(for: offline)
-                    let requestsBefore = environment.server.records.count
-                    #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "the cached bytes play")
-                    #expect(environment.server.records.count == requestsBefore, "a read within the interval asks nothing")
-
-                    environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")
-                    environment.server.failAPICalls(0, status: 503)
-                    try await Task.sleep(for: TestTiming.time(.seconds(1)))
-                    #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new), "the file replaced at the service played its old bytes")
-                    #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new))
-                } cleanup: {
-                    await cache.shutdown()
-                }
-            }
+            environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")
+            environment.server.failAPICalls(0, status: 503)
+            try await Task.sleep(for: TestTiming.time(.seconds(1)))
+            #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new), "the file replaced at the service played its old bytes")
+            #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new))
         }
     }
 
@@ -86,42 +96,30 @@ import Testing
     @Test func aServiceSlowToAnswerHoldsAReadOfCachedBytesNoLongerThanTheTimeout() async throws {
         let old = TestData.random(count: 1_000_000, seed: 117)
         let new = TestData.random(count: 1_000_000, seed: 118)
-        try await CloudTestEnvironment.with { environment in
-            environment.server.setFile("/Music/song.mp3", data: old, mimeType: "audio/mpeg")
-            let source = try environment.source("yandex", path: "/Music/song.mp3")
-            try await withTemporaryDirectory { directory in
-                var configuration = StreamCache.Configuration(directory: directory)
-                configuration.revalidationTimeout = TestTiming.time(.seconds(1))
-                let cache = try StreamCache(configuration: configuration)
-                try await withAsyncCleanup {
-                    let whole = ByteRange(0, Int64(old.count))
-                    try await cache.resource(for: try await cache.resolve(source)).prefetch()
-                    environment.server.failAPICalls(1_000, status: 503)
-                    let resource = try await cache.resource(for: try await cache.resolve(source, retryingAfter: TestTiming.time(.milliseconds(500))))
-                    environment.server.failAPICalls(0, status: 503)
-                    environment.server.holdAPICalls()
-                    defer { environment.server.releaseAPICalls() }
-                    try await Task.sleep(for: TestTiming.time(.milliseconds(500)))
+        let whole = ByteRange(0, Int64(old.count))
+        try await Self.withSongCachedWhole(old, configure: { $0.revalidationTimeout = TestTiming.time(.seconds(1)) }) { environment, source, cache in
+            environment.server.failAPICalls(1_000, status: 503)
+            let resource = try await cache.resource(for: try await cache.resolve(source, retryingAfter: TestTiming.time(.milliseconds(500))))
+            environment.server.failAPICalls(0, status: 503)
+            environment.server.holdAPICalls()
+            defer { environment.server.releaseAPICalls() }
+            try await Task.sleep(for: TestTiming.time(.milliseconds(500)))
 
-                    let began = ContinuousClock.now
-                    #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "no version came: the cached bytes play")
-                    #expect(ContinuousClock.now - began < TestTiming.time(.seconds(10)), "the read waited for the held question")
-                    for _ in 0..<(250 * TestTiming.slowdown) where environment.server.apiCallsHeld == 0 { try await Task.sleep(for: .milliseconds(20)) }
-                    #expect(environment.server.apiCallsHeld > 0, "the try runs on")
+            let began = ContinuousClock.now
+            #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "no version came: the cached bytes play")
+            #expect(ContinuousClock.now - began < TestTiming.time(.seconds(10)), "the read waited for the held question")
+            for _ in 0..<(250 * TestTiming.slowdown) where environment.server.apiCallsHeld == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(environment.server.apiCallsHeld > 0, "the try runs on")
 
-                    environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")
-                    environment.server.releaseAPICalls()
-                    var played = Data()
-                    for _ in 0..<(100 * TestTiming.slowdown) {
-                        played = try await resource.read(whole).collect()
-                        if played == new { break }
-                        try await Task.sleep(for: .milliseconds(50))
-                    }
-                    #expect(TestData.sha256(played) == TestData.sha256(new), "the version the late answer found was never checked")
-                } cleanup: {
-                    await cache.shutdown()
-                }
+            environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")
+            environment.server.releaseAPICalls()
+            var played = Data()
+            for _ in 0..<(100 * TestTiming.slowdown) {
+                played = try await resource.read(whole).collect()
+                if played == new { break }
+                try await Task.sleep(for: .milliseconds(50))
             }
+            #expect(TestData.sha256(played) == TestData.sha256(new), "the version the late answer found was never checked")
         }
     }
 }
