@@ -66,14 +66,20 @@ final class OfflineOrigin: Origin {
     /// The origin the service gave: the one found, or a new try's once the interval has passed
     /// (joining the try under way); else the last try's failure.
     private func reached() async throws -> any Origin {
+        /// What one look at the state finds: the origin, the try to wait for, or why neither.
+        enum Look {
+            case found(any Origin)
+            case trying(Task<any Origin, any Error>)
+            case failed(StreamCacheError)
+        }
         let now = ContinuousClock.now
         let shared = state
-        let outcome = shared.withLock { current -> Result<any Origin, StreamCacheError>? in
-            if let found = current.found { return .success(found) }
-            if current.attempt != nil { return nil }
-            guard let resolveAgain, now - current.triedAt >= retryInterval else { return .failure(current.failure) }
+        let look = shared.withLock { current -> Look in
+            if let found = current.found { return .found(found) }
+            if let attempt = current.attempt { return .trying(attempt) }
+            guard let resolveAgain, now - current.triedAt >= retryInterval else { return .failed(current.failure) }
             current.triedAt = now
-            current.attempt = Task {
+            let attempt = Task {
                 do {
                     let origin = try await resolveAgain()
                     shared.withLock {
@@ -89,20 +95,13 @@ final class OfflineOrigin: Origin {
                     throw error
                 }
             }
-            return nil
+            current.attempt = attempt
+            return .trying(attempt)
         }
-        switch outcome {
-        case .success(let found)?: return found
-        case .failure(let failure)?: throw failure
-        case nil:
-            guard let running = shared.withLock({ $0.attempt }) else {
-                // The try ended between the two looks: its outcome is in the state.
-                return try shared.withLock { current in
-                    if let found = current.found { return found }
-                    throw current.failure
-                }
-            }
-            return try await running.value
+        switch look {
+        case .found(let origin): return origin
+        case .trying(let attempt): return try await attempt.value
+        case .failed(let failure): throw failure
         }
     }
 
