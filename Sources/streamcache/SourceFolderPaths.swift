@@ -119,8 +119,12 @@ final class SourceFolderPaths: Sendable {
         let now = ContinuousClock.now
         if keptOnesWillDo, let kept = listings.withLock({ $0[reference] }), now - kept.listedAt < Self.listingLifetime { return kept.entries }
         let source = try parse(reference)
-        let entries = try await ask { try await source.list() }
-        listings.withLock { $0[reference] = (entries, now) }
-        return entries
+        // Kept by the question itself: a late answer (one that came after the request stopped
+        // waiting for it, ``lateAnswerWait``) is kept too, and the next request needs no other.
+        return try await ask { [listings] in
+            let entries = try await source.list()
+            listings.withLock { $0[reference] = (entries, now) }
+            return entries
+        }
     }
 }

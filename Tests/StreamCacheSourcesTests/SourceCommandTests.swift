@@ -711,7 +711,8 @@ import Glibc
     /// Once the interval is over, the request that asks a service found out of reach again
     /// does not wait for the answer when none comes (a network that drops the service's packets):
     /// the file plays from the cache while the question is still unanswered. When the answer
-    /// comes, the service is known to be back, and the next request asks it at once.
+    /// comes, the service is known to be back, and the next request asks it at once; the listing
+    /// the answer brought is kept.
     @Test func aFolderMountDoesNotWaitForAServiceStillOutOfReach() async throws {
         try await Self.withPrefetchedAlbumMounted(seed: 117, serving: ["--retry-offline-after", "1s"]) { server, files, port in
             server.failAPICalls(1_000, status: 503)
@@ -733,6 +734,10 @@ import Glibc
             for _ in 0..<(250 * TestTiming.slowdown) where server.apiCallsHeld > 0 { try await Task.sleep(for: .milliseconds(20)) }
             try await Task.sleep(for: .milliseconds(100))
             let answered = server.arrivals.filter { $0.host == .api }.count
+            // What the late answer brought, the album's listing, is kept: the album lists with no question.
+            let album = try await RawHTTP.get(port: port, path: "/music/Album/")
+            #expect(album.status == 200 && String(decoding: album.body, as: UTF8.self).contains("02.mp3"), "\(album.head)")
+            #expect(server.arrivals.filter { $0.host == .api }.count == answered, "the late answer's listing was asked for again")
             let third = try await RawHTTP.get(port: port, path: "/music/Album/01.mp3", headers: ["Range: bytes=0-99"])
             #expect(third.status == 206 && third.body == files[0].data.prefix(100), "\(third.head)")
             #expect(server.arrivals.filter { $0.host == .api }.count > answered, "the service, back, was not asked")
