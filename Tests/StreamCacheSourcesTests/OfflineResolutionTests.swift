@@ -1,6 +1,6 @@
 import Foundation
 import StreamCache
-import StreamCacheSources
+@testable import StreamCacheSources
 import StreamCacheTestSupport
 import Testing
 
@@ -83,16 +83,45 @@ import Testing
             let offline = try await cache.resolve(source, retryingAfter: interval)
             #expect(offline.isOffline)
             let resource = try await cache.resource(for: offline)
-            let requestsBefore = environment.server.records.count
+            // Counted as they come in: a download is recorded only once its last byte went out,
+            // which may be after its client (the prefetch) had them all.
+            let requestsBefore = environment.server.arrivals.count
             #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "the cached bytes play")
-            #expect(environment.server.records.count == requestsBefore, "a read within the interval asks nothing")
+            #expect(environment.server.arrivals.count == requestsBefore, "a read within the interval asks nothing")
 
             environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")
             environment.server.failAPICalls(0, status: 503)
             try await Task.sleep(for: interval)
             #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new), "the file replaced at the service played its old bytes")
+            let compared = environment.server.arrivals.count
             #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(new))
+            #expect(environment.server.arrivals.count == compared, "a read after the version was compared asked again")
         }
+    }
+
+    /// An answer is not a confirmation until the engine has compared it
+    /// (``Origin/versionWasChecked()``): one that came after the read stopped waiting for it
+    /// leaves the origin provisional, so the next read asks again. Before, the answer's arrival
+    /// confirmed it: on a loaded machine (the whole suite pinned to one busy core) a version
+    /// answer that came as the 1 s wait ended was never compared, nothing asked again, and a file
+    /// replaced at the service played its old bytes for as long as the server ran.
+    @Test func anAnswerTheEngineDidNotCompareLeavesTheOriginProvisional() async throws {
+        struct AnsweringOrigin: Origin {
+            var logDescription: String { "answering" }
+            func open(_ request: OriginRequest) async throws -> OriginResponse {
+                throw StreamCacheError(.originUnavailable, "not asked for bytes here")
+            }
+            func currentInfo() async throws -> ResourceInfo {
+                ResourceInfo(totalLength: 10, mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v2\""))
+            }
+        }
+        let origin = OfflineOrigin(name: "song.mp3", failure: StreamCacheError(.originUnavailable, "out of reach"),
+                                   retryInterval: .zero, resolveAgain: { AnsweringOrigin() })
+        #expect(origin.isProvisional, "a try is due")
+        _ = try await origin.currentInfo()
+        #expect(origin.isProvisional, "an answer nobody compared confirmed the version")
+        origin.versionWasChecked()
+        #expect(!origin.isProvisional)
     }
 
     /// The question for the version waits at most the revalidation timeout: with the service's

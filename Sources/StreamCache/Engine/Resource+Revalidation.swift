@@ -63,6 +63,7 @@ extension Resource {
     ///   response, of which there may be dozens a second) at most every few seconds.
     func markVerified(storeAtOnce: Bool = false) {
         let now = Date()
+        origin.versionWasChecked()
         verification.withLock {
             $0.confirmedAt = now
             $0.failedAt = nil

@@ -74,6 +74,14 @@ public protocol Origin: Sendable {
     /// cached bytes. `false` by default.
     var isProvisional: Bool { get }
 
+    /// Told once the engine has compared an answer of this origin (a download's response, or
+    /// ``currentInfo()``'s) with the cached bytes' version, or taken a version the caller gave
+    /// (``Resource/expectVersion(_:totalLength:)``). A provisional origin is provisional no
+    /// more: an answer that came after the engine stopped waiting for it
+    /// (``StreamCache/Configuration/revalidationTimeout``) was never compared, so it leaves the
+    /// origin provisional and the next read asks again. Does nothing by default.
+    func versionWasChecked()
+
     /// The executor a download of this origin runs on, or `nil` for Swift's global executor.
     ///
     /// The engine starts each download's task with this executor as its preference: the task
@@ -119,6 +127,9 @@ extension Origin {
 
     /// An origin that was reached, or will be by its first request.
     public var isProvisional: Bool { false }
+
+    /// Nothing: an origin that is never provisional has nothing to learn from it.
+    public func versionWasChecked() {}
 
     /// None: downloads run on Swift's global executor.
     @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)

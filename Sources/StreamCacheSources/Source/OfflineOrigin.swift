@@ -19,8 +19,8 @@ final class OfflineOrigin: Origin {
         var found: (any Origin)?
         /// The try under way, shared by whoever asks meanwhile.
         var attempt: Task<any Origin, any Error>?
-        /// Whether an answer of the origin found has reached the engine, which compares its
-        /// version with the cached one.
+        /// Whether the engine has compared an answer of the origin found with the cached version
+        /// (``versionWasChecked()``).
         var confirmed = false
     }
 
@@ -42,16 +42,19 @@ final class OfflineOrigin: Origin {
     var logDescription: String { state.withLock { $0.found?.logDescription } ?? "\(name), offline" }
 
     func open(_ request: OriginRequest) async throws -> OriginResponse {
-        let response = try await reached().open(request)
-        // The engine checks the answer's version against the cached bytes'.
-        state.withLock { $0.confirmed = true }
-        return response
+        try await reached().open(request)
     }
 
     func currentInfo() async throws -> ResourceInfo {
-        let info = try await reached().currentInfo()
-        state.withLock { $0.confirmed = true }
-        return info
+        try await reached().currentInfo()
+    }
+
+    /// Confirmed by the engine's comparison, not by the answer's arrival: an answer that came
+    /// after the read stopped waiting for it (on a loaded machine, even one that came just as the
+    /// wait ended) was never compared, and a file replaced at the service went on playing its
+    /// old bytes with nothing asking again.
+    func versionWasChecked() {
+        state.withLock { if $0.found != nil { $0.confirmed = true } }
     }
 
     var isProvisional: Bool {
