@@ -999,8 +999,8 @@ import Testing
     ///
     /// The origin holds the first answers after 512 KiB until one of the song's parts has been
     /// refused twice (which makes it give way, and the engine learn), and stops refusing once the
-    /// song is read; it holds the next song's answers until it answers as many at once as were
-    /// allowed. Under the full
+    /// song is read; it holds each of the next song's answers after 512 KiB until as many as were
+    /// allowed wait at once. Under the full
     /// suite's load the engine's requests otherwise came too far apart to meet the limit at all.
     @Test func aServiceBusyForAMomentGetsItsConnectionsBackOneAtATimeAsTheyAreUsed() async throws {
         let server = try TestOrigin()
@@ -1014,14 +1014,21 @@ import Testing
             let refused = Dictionary(grouping: server.requests.filter { $0.path == busy && $0.status == 429 }, by: { $0.headers["Range"] })
             return refused.contains { $0.value.count >= 2 }
         }
-        let nextAtOnce = Locked(Int.max)
-        let nextIsSplit: @Sendable () -> Bool = { [server] in
-            nextAtOnce.withLock { wanted in
-                if server.requestsBeingAnswered >= wanted { wanted = 0 }
-                return wanted == 0
+        // The next song's answers held at once, and how many are wanted: an answer counts once its
+        // first bytes are sent and it waits for the rest, which the engine counts as answered too
+        // (the server's own count of requests under way also holds an answer the engine has
+        // taken whole, before this server records it).
+        let nextHeld = Locked((held: Set<Int>(), wanted: Int.max))
+        let nextIsSplit: @Sendable (Int) -> Bool = { request in
+            nextHeld.withLock { state in
+                state.held.insert(request)
+                if state.held.count >= state.wanted { state.wanted = 0 }
+                return state.wanted == 0
             }
         }
-        server.faults = { _, path, _, _ in .pause(afterBytes: 512 << 10, until: path == busy ? partGaveWay : nextIsSplit) }
+        server.faults = { _, path, _, request in
+            path == busy ? .pause(afterBytes: 512 << 10, until: partGaveWay) : .pause(afterBytes: 512 << 10, until: { nextIsSplit(request) })
+        }
         // The closures hold the server.
         defer { server.faults = nil }
         try await withTemporaryCache(configure: { configuration in
@@ -1052,7 +1059,7 @@ import Testing
             let song = Self.resource(cache, server, path: next)
             let allowed = await song.connectionsAllowed
             #expect(allowed == min(4, learned + 1), "learned \(learned), allowed \(allowed) three holds on, unused")
-            nextAtOnce.withLock { $0 = allowed }
+            nextHeld.withLock { $0.wanted = allowed }
             try await read(next)
             #expect(!server.requests.contains { $0.path == next && $0.status == 429 })
             let concurrency = server.maximumConcurrency(for: next)
