@@ -63,6 +63,12 @@ import Testing
                 _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"],
                                                         stderr: try FileHandle(forWritingTo: errors))
+                // Timed from the run's first request, not from its start: a process started on a
+                // starved core had not yet asked for a byte at 1.3 s. Bounded: a run that never
+                // asks is killed all the same, and then claims nothing.
+                let asked = server.requestsArrived
+                let askDeadline = ContinuousClock.now + TestTiming.time(.seconds(30))
+                while server.requestsArrived == asked, ContinuousClock.now < askDeadline { try await Task.sleep(for: .milliseconds(10)) }
                 // Timed on a thread: a task's sleep here once overshot by some 20 s on a loaded
                 // machine, and the download had finished (exit status 0) when the kill came.
                 let killed = await Self.killProcess(process, after: TestTiming.time(.milliseconds(700 + 300 * round)))
