@@ -35,10 +35,19 @@ import Testing
     /// can overshoot by seconds when other suites' blocking waits hold the cooperative pool on a
     /// loaded machine, and the kill would then find the download finished. Returns whether the
     /// process was still running when it was killed.
-    static func killProcess(_ process: ChildProcess, after delay: Duration) async -> Bool {
-        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+    ///
+    /// With `started`, the delay runs from the moment it first returns true (asked every 10 ms on
+    /// the same thread, for `startWithin` at most): a process started on a starved core may not
+    /// have asked for a byte by the time a delay from its start is up.
+    static func killProcess(_ process: ChildProcess, after delay: Duration, startingWhen started: (@Sendable () -> Bool)? = nil,
+                            startWithin: Duration = .seconds(30)) async -> Bool {
+        let (seconds, startSeconds) = (delay.timeInterval, startWithin.timeInterval)
         return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
+                if let started {
+                    let deadline = Date().addingTimeInterval(startSeconds)
+                    while !started(), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+                }
                 Thread.sleep(forTimeInterval: seconds)
                 continuation.resume(returning: process.signal(SIGKILL))
             }
@@ -64,14 +73,13 @@ import Testing
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"],
                                                         stderr: try FileHandle(forWritingTo: errors))
                 // Timed from the run's first request, not from its start: a process started on a
-                // starved core had not yet asked for a byte at 1.3 s. Bounded: a run that never
-                // asks is killed all the same, and then claims nothing.
+                // starved core had not yet asked for a byte at 1.3 s, and claimed nothing. Timed
+                // on a thread: a task's sleep here once overshot by some 20 s on a loaded machine,
+                // and the download had finished (exit status 0) when the kill came.
                 let asked = server.requestsArrived
-                let askDeadline = ContinuousClock.now + TestTiming.time(.seconds(30))
-                while server.requestsArrived == asked, ContinuousClock.now < askDeadline { try await Task.sleep(for: .milliseconds(10)) }
-                // Timed on a thread: a task's sleep here once overshot by some 20 s on a loaded
-                // machine, and the download had finished (exit status 0) when the kill came.
-                let killed = await Self.killProcess(process, after: TestTiming.time(.milliseconds(700 + 300 * round)))
+                let killed = await Self.killProcess(process, after: TestTiming.time(.milliseconds(700 + 300 * round)),
+                                                    startingWhen: { [server] in server.requestsArrived > asked },
+                                                    startWithin: TestTiming.time(.seconds(30)))
                 #expect(killed, "the download should still be running when killed: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal,
