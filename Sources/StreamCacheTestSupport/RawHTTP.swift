@@ -130,6 +130,18 @@ public enum RawHTTP {
         /// Reads until the server closes or the timeout passes.
         public func readToEnd() async -> Data { await read(upTo: Int.max) }
 
+        /// One `recv` of up to `count` bytes, waiting for the first to arrive: what arrived
+        /// together at first (a segment sent alone is read alone by a client that waits for it).
+        public func receiveOnce(upTo count: Int) async -> Data {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    var buffer = [UInt8](repeating: 0, count: count)
+                    let received = recv(self.fd, &buffer, count, 0)
+                    continuation.resume(returning: received > 0 ? Data(buffer[0..<received]) : Data())
+                }
+            }
+        }
+
         /// Whether a read ended because the server closed the connection (an end of stream or a
         /// reset), not because of the timeout or the limit.
         public var peerClosed: Bool { closedByPeer.withLock { $0 } }

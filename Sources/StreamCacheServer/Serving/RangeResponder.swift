@@ -151,6 +151,7 @@ struct RangeResponder: Sendable {
                 headers[.contentType] = multipart.contentType
                 headers[.contentLength] = String(multipart.contentLength)
                 let (resource, pacer) = (resource, pacer)
+                pacer.fileRegions?.sendTheNextHeadWithItsBody()
                 return Response(status: .partialContent, headers: headers, body: ResponseBody(contentLength: Int(multipart.contentLength)) { writer in
                     try await writer.write(ByteBuffer(string: multipart.partHeader(0)))
                     try await first.write(to: &writer, pacer: pacer)
@@ -184,6 +185,7 @@ struct RangeResponder: Sendable {
                 return (ResponseBody(byteBuffer: buffer), opened.version)
             }
             let pacer = self.pacer
+            pacer.fileRegions?.sendTheNextHeadWithItsBody()
             return (ResponseBody(contentLength: Int(range.count)) { writer in
                 try await opened.write(to: &writer, pacer: pacer)
                 try await writer.finish(nil)
