@@ -196,10 +196,11 @@ import Testing
 
     /// The head of an answer whose first bytes are cached goes out in one TCP segment with them,
     /// as nginx's `tcp_nopush` sends it: a client's first read holds the head and body bytes.
-    /// Sent alone, the head was read alone, and a client that then read the body into a buffer 16
-    /// bytes past a page boundary (glibc's large `malloc`) had every byte copied at a distance of
-    /// 16 modulo 4 KiB from the cache file's pages, which the kernel's copy takes at a quarter of
-    /// its speed on AMD EPYC (docs/benchmarks.md, *A copy 16 bytes ahead of its source*).
+    /// Sent alone, the head was read alone, and a client that then read 64 KiB and the rest into a
+    /// buffer 16 bytes past a page boundary (glibc's large `malloc`) had every byte copied at a
+    /// distance of 16 modulo 4 KiB from its place in the cache file's page, which the kernel's copy
+    /// takes at a quarter of its speed on AMD EPYC (docs/benchmark-log.md, *A copy 16 bytes ahead
+    /// of its source*).
     @Test func theHeadOfACachedAnswerGoesOutWithItsFirstBytes() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 2_000_000, seed: 305)

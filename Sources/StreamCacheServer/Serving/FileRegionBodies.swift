@@ -110,14 +110,14 @@ final class FileRegionSlots: Sendable {
     /// body, as nginx's `tcp_nopush` sends it: for a body whose first bytes are cached and follow
     /// the head at once.
     ///
-    /// Sent alone, the head is a segment of its own, and a client that reads the head by itself
-    /// reads the body from its buffer's start at the body's first byte, which lies at the start
-    /// of a page of the cache file. Where the buffer starts a few bytes past a page boundary, as
-    /// glibc places a large `malloc` (16 bytes past), every byte is copied into it from a source
-    /// 16 bytes behind it modulo 4 KiB, and the kernel's `rep movsb` copy runs at a fraction of
-    /// its speed on such a distance (AMD EPYC: 2.5 against 10–12 GB/s, `Benchmarks/copy-distance.py`).
-    /// With the head in front, the distance is the head's length plus the buffer's offset, which
-    /// no common buffer puts within 31 bytes; nginx's answers always had it.
+    /// Sent alone, the head is a segment of its own, read alone; a client that then reads a
+    /// block-sized piece of the body (the bench's 64 KiB) reads the rest into its buffer at an
+    /// offset a whole number of pages from the cache file's. Where that buffer starts a few bytes
+    /// past a page boundary, as glibc places a large `malloc` (16 bytes past), every byte is copied
+    /// from a source 16 bytes behind it modulo 4 KiB, a distance at which the kernel's `rep movsb`
+    /// copy runs at a fraction of its speed (AMD EPYC: 2.6 against 12 GB/s at 1–31 bytes,
+    /// `Benchmarks/copy-distance.py`). With the head in front, its length moves that distance,
+    /// as it did for nginx's answers (docs/benchmark-log.md, *A copy 16 bytes ahead of its source*).
     func sendTheNextHeadWithItsBody() {
         state.withLock { $0.nextHeadGoesWithItsBody = true }
     }
