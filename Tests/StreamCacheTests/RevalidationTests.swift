@@ -145,6 +145,49 @@ import Testing
         }
     }
 
+    /// With an interval of zero, no read takes a word older than itself. A question out when the
+    /// file is replaced may bring the old version; the reads that start after the change wait for
+    /// the next question instead, get the new bytes, and share that one question.
+    @Test func readsThatStartAfterAQuestionWasSentWaitForTheNextOne() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let old = TestData.random(count: 800_000, seed: 911)
+        let new = TestData.random(count: 700_000, seed: 912)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        try await withTemporaryDirectory { directory in
+            let cache = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
+            let song = Self.resource(cache, server)
+            #expect(TestData.sha256(try await Self.readWhole(song).data) == TestData.sha256(old))
+            server.resetRecords()
+            // The first question is held at the origin, which has already picked the file it answers for.
+            let questions = Locked(0)
+            let released = Locked(false)
+            server.faults = { _, _, headers, _ in
+                guard headers["Range"] == "bytes=0-0", questions.withLock({ $0 += 1; return $0 }) == 1 else { return nil }
+                return .hold(until: { released.withLock { $0 } })
+            }
+            let early = Task { try await song.read(ByteRange(0, 65_536)).collect() }
+            for _ in 0..<3000 where questions.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(questions.withLock { $0 } == 1)
+            try await Task.sleep(for: .milliseconds(50))
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+
+            let later = (0..<3).map { _ in Task { try await Self.readWhole(song).data } }
+            for _ in 0..<3000 where await song.readsWaitingForTheNextQuestion < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await song.readsWaitingForTheNextQuestion == 3)
+            released.withLock { $0 = true }
+            for read in later { #expect(TestData.sha256(try await read.value) == TestData.sha256(new)) }
+            // The early read took the held answer, of either version (a change under its feet may end it).
+            if case .success(let bytes) = await early.result {
+                #expect(bytes == old.prefix(65_536) || bytes == new.prefix(65_536))
+            }
+            #expect(server.requests.filter { $0.range == "bytes=0-0" }.count == 2, "\(server.requests.map(\.range))")
+            #expect(server.bodyBytesSent(for: Self.path) == 2 + Int64(new.count))
+            #expect(await song.info?.validator.entityTag == "\"v2\"")
+            await cache.shutdown()
+        }
+    }
+
     @Test func theWordOfTheDownloadThatCachedAFileOutlivesItsProcess() async throws {
         try await Self.withOrigin(size: 900_000, seed: 906) { server, data, directory in
             let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))

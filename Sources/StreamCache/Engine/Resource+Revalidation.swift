@@ -11,9 +11,28 @@ import Foundation
 /// bytes before they are served further. What no download ever checks is a range a reader gets
 /// entirely from the cache: a file cached whole would be the old version for good. So a read
 /// that starts while the origin's last word is older than the interval first asks for the
-/// file's first byte and compares the answer's version; every reader that starts meanwhile
-/// waits for the same answer.
+/// file's first byte and compares the answer's version.
+///
+/// Readers that start while that question is out wait for its answer when it was sent recently
+/// enough for them: within the interval. Those that came later (with an interval of zero, every
+/// one) wait together for one more question, sent once the first is answered. A question sent
+/// before a read began can carry the version the origin had before it, and the read must never
+/// take a word older than the interval allows: with an interval of zero, a file replaced just
+/// before a read starts is never served from its old bytes. Queueing keeps the cost of a crowd
+/// at two questions, not one per reader.
 extension Resource {
+    /// A question to the origin about its version, and when it was sent.
+    struct VersionQuestion: Sendable {
+        let answer: Task<Void, Never>
+        let sentAt: ContinuousClock.Instant
+    }
+
+    /// The question that goes out once the one in flight is answered, and how many reads wait for it.
+    struct QueuedVersionQuestion: Sendable {
+        let answer: Task<Void, Never>
+        var readers: Int
+    }
+
     /// What the resource knows of the origin's word on its version.
     struct Verification: Sendable {
         /// When the origin last confirmed the version the cache holds (wall-clock time: it is
@@ -82,13 +101,59 @@ extension Resource {
     /// word is too old; returns once it answered, failed, or took longer than
     /// ``StreamCache/Configuration/revalidationTimeout``. A changed version drops the cached
     /// bytes, so the read that follows fetches the new ones.
+    ///
+    /// A question already out is shared when it was sent within the interval; otherwise the read
+    /// waits for the next one, so it may wait up to twice the timeout.
     func revalidateIfDue() async {
         guard info != nil, !available.isEmpty else { return }
-        if let revalidation { return await revalidation.value }
+        if let current = revalidation {
+            if mayTakeTheAnswer(ofAQuestionSentAt: current.sentAt) { return await current.answer.value }
+            return await waitForTheQuestionAfter(current)
+        }
         guard isVersionQuestionDue() else { return }
+        await askTheVersion()
+    }
+
+    /// Whether a read that starts now may take the answer to a question sent at `sentAt`: the word
+    /// it brings is no older than the interval allows. A provisional origin's tries keep their own
+    /// pace (``Origin/isProvisional``), so any try under way will do.
+    nonisolated func mayTakeTheAnswer(ofAQuestionSentAt sentAt: ContinuousClock.Instant) -> Bool {
+        if originBox.withLock({ $0 }).isProvisional { return true }
+        guard let interval = configuration.revalidationInterval else { return true }
+        return ContinuousClock.now - sentAt < interval
+    }
+
+    /// How many reads wait for the question that goes out after the one in flight.
+    var readsWaitingForTheNextQuestion: Int { queuedRevalidation?.readers ?? 0 }
+
+    /// Sends a question (one is in flight at a time) and waits for its answer.
+    private func askTheVersion() async {
         let question = Task { await self.revalidate() }
-        revalidation = question
+        revalidation = VersionQuestion(answer: question, sentAt: .now)
         await question.value
+    }
+
+    /// Waits, with every read that came too late for `current`, for the question after it.
+    private func waitForTheQuestionAfter(_ current: VersionQuestion) async {
+        var queued = queuedRevalidation ?? QueuedVersionQuestion(answer: Task {
+            await current.answer.value
+            await self.askTheQueuedQuestion()
+        }, readers: 0)
+        queued.readers += 1
+        queuedRevalidation = queued
+        await queued.answer.value
+    }
+
+    private func askTheQueuedQuestion() async {
+        queuedRevalidation = nil
+        guard info != nil, !available.isEmpty else { return }
+        // A read that found no question out may have sent one since the last was answered: sent
+        // after every queued read began, it serves them all.
+        if let current = revalidation { return await current.answer.value }
+        // A question that failed pauses the next ones (``Verification/pauseAfterFailure``): the
+        // cached bytes are served, as for any read in that pause.
+        guard isVersionQuestionDue() else { return }
+        await askTheVersion()
     }
 
     private func revalidate() async {

@@ -127,8 +127,12 @@ public actor Resource {
     /// When it did not, a read that starts on a missing byte asks the origin first as well: its
     /// download could not tell a replaced file from the one cached.
     var downloadsConfirmVersion = true
-    /// The question to the origin in flight, which every read that comes meanwhile waits for.
-    var revalidation: Task<Void, Never>?
+    /// The question to the origin in flight, which a read that comes meanwhile waits for when
+    /// the question is recent enough for it (see ``Resource/revalidateIfDue()``).
+    var revalidation: VersionQuestion?
+    /// The question that goes out once ``revalidation`` is answered, for the reads that came too
+    /// late to trust that one's answer.
+    var queuedRevalidation: QueuedVersionQuestion?
     /// When ``verification`` was last written to the index (at most every few seconds).
     var verificationStoredAt: ContinuousClock.Instant?
 

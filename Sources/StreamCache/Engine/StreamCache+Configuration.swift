@@ -196,11 +196,13 @@ extension StreamCache {
         /// the first byte, compared by `ETag`, `Last-Modified` and length): a file replaced at
         /// the origin is then dropped and fetched anew, never played from the old bytes. Every
         /// response a download gets counts as the origin's word, so reads that download do not
-        /// ask again, and readers that start together share one question. When the origin does
-        /// not answer within ``revalidationTimeout`` or fails, the cached bytes are served (a
-        /// cache is most useful offline) and the origin is asked again on a read at least 30 s
-        /// later. The time of the last word is kept in the
-        /// index, so it holds across processes.
+        /// ask again. Readers that start while a question is out share it when it was sent within
+        /// this interval, and otherwise share the next one, sent once it is answered: no read takes
+        /// a word older than the interval (with `.zero`, none older than the read itself). When
+        /// the origin does not answer within ``revalidationTimeout`` or fails, the cached bytes
+        /// are served (a cache is most useful offline) and the origin is asked again on a read at
+        /// least 30 s later. The time of the last word is kept in the index, so it holds across
+        /// processes.
         ///
         /// `nil` (the default) trusts cached bytes until a download meets another version: a
         /// file cached whole is then served with no request at all, which a player offline or
@@ -208,7 +210,8 @@ extension StreamCache {
         /// ``Resource/expectVersion(_:totalLength:)``) are checked whenever they are resolved.
         public var revalidationInterval: Duration?
         /// How long a read waits for the origin to confirm the cached version (see
-        /// ``revalidationInterval``) before it serves the cached bytes without the answer.
+        /// ``revalidationInterval``) before it serves the cached bytes without the answer; twice
+        /// this for a read that waits for the question after the one out.
         public var revalidationTimeout: Duration = .seconds(2)
         /// Whether a resource nobody reads fetches its small holes: gaps of at most
         /// ``joinDistance`` that follow cached bytes (a player that plays a stretch again reads a
