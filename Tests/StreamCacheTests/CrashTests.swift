@@ -110,8 +110,9 @@ import Testing
         let size = 40_000_000
         let data = TestData.random(count: size, seed: 62)
         server.setFile("/long.mp3", data: data)
-        // Per connection: a long get uses 4.
-        server.bytesPerSecond = TestTiming.rate(1_500_000)
+        // Per connection: a long get uses 4. Slow enough that the kills timed from a first
+        // request (below) never see the file complete.
+        server.bytesPerSecond = TestTiming.rate(1_000_000)
         let url = server.url("/long.mp3")
         let key = CacheKey(url: url)
         var generator = SeededGenerator(seed: 50)
@@ -119,16 +120,30 @@ import Testing
             let cacheDir = work.appendingPathComponent("cache")
             var claimed: [Int64] = []
             var killedRunning = 0
-            for _ in 0..<50 {
+            for run in 0..<50 {
+                let asked = server.requestsArrived
                 let process = try CommandLineTool.start(["get", url.absoluteString, "-o", "/dev/null", "--cache-dir", cacheDir.path, "--quiet"])
-                let delay = TestTiming.time(.milliseconds(Int.random(in: 20...600, using: &generator)))
-                if await Self.killProcess(process, after: delay) { killedRunning += 1 }
+                // Every other kill is timed from the run's start (starting, or downloading its first
+                // bytes), the others from its first request, up to a second after it: past the
+                // first commit (``StreamCache/Configuration/commitInterval``, 500 ms) in about
+                // half of them. Timed from the start alone, every run was killed before its first
+                // commit (main suite of the CI, 2026-12-06: 0 bytes claimed after each of the 50
+                // kills, with 1.45 times the file downloaded), and the checks had no byte to check.
+                let timedFromItsFirstRequest = !run.isMultiple(of: 2)
+                let delay = TestTiming.time(.milliseconds(Int.random(in: 20...(timedFromItsFirstRequest ? 1000 : 600), using: &generator)))
+                let hasAsked: @Sendable () -> Bool = { server.requestsArrived > asked || !process.isRunning }
+                if await Self.killProcess(process, after: delay, startingWhen: timedFromItsFirstRequest ? hasAsked : nil,
+                                          startWithin: TestTiming.time(.seconds(10))) {
+                    killedRunning += 1
+                }
                 process.waitUntilExit()
                 claimed.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
             }
             // Under a sanitizer the longer runs commit more each time and the file completes before the
             // fiftieth run; the kills that hit a running process still must leave only correct bytes.
             #expect(killedRunning >= (TestTiming.slowdown == 1 ? 45 : 10), "only \(killedRunning) of 50 kills hit a running process")
+            // The checks had bytes to check: the runs recorded some along the way.
+            #expect(claimed.last ?? 0 > 0, "bytes claimed after each kill: \(claimed)")
             server.bytesPerSecond = nil
             let out = work.appendingPathComponent("out")
             let result = try await CommandLineTool.run(["get", url.absoluteString, "-o", out.path, "--cache-dir", cacheDir.path])
