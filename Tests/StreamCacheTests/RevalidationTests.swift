@@ -188,6 +188,43 @@ import Testing
         }
     }
 
+    /// With an interval of zero, a read that would take its first bytes from a request sent
+    /// before it began asks first: that request's answer is the version the origin had then. Here
+    /// the file is replaced while the first read's answer is held; the second read, starting
+    /// inside that answer's range, gets the new bytes.
+    @Test func aReadThatWouldJoinARequestSentBeforeItAsksFirst() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let old = TestData.random(count: 2_000_000, seed: 913)
+        let new = TestData.random(count: 1_800_000, seed: 914)
+        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
+        try await withTemporaryDirectory { directory in
+            var configuration = Self.configuration(directory, interval: .zero)
+            configuration.parallelDownloads = 1
+            let cache = try StreamCache(configuration: configuration)
+            let song = Self.resource(cache, server)
+            // The first read's answer stops after 300 kB until released.
+            let released = Locked(false)
+            server.faults = { _, _, _, index in index == 0 ? .pause(afterBytes: 300_000, until: { released.withLock { $0 } }) : nil }
+            defer { released.withLock { $0 = true } }
+            let first = Task { try await Self.readWhole(song) }
+            let held = ByteRange(0, 300_000)
+            for _ in 0..<3000 where await !song.available.contains(held) { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await song.available.contains(held))
+            server.setFile(Self.path, data: new, entityTag: "\"v2\"")
+
+            // It starts just past the held bytes, inside the held request's range.
+            let second = Task { try await song.read(ByteRange(310_000, 410_000)).collect() }
+            for _ in 0..<1000 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            released.withLock { $0 = true }
+            #expect(TestData.sha256(try await second.value) == TestData.sha256(new[310_000..<410_000]))
+            _ = await first.result
+            #expect(server.requests.contains { $0.range == "bytes=0-0" }, "\(server.requests.map(\.range))")
+            #expect(await song.info?.validator.entityTag == "\"v2\"")
+            await cache.shutdown()
+        }
+    }
+
     @Test func theWordOfTheDownloadThatCachedAFileOutlivesItsProcess() async throws {
         try await Self.withOrigin(size: 900_000, seed: 906) { server, data, directory in
             let first = try StreamCache(configuration: Self.configuration(directory, interval: .seconds(3600)))

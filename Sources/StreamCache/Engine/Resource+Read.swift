@@ -253,8 +253,13 @@ extension Resource {
         try await ensureLoaded()
         // A read that starts on a missing byte gets the origin's word from its own download's
         // answer, before any cached byte goes out: asking first would only add a round trip,
-        // unless the origin's downloads do not tell the version (a cloud API's revision).
-        if available.contains(range.lowerBound) || !downloadsConfirmVersion { await revalidateIfDue() }
+        // unless the origin's downloads do not tell the version (a cloud API's revision), or the
+        // read joins a request sent before it began, whose answer may be older than the interval.
+        if available.contains(range.lowerBound) || !downloadsConfirmVersion {
+            await revalidateIfDue()
+        } else if configuration.revalidationInterval != nil, startsInARequestAlreadySent(at: range.lowerBound) {
+            await revalidateIfDue(forARequestInFlight: true)
+        }
         let id = makeID()
         fillsWaitForARead = false
         readers[id] = ReaderState(start: range.lowerBound, position: range.lowerBound, end: range.upperBound, failuresSeen: failureCount, isPrefetch: prefetch,

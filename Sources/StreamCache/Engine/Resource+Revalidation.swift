@@ -104,8 +104,12 @@ extension Resource {
     ///
     /// A question already out is shared when it was sent within the interval; otherwise the read
     /// waits for the next one, so it may wait up to twice the timeout.
-    func revalidateIfDue() async {
-        guard info != nil, !available.isEmpty else { return }
+    ///
+    /// - Parameter forARequestInFlight: The read takes its first bytes from a request already
+    ///   sent (``startsInARequestAlreadySent(at:)``), so the question is worth asking even when
+    ///   nothing is cached yet.
+    func revalidateIfDue(forARequestInFlight: Bool = false) async {
+        guard info != nil, !available.isEmpty || forARequestInFlight else { return }
         if let current = revalidation {
             if mayTakeTheAnswer(ofAQuestionSentAt: current.sentAt) { return await current.answer.value }
             return await waitForTheQuestionAfter(current)
@@ -121,6 +125,17 @@ extension Resource {
         if originBox.withLock({ $0 }).isProvisional { return true }
         guard let interval = configuration.revalidationInterval else { return true }
         return ContinuousClock.now - sentAt < interval
+    }
+
+    /// Whether a read that starts at the missing byte `offset` would take it from a download's
+    /// request in flight: one sent before the read began (or about to be, past the gate), whose
+    /// bytes are the version the origin had when it reached it, perhaps before a replacement the
+    /// read came after. Such a read asks first, as a read of cached bytes does; one whose bytes
+    /// come from a request planned after it began needs not.
+    func startsInARequestAlreadySent(at offset: Int64) -> Bool {
+        downloads.values.contains { download in
+            download.window.contains(offset) && offset < download.segmentEnd && joins(download, at: offset)
+        }
     }
 
     /// How many reads wait for the question that goes out after the one in flight.
@@ -146,7 +161,7 @@ extension Resource {
 
     private func askTheQueuedQuestion() async {
         queuedRevalidation = nil
-        guard info != nil, !available.isEmpty else { return }
+        guard info != nil, !available.isEmpty || !downloads.isEmpty else { return }
         // A read that found no question out may have sent one since the last was answered: sent
         // after every queued read began, it serves them all.
         if let current = revalidation { return await current.answer.value }

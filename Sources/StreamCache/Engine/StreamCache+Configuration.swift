@@ -196,9 +196,11 @@ extension StreamCache {
         /// the first byte, compared by `ETag`, `Last-Modified` and length): a file replaced at
         /// the origin is then dropped and fetched anew, never played from the old bytes. Every
         /// response a download gets counts as the origin's word, so reads that download do not
-        /// ask again. Readers that start while a question is out share it when it was sent within
-        /// this interval, and otherwise share the next one, sent once it is answered: no read takes
-        /// a word older than the interval (with `.zero`, none older than the read itself). When
+        /// ask again (a read that would take its first bytes from a request sent before it began
+        /// asks, when the word is due). Readers that start while a question is out share it when
+        /// it was sent within this interval, and otherwise share the next one, sent once it is
+        /// answered: no read takes a word older than the interval (with `.zero`, none older than
+        /// the read itself). When
         /// the origin does not answer within ``revalidationTimeout`` or fails, the cached bytes
         /// are served (a cache is most useful offline) and the origin is asked again on a read at
         /// least 30 s later. The time of the last word is kept in the index, so it holds across
