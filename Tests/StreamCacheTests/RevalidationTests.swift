@@ -149,12 +149,8 @@ import Testing
     /// file is replaced may bring the old version; the reads that start after the change wait for
     /// the next question instead, get the new bytes, and share that one question.
     @Test func readsThatStartAfterAQuestionWasSentWaitForTheNextOne() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
-        let old = TestData.random(count: 800_000, seed: 911)
-        let new = TestData.random(count: 700_000, seed: 912)
-        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 800_000, seed: 911) { server, old, directory in
+            let new = TestData.random(count: 700_000, seed: 912)
             let cache = try StreamCache(configuration: Self.configuration(directory, interval: .zero))
             let song = Self.resource(cache, server)
             #expect(TestData.sha256(try await Self.readWhole(song).data) == TestData.sha256(old))
@@ -193,12 +189,8 @@ import Testing
     /// the file is replaced while the first read's answer is held; the second read, starting
     /// inside that answer's range, gets the new bytes.
     @Test func aReadThatWouldJoinARequestSentBeforeItAsksFirst() async throws {
-        let server = try TestOrigin()
-        defer { server.stop() }
-        let old = TestData.random(count: 2_000_000, seed: 913)
-        let new = TestData.random(count: 1_800_000, seed: 914)
-        server.setFile(Self.path, data: old, entityTag: "\"v1\"")
-        try await withTemporaryDirectory { directory in
+        try await Self.withOrigin(size: 2_000_000, seed: 913) { server, old, directory in
+            let new = TestData.random(count: 1_800_000, seed: 914)
             var configuration = Self.configuration(directory, interval: .zero)
             configuration.parallelDownloads = 1
             let cache = try StreamCache(configuration: configuration)
