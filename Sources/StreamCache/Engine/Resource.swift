@@ -128,7 +128,7 @@ public actor Resource {
     /// download could not tell a replaced file from the one cached.
     var downloadsConfirmVersion = true
     /// The question to the origin in flight, which a read that comes meanwhile waits for when
-    /// the question is recent enough for it (see ``Resource/revalidateIfDue()``).
+    /// the question is recent enough for it (see ``Resource/revalidateIfDue(forARequestInFlight:)``).
     var revalidation: VersionQuestion?
     /// The question that goes out once ``revalidation`` is answered, for the reads that came too
     /// late to trust that one's answer.

@@ -200,11 +200,10 @@ extension StreamCache {
         /// asks, when the word is due). Readers that start while a question is out share it when
         /// it was sent within this interval, and otherwise share the next one, sent once it is
         /// answered: no read takes a word older than the interval (with `.zero`, none older than
-        /// the read itself). When
-        /// the origin does not answer within ``revalidationTimeout`` or fails, the cached bytes
-        /// are served (a cache is most useful offline) and the origin is asked again on a read at
-        /// least 30 s later. The time of the last word is kept in the index, so it holds across
-        /// processes.
+        /// the read itself). When the origin does not answer within ``revalidationTimeout`` or
+        /// fails, the cached bytes are served (a cache is most useful offline) and the origin is
+        /// asked again on a read at least 30 s later. The time of the last word is kept in the
+        /// index, so it holds across processes.
         ///
         /// `nil` (the default) trusts cached bytes until a download meets another version: a
         /// file cached whole is then served with no request at all, which a player offline or
