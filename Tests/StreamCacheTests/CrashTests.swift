@@ -139,8 +139,9 @@ import Testing
                 process.waitUntilExit()
                 claimed.append(try Self.verifyIndexClaims(cacheDirectory: cacheDir, key: key, origin: data))
             }
-            // Under a sanitizer the longer runs commit more each time and the file completes before the
-            // fiftieth run; the kills that hit a running process still must leave only correct bytes.
+            // Under a sanitizer the longer runs commit more each time (29 of the 40 MB by the fiftieth
+            // run, 2026-12-06) and a run may find the file complete; the kills that hit a running
+            // process still must leave only correct bytes.
             #expect(killedRunning >= (TestTiming.slowdown == 1 ? 45 : 10), "only \(killedRunning) of 50 kills hit a running process")
             // The checks had bytes to check: the runs recorded some along the way.
             #expect(claimed.last ?? 0 > 0, "bytes claimed after each kill: \(claimed)")
