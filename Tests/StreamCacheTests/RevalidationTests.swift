@@ -1,5 +1,6 @@
 import Foundation
 @testable import StreamCache
+import StreamCacheHTTPClient
 import StreamCacheTestSupport
 import Testing
 
@@ -214,6 +215,42 @@ import Testing
             #expect(server.requests.contains { $0.range == "bytes=0-0" }, "\(server.requests.map(\.range))")
             #expect(await song.info?.validator.entityTag == "\"v2\"")
             await cache.shutdown()
+        }
+    }
+
+    /// A read that joins a download still waiting at the connection gate asks nothing, even with
+    /// an interval of zero: that download's request goes out after the read began, so its answer
+    /// is the origin's word of now. Here a prefetch's parts wait behind its first request (one
+    /// connection for downloads no reader waits for), and a read starts where one of them will.
+    @Test func aReadThatJoinsADownloadStillAtTheGateAsksNothing() async throws {
+        try await Self.withOrigin(size: 8_000_000, seed: 915) { server, data, directory in
+            // Slow, so that the first request still runs when the read comes.
+            server.bytesPerSecond = TestTiming.rate(131_072)
+            var transportConfiguration = AsyncHTTPClientTransport.Configuration()
+            transportConfiguration.maximumConnectionsPerHost = 2
+            let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
+            var configuration = Self.configuration(directory, interval: .zero)
+            configuration.parallelDownloads = 4
+            configuration.parallelPartSize = 1 << 20
+            configuration.connectionsKeptForReaders = 1
+            configuration.minimumParallelSpeedup = nil
+            let cache = try StreamCache(configuration: configuration)
+            let url = server.url(Self.path)
+            let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+            let prefetch = Task { try await song.prefetch(ByteRange(0, Int64(data.count))) }
+            var gated: Int64?
+            for _ in 0..<(500 * TestTiming.slowdown) where gated == nil {
+                gated = await song.downloads.values.first { $0.gateTicket != nil && !$0.passedGate && $0.position > 0 }?.position
+                if gated == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            let start = try #require(gated, "a part waits at the gate")
+            #expect(await !song.available.contains(start))
+            let read = try await song.read(ByteRange(start, start + 65_536)).collect()
+            #expect(TestData.sha256(read) == TestData.sha256(data[Int(start)..<Int(start) + 65_536]))
+            #expect(!server.requests.contains { $0.range == "bytes=0-0" }, "\(server.requests.map(\.range))")
+            prefetch.cancel()
+            await cache.shutdown()
+            try await transport.shutdown()
         }
     }
 

@@ -120,6 +120,8 @@ extension Resource {
         var readerWaits = false
         /// It went through the gate (``gateTicket``) and planned its first request.
         var passedGate = false
+        /// It has a place at the gate and has not gone through yet: no request of it is out.
+        var waitsAtTheGate: Bool { gateTicket != nil && !passedGate }
 
         init(id: Int, start: Int64, position: Int64, limit: Int64, kind: Kind, segmentEnd: Int64, rangeEnd: Int64, segmentSize: Int64,
              segmentStartPosition: Int64, startedForShortRead: Bool = false) {

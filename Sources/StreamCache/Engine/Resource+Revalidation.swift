@@ -131,10 +131,11 @@ extension Resource {
     /// request in flight: one sent before the read began (or about to be, past the gate), whose
     /// bytes are the version the origin had when it reached it, perhaps before a replacement the
     /// read came after. Such a read asks first, as a read of cached bytes does; one whose bytes
-    /// come from a request planned after it began needs not.
+    /// come from a request planned after it began needs not, nor one that joins a download still
+    /// waiting at the gate (``Download/waitsAtTheGate``): its request goes out after the read began.
     func startsInARequestAlreadySent(at offset: Int64) -> Bool {
         downloads.values.contains { download in
-            download.window.contains(offset) && offset < download.segmentEnd && joins(download, at: offset)
+            !download.waitsAtTheGate && download.window.contains(offset) && offset < download.segmentEnd && joins(download, at: offset)
         }
     }
 
