@@ -788,6 +788,40 @@ import Testing
         }
     }
 
+    /// A prune's rules are checked before they are used: none, a negative one, or an age that is
+    /// no finite number of seconds below 10^15 gets a 400 and evicts nothing. An age of 1e300
+    /// seconds used to stop the server (its milliseconds do not fit a `Duration`).
+    @Test func controlAPIRefusesPruneRulesOutOfRange() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 300_000, seed: 306)
+            origin.setFile("/music/e.flac", data: data, contentType: "audio/flac")
+            let (api, auth) = try Self.resourcesAPI(of: server)
+            let body = #"{"url":"\#(origin.url("/music/e.flac").absoluteString)","headers":{"Authorization":"\#(Self.secret)"}}"#
+            let stream = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(
+                api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body]).body)
+            let played = try await Self.curl(try #require(URL(string: stream.streamURL)))
+            #expect(played.status == 200 && played.body == data)
+            await server.cache.flush()
+
+            let prune = try #require(server.baseURL?.appendingPathComponent("api/cache/prune"))
+            let refused = [#"{}"#, #"{"dryRun":true}"#, #"{"maximumAgeSeconds":1e300}"#, #"{"maximumAgeSeconds":-1e300}"#,
+                           #"{"maximumAgeSeconds":1e15}"#, #"{"maximumAgeSeconds":-1}"#, #"{"maximumSize":-1}"#, #"{"minimumFreeSpace":-5}"#]
+            for rules in refused {
+                let answer = try await Self.curl(prune, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", rules])
+                #expect(answer.status == 400, "\(rules): \(answer.status)")
+                #expect(String(decoding: answer.body, as: UTF8.self).contains("invalidRequest"), "\(rules)")
+            }
+            #expect(try await server.cache.entries().map(\.key.rawValue) == [stream.key], "a refused prune evicts nothing")
+            // The largest age it takes: nothing is that old.
+            let kept = try await Self.curl(prune, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", #"{"maximumAgeSeconds":9.9e14}"#])
+            #expect(kept.status == 200)
+            #expect(try JSONDecoder().decode(ControlAPI.Pruning.self, from: kept.body).evicted.isEmpty)
+            let evicted = try await Self.curl(prune, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", #"{"maximumSize":0}"#])
+            #expect(evicted.status == 200)
+            #expect(try JSONDecoder().decode(ControlAPI.Pruning.self, from: evicted.body).evicted.map(\.key) == [stream.key])
+        }
+    }
+
     @Test func nonLoopbackNeedsExplicitPermissionAndSettingsAreChecked() async throws {
         try await withTemporaryCache { cache in
             var configuration = ProxyServer.Configuration()

@@ -253,13 +253,15 @@ struct ControlAPIResponder: Sendable {
         } catch {
             return Self.error(.badRequest, "invalidRequest", "\(error)")
         }
+        // Checked before the age becomes a `Duration`: milliseconds past `Int64.max` (an age of
+        // 1e300 seconds, say) would stop the server.
+        guard [body.maximumSize, body.minimumFreeSpace].allSatisfy({ ($0 ?? 0) >= 0 }), body.maximumAgeSeconds.map({ $0.isFinite && $0 >= 0 && $0 < 1e15 }) ?? true else {
+            return Self.error(.badRequest, "invalidRequest", "The rules must be zero or more (and the age finite, below 10^15 seconds).")
+        }
         let rules = EvictionRules(maximumSize: body.maximumSize, maximumAge: body.maximumAgeSeconds.map { .milliseconds(Int64(($0 * 1000).rounded())) },
                                   minimumFreeSpace: body.minimumFreeSpace)
         guard !rules.isEmpty else {
             return Self.error(.badRequest, "invalidRequest", "Name at least one rule: maximumSize, maximumAgeSeconds or minimumFreeSpace.")
-        }
-        guard [body.maximumSize, body.minimumFreeSpace].allSatisfy({ ($0 ?? 0) >= 0 }), body.maximumAgeSeconds.map({ $0.isFinite && $0 >= 0 && $0 < 1e15 }) ?? true else {
-            return Self.error(.badRequest, "invalidRequest", "The rules must be zero or more (and the age finite).")
         }
         do {
             let evicted = try await server.cache.evict(rules, dryRun: body.dryRun ?? false)
