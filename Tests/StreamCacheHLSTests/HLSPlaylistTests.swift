@@ -140,6 +140,7 @@ import Testing
         ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\n#EXT-X-BYTERANGE:100\nseg.ts\n", "must follow a byte range"),
         ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\n#EXT-X-BYTERANGE:-5@0\nseg.ts\n", "length[@offset]"),
         ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\n#EXT-X-BYTERANGE:9223372036854775807@9\nseg.ts\n", "largest offset"),
+        ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:URI=\"init.mp4\",BYTERANGE=\"9223372036854775807@9\"\n#EXTINF:2,\nseg.ts\n", "largest offset"),
         ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-STREAM-INF:BANDWIDTH=1\na.m3u8\n", "mixes master"),
         ("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\na.m3u8\n#EXTINF:2,\nseg.ts\n", "no #EXT-X-STREAM-INF introduces"),
         ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\n{$nope}/seg.ts\n", "not defined"),

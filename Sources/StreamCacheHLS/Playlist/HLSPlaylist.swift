@@ -360,7 +360,7 @@ public struct HLSPlaylist: Sendable {
                 var reference = try uriReference(attributes, tag: name, role: .initializationSection, required: true)!
                 if let range = attributes["BYTERANGE"] {
                     let parsed = try Self.parseByteRange(range[...], tag: "EXT-X-MAP BYTERANGE")
-                    reference.byteRange = ByteRange(offset: parsed.offset ?? 0, length: parsed.length)
+                    reference.byteRange = try Self.byteRange(offset: parsed.offset ?? 0, length: parsed.length, tag: "EXT-X-MAP BYTERANGE")
                 }
                 currentMap = reference
                 references[references.count - 1] = reference
@@ -411,8 +411,7 @@ public struct HLSPlaylist: Sendable {
                 } else {
                     throw HLSSyntaxError("#EXT-X-BYTERANGE without an offset must follow a byte range of the same URI")
                 }
-                guard offset <= Int64.max - range.length else { throw HLSSyntaxError("#EXT-X-BYTERANGE runs past the largest offset") }
-                reference.byteRange = ByteRange(offset: offset, length: range.length)
+                reference.byteRange = try Self.byteRange(offset: offset, length: range.length, tag: "EXT-X-BYTERANGE")
                 previousByteRange = (uri, offset + range.length)
             } else {
                 previousByteRange = nil
@@ -465,6 +464,13 @@ public struct HLSPlaylist: Sendable {
             for type in ["AUDIO", "VIDEO", "SUBTITLES"] { groups[type] = attributes[type] }
             return Variant(reference: reference, bandwidth: attributes["BANDWIDTH"].flatMap { Int($0) } ?? 0,
                            resolution: attributes["RESOLUTION"], codecs: attributes["CODECS"], renditionGroups: groups, isIFrameOnly: isIFrameOnly)
+        }
+
+        /// `length` bytes from `offset`; an origin's playlist may name any two numbers, and a range
+        /// that ends past the largest offset is refused, not computed (it would stop the process).
+        private static func byteRange(offset: Int64, length: Int64, tag: String) throws(HLSSyntaxError) -> ByteRange {
+            guard offset <= Int64.max - length else { throw HLSSyntaxError("#\(tag) runs past the largest offset") }
+            return ByteRange(offset: offset, length: length)
         }
 
         /// `length[@offset]`.
