@@ -640,6 +640,27 @@ import Testing
         }
     }
 
+    /// A read that starts past the longest resource the cache handles is refused before anything
+    /// is planned or asked, whether the length is known or not: at `Int64.max - 10`, planning its
+    /// download overflowed and stopped the process. One just below the bound is asked for.
+    @Test func aReadPastTheLongestResourceIsRefusedWithoutARequest() async throws {
+        let (server, data) = try makeOrigin(size: 1000)
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let song = resource(cache, server)
+            for start in [Int64.max - 10, ByteRange.largestLength] {
+                let read = await #expect(throws: StreamCacheError.self) { _ = try await song.read(ByteRange(start, Int64.max)).collect() }
+                #expect(read?.code == .rangeNotSatisfiable)
+                let prefetch = await #expect(throws: StreamCacheError.self) { try await song.prefetch(ByteRange(start, start + 10)) }
+                #expect(prefetch?.code == .rangeNotSatisfiable)
+            }
+            #expect(server.requests.isEmpty, "\(server.requests.map(\.range))")
+            // The origin tells the length, and the read past it is empty, as any past the end is.
+            #expect(try await song.read(ByteRange(ByteRange.largestLength - 1, Int64.max)).collect().isEmpty)
+            #expect(server.requests.count == 1)
+            #expect(try await song.read(from: 0).collect() == data)
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

@@ -258,6 +258,25 @@ import Testing
         }
     }
 
+    /// A player's range that starts past any resource's end, before the length is known, gets a
+    /// 416 that says why, and asks the origin nothing: at `9223372036854775000` it once stopped
+    /// the server (its download's planning overflowed). The server then serves the file.
+    @Test func aRangePastAnyResourceIsA416BeforeTheLengthIsKnown() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 200_000, seed: 307)
+            origin.setFile("/music/far.mp3", data: data, contentType: "audio/mpeg")
+            let url = server.url(for: server.register(url: origin.url("/music/far.mp3"), headers: ["Authorization": Self.secret]))
+            for range in ["9223372036854775000-9223372036854775100", "9223372036854775806-"] {
+                let far = try await Self.curl(url, ["-r", range])
+                #expect(far.status == 416, "\(range): \(far.status)")
+                #expect(String(decoding: far.body, as: UTF8.self).contains("past the end of any resource"), "\(range)")
+            }
+            #expect(origin.requests.isEmpty, "\(origin.requests.map(\.range))")
+            let whole = try await Self.curl(url)
+            #expect(whole.status == 200 && TestData.sha256(whole.body) == TestData.sha256(data))
+        }
+    }
+
     @Test func curlSeesRFC9110Ranges() async throws {
         try await Self.withProxy { server, origin in
             let data = TestData.random(count: 1_000_000, seed: 301)

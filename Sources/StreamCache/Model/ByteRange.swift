@@ -27,6 +27,13 @@ public struct ByteRange: Hashable, Sendable, Codable, CustomStringConvertible {
         self.upperBound = upperBound
     }
 
+    /// The longest resource the cache handles: the largest length an origin's `Content-Range` or
+    /// `Content-Length` can state here (18 digits), far past what any file system holds. A read
+    /// that starts at or past it is past the end of any resource, and is refused before any
+    /// offset arithmetic: a player's `Range: bytes=9223372036854775000-` once overflowed the
+    /// planning of its download and stopped the process.
+    public static let largestLength: Int64 = 999_999_999_999_999_999
+
     /// Creates a range from a Swift half-open range.
     public init(_ range: Range<Int64>) {
         self.init(range.lowerBound, range.upperBound)
