@@ -246,11 +246,12 @@ extension Resource {
     }
 
     func beginRead(_ range: ByteRange, prefetch: Bool, pacer: DownloadPacer? = nil) async throws -> (Int, RangeSet, Int) {
-        // Until the reader is registered below (in the same turn as the load's end), a removal
-        // must wait: see ``removeIfIdle()``.
+        // Refused before any offset arithmetic (see ``ByteRange/largestLength``).
         guard range.lowerBound < ByteRange.largestLength else {
             throw StreamCacheError(.rangeNotSatisfiable, "Offset \(range.lowerBound) is past the end of any resource (\(ByteRange.largestLength) bytes at most).")
         }
+        // Until the reader is registered below (in the same turn as the load's end), a removal
+        // must wait: see ``removeIfIdle()``.
         readsStarting += 1
         defer { readsStarting -= 1 }
         try await ensureLoaded()
