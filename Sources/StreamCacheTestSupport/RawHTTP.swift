@@ -26,11 +26,17 @@ public enum RawHTTP {
         }
     }
 
+    /// The default wait of ``exchange(port:request:timeout:)`` and ``get(port:path:headers:timeout:)``
+    /// in seconds: 5, stretched by ``TestTiming/slowdown``. An upper bound only (the requests close
+    /// their connection, so an answer ends the wait); under ThreadSanitizer a cached 30 kB answer
+    /// once took longer than 5 s while the whole suite ran.
+    public static var defaultTimeout: Double { 5 * Double(TestTiming.slowdown) }
+
     /// Connects, sends `request`, and reads until the server closes or `timeout` passes.
     ///
     /// The socket I/O blocks, so it runs on a dispatch thread, never on the cooperative pool that
     /// the server under test needs.
-    public static func exchange(port: Int, request: Data, timeout: Double = 5) async throws -> Response {
+    public static func exchange(port: Int, request: Data, timeout: Double = defaultTimeout) async throws -> Response {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Result { try blockingExchange(port: port, request: request, timeout: timeout) })
@@ -90,7 +96,7 @@ public enum RawHTTP {
     }
 
     /// Sends a `GET` with the given extra header lines and `Connection: close`.
-    public static func get(port: Int, path: String, headers: [String] = [], timeout: Double = 5) async throws -> Response {
+    public static func get(port: Int, path: String, headers: [String] = [], timeout: Double = defaultTimeout) async throws -> Response {
         var text = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
         for header in headers { text += header + "\r\n" }
         text += "\r\n"
