@@ -641,8 +641,8 @@ import Testing
     }
 
     /// A read that starts past the longest resource the cache handles is refused before anything
-    /// is planned or asked, whether the length is known or not: at `Int64.max - 10`, planning its
-    /// download overflowed and stopped the process. One just below the bound is asked for.
+    /// is planned or asked, here while the length is not known yet: at `Int64.max - 10`, planning
+    /// its download overflowed and stopped the process. One just below the bound is asked for.
     @Test func aReadPastTheLongestResourceIsRefusedWithoutARequest() async throws {
         let (server, data) = try makeOrigin(size: 1000)
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
