@@ -52,6 +52,10 @@ public final class CloudTestServer: @unchecked Sendable {
         /// Earlier versions' bytes by revision (Box serves them by `file_version` id, Drive by
         /// revision id).
         var history: [Int: Data] = [:]
+        /// The size the API states instead of the real one (``misstateSize(_:as:)``).
+        var misstatedSize: Int64?
+        /// The size the API answers with: the bytes' count unless misstated.
+        var statedSize: Int64 { misstatedSize ?? Int64(data.count) }
         var name: String { String(path.split(separator: "/").last ?? "") }
         /// The digests the services publish, each the real one of `data` as their documentation
         /// defines it; the Dropbox and OneDrive ones come from the engine's hashers, which
@@ -162,6 +166,13 @@ public final class CloudTestServer: @unchecked Sendable {
             state.files[path] = File(id: id, path: path, data: data, mimeType: mimeType, revision: 1)
             return id
         }
+    }
+
+    /// Makes the API state `size` as the size of the file at `path` (in its metadata and
+    /// listings), as a service with a bug or a tampered answer would; the downloads still send
+    /// the real bytes, with their real lengths.
+    public func misstateSize(_ path: String, as size: Int64) {
+        state.withLock { $0.files[path]?.misstatedSize = size }
     }
 
     /// The id of the file at `path`.
@@ -444,7 +455,7 @@ public final class CloudTestServer: @unchecked Sendable {
             switch path.dropFirst("/yandex/v1/disk/public".count) {
             case "/resources":
                 if let file = file(path: target) {
-                    return json(["name": file.name, "type": "file", "size": file.data.count, "mime_type": file.mimeType ?? "application/octet-stream",
+                    return json(["name": file.name, "type": "file", "size": file.statedSize, "mime_type": file.mimeType ?? "application/octet-stream",
                                  "md5": file.md5, "sha256": file.sha256, "revision": file.revision, "path": inner, "public_key": key])
                 }
                 let items = children(of: target)
@@ -471,7 +482,7 @@ public final class CloudTestServer: @unchecked Sendable {
             case "", "/": return json(["user": ["uid": "y-uid-7", "login": "tester"], "total_space": 1 << 40])
             case "/resources":
                 if let file = file(path: target) {
-                    return json(["name": file.name, "type": "file", "size": file.data.count, "mime_type": file.mimeType ?? "application/octet-stream",
+                    return json(["name": file.name, "type": "file", "size": file.statedSize, "mime_type": file.mimeType ?? "application/octet-stream",
                                  "md5": file.md5, "sha256": file.sha256, "revision": file.revision, "path": "disk:" + file.path])
                 }
                 let items = children(of: target)
@@ -497,7 +508,7 @@ public final class CloudTestServer: @unchecked Sendable {
                                  "path_display": target])
                 }
                 guard let file = file(reference: target) else { return json(["error_summary": "path/not_found/"], status: .conflict) }
-                return json([".tag": "file", "name": file.name, "id": "id:" + file.id, "size": file.data.count, "rev": "r\(file.revision)",
+                return json([".tag": "file", "name": file.name, "id": "id:" + file.id, "size": file.statedSize, "rev": "r\(file.revision)",
                              "content_hash": file.dropboxContentHash, "path_display": file.path])
             case "files/list_folder":
                 return json(["entries": children(of: target.isEmpty ? "/" : target).map {
@@ -513,7 +524,7 @@ public final class CloudTestServer: @unchecked Sendable {
             }
             var response = download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record)
             let result = "{\"name\":\"\(file.name.unicodeScalars.map { $0.isASCII ? String($0) : String(format: "\\u%04x", $0.value) }.joined())\","
-                + "\"id\":\"id:\(file.id)\",\"rev\":\"r\(file.revision)\",\"content_hash\":\"\(file.dropboxContentHash)\",\"size\":\(file.data.count)}"
+                + "\"id\":\"id:\(file.id)\",\"rev\":\"r\(file.revision)\",\"content_hash\":\"\(file.dropboxContentHash)\",\"size\":\(file.statedSize)}"
             response.headers[HTTPField.Name("Dropbox-API-Result")!] = result
             return response
         }
@@ -553,7 +564,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 return json(["id": file.id, "name": file.name, "mimeType": file.mimeType!, "capabilities": ["canReadRevisions": revisionsReadable]])
             }
             if query["alt"] == "media" { return download(fileID: file.id, range: range, link: nil, authorization: authorization, record: record) }
-            return json(["id": file.id, "name": file.name, "size": String(file.data.count), "mimeType": file.mimeType ?? "application/octet-stream",
+            return json(["id": file.id, "name": file.name, "size": String(file.statedSize), "mimeType": file.mimeType ?? "application/octet-stream",
                          "md5Checksum": file.md5, "headRevisionId": "rev\(file.revision)",
                          "capabilities": ["canReadRevisions": revisionsReadable]])
         }
@@ -591,7 +602,7 @@ public final class CloudTestServer: @unchecked Sendable {
             if suffix == "content" {
                 return empty(.found, [.location: url(.content, "/onedrive/\(issueLink(for: item.id))").absoluteString + "?tempauth=signed"])
             }
-            return json(["id": item.id, "name": item.name, "size": item.data.count, "eTag": "\"{\(item.id)},\(item.revision)\"",
+            return json(["id": item.id, "name": item.name, "size": item.statedSize, "eTag": "\"{\(item.id)},\(item.revision)\"",
                          "cTag": "\"c:{\(item.id)},\(item.revision)\"", "file": ["mimeType": item.mimeType ?? "application/octet-stream", "hashes": ["quickXorHash": item.quickXorHash]]])
         }
         if path.hasPrefix("/box/2.0/") {
@@ -616,7 +627,7 @@ public final class CloudTestServer: @unchecked Sendable {
                 }
                 return empty(.found, [.location: url(.content, "/box/\(issueLink(for: file.id, revision: revision))").absoluteString])
             }
-            return json(["type": "file", "id": file.id, "name": file.name, "size": file.data.count, "sha1": file.sha1, "etag": String(file.revision),
+            return json(["type": "file", "id": file.id, "name": file.name, "size": file.statedSize, "sha1": file.sha1, "etag": String(file.revision),
                          "file_version": ["type": "file_version", "id": file.boxVersionID, "sha1": file.sha1]])
         }
         return empty(.notFound)
@@ -628,7 +639,7 @@ public final class CloudTestServer: @unchecked Sendable {
         var name: String
         var path: String
         var id: String
-        var size: Int
+        var size: Int64
         var isFolder: Bool
     }
 
@@ -709,7 +720,7 @@ public final class CloudTestServer: @unchecked Sendable {
             let parts = rest.split(separator: "/")
             guard let first = parts.first else { continue }
             if parts.count == 1 {
-                seen[String(first)] = Child(name: String(first), path: file.path, id: file.id, size: file.data.count, isFolder: false)
+                seen[String(first)] = Child(name: String(first), path: file.path, id: file.id, size: file.statedSize, isFolder: false)
             } else {
                 seen[String(first)] = Child(name: String(first), path: prefix + first, id: prefix + first, size: 0, isFolder: true)
             }

@@ -503,6 +503,86 @@ import Testing
         }
     }
 
+    /// A size no file can have in a service's metadata (negative, or past
+    /// ``StreamCache/ByteRange/largestLength``) is a `badResponse` that names the field, for the
+    /// file and for its folder's listing, and the version cached before stays whole. A negative
+    /// size of a new version once reached a byte range and stopped the process.
+    @Test(arguments: services)
+    func aSizeNoFileCanHaveIsABadResponseThatLosesNothing(service: String) async throws {
+        let old = TestData.random(count: 100_000, seed: 54)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/a.mp3", data: old)
+            try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+                let first = try await environment.source(service, path: "/Music/a.mp3").resolve()
+                let cached = try await cache.resource(for: first).read(from: 0).collect()
+                #expect(TestData.sha256(cached) == TestData.sha256(old))
+                environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 90_000, seed: 55))
+                for size in [-5, ByteRange.largestLength + 1, Int64.max] {
+                    environment.server.misstateSize("/Music/a.mp3", as: size)
+                    await #expect {
+                        let file = try await environment.source(service, path: "/Music/a.mp3").resolve()
+                        _ = try await cache.resource(for: file).read(from: 0).collect()
+                    } throws: { error in
+                        guard let error = error as? StreamCacheError else { return false }
+                        return error.code == .badResponse && error.message.contains("`size`: ") && error.message.contains("is not a size in bytes")
+                    }
+                    // The listing's only file is its first entry: `entries.[0].size` for Dropbox.
+                    await #expect { try await environment.folder(service).list() } throws: { error in
+                        guard let error = error as? StreamCacheError else { return false }
+                        return error.code == .badResponse && error.message.contains(".[0].size`: ") && error.message.contains("is not a size in bytes")
+                    }
+                }
+                #expect(try await cache.resource(for: first.key, origin: first.origin).cachedRanges == RangeSet([ByteRange(0, Int64(old.count))]))
+                #expect(environment.server.downloadedBytes == Int64(old.count))
+            }
+        }
+    }
+
+    /// An answer the client cannot decode is a `badResponse` that says what was wrong, and where,
+    /// without quoting a value (which may be a token or a signed link).
+    @Test(arguments: services)
+    func anAnswerThatDoesNotDecodeSaysWhereAndWhy(service: String) async throws {
+        try await CloudTestEnvironment.with { (environment: CloudTestEnvironment) async throws -> Void in
+            environment.server.setFile("/Music/a.mp3", data: TestData.random(count: 100))
+            for (body, reason) in [("{\"secret\": \"value-31337\"}", "(no `"), ("<html>busy</html>", "(not JSON)")] {
+                environment.server.failAPICalls(10, status: 200, body: body)
+                await #expect { try await environment.source(service, path: "/Music/a.mp3").resolve() } throws: { error in
+                    guard let error = error as? StreamCacheError else { return false }
+                    return error.code == .badResponse && error.message.contains("JSON this client does not understand \(reason)")
+                        && !error.message.contains("value-31337")
+                }
+            }
+            environment.server.failAPICalls(0, status: 200)
+            #expect(try await environment.source(service, path: "/Music/a.mp3").resolve().size == 100)
+        }
+    }
+
+    /// A new version whose size in the service's metadata is not the length its download states
+    /// (a service's slip) plays whole, each byte downloaded once: the download's length stands.
+    /// Before, its first download dropped the version the metadata announced and failed the
+    /// read, and every later resolution announced it again, so the file never played.
+    @Test(arguments: services)
+    func aSizeTheDownloadContradictsCostsNoRead(service: String) async throws {
+        let old = TestData.random(count: 100_000, seed: 56)
+        let new = TestData.random(count: 120_000, seed: 57)
+        try await CloudTestEnvironment.with { environment in
+            environment.server.setFile("/Music/a.mp3", data: old)
+            try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+                let first = try await environment.source(service, path: "/Music/a.mp3").resolve()
+                _ = try await cache.resource(for: first).read(from: 0).collect()
+                environment.server.setFile("/Music/a.mp3", data: new)
+                environment.server.misstateSize("/Music/a.mp3", as: 100)
+                for _ in 0..<2 {
+                    let file = try await environment.source(service, path: "/Music/a.mp3").resolve()
+                    #expect(file.size == 100)
+                    let bytes = try await cache.resource(for: file).read(from: 0).collect()
+                    #expect(TestData.sha256(bytes) == TestData.sha256(new))
+                }
+                #expect(environment.server.downloadedBytes == Int64(old.count + new.count), "each byte once")
+            }
+        }
+    }
+
     /// Acceptance 4 (sources part): after streams from every service, with token refreshes and
     /// expiring links, no token, refresh token or signed link is in the cache directory, the
     /// index or the logs.

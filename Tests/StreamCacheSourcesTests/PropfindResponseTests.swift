@@ -34,6 +34,19 @@ import Testing
         #expect(!song.isCollection)
     }
 
+    /// A `getcontentlength` that is no file's length (negative, past
+    /// ``StreamCache/ByteRange/largestLength``, not a number) is an unknown length, not a listed one.
+    @Test(arguments: [("0", Int64?.some(0)), ("7340032", 7_340_032), ("-5", nil), ("1000000000000000000", nil), ("99999999999999999999", nil), ("12 KB", nil)])
+    func aLengthNoFileCanHaveIsUnknown(stated: String, expected: Int64?) throws {
+        let xml = """
+        <d:multistatus xmlns:d="DAV:"><d:response><d:href>/a.mp3</d:href><d:propstat><d:prop>\
+        <d:getcontentlength>\(stated)</d:getcontentlength></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response></d:multistatus>
+        """
+        let answer = try PropfindResponse(xml: Data(xml.utf8))
+        #expect(answer.resources.count == 1)
+        #expect(answer.resources.first?.contentLength == expected)
+    }
+
     @Test(arguments: ["", "<html>not dav</html>", "<d:multistatus xmlns:d=\"DAV:\"><d:response>", "<multistatus/>"])
     func rejectsWhatIsNotAMultistatusDocument(xml: String) {
         #expect(throws: StreamCacheError.self) { try PropfindResponse(xml: Data(xml.utf8)) }

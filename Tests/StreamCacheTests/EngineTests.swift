@@ -661,6 +661,26 @@ import Testing
         }
     }
 
+    /// A length no resource can have, from a caller telling the version its source reports, is
+    /// refused (`invalidArgument`) before anything is dropped: a negative one once became the
+    /// resource's length and stopped the process at the next read.
+    @Test func anImpossibleLengthToExpectIsRefusedAndTheBytesStay() async throws {
+        let (server, data) = try makeOrigin(size: 1000)
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let song = resource(cache, server)
+            #expect(try await song.read(from: 0).collect() == data)
+            for length in [-1, ByteRange.largestLength + 1, Int64.max] {
+                let refusal = await #expect(throws: StreamCacheError.self) {
+                    try await song.expectVersion(Validator(entityTag: "\"another\""), totalLength: length)
+                }
+                #expect(refusal?.code == .invalidArgument)
+            }
+            #expect(try await song.cachedRanges == RangeSet([ByteRange(0, 1000)]))
+            #expect(try await song.read(from: 0).collect() == data)
+            #expect(server.requests.count == 1)
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

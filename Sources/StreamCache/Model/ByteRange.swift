@@ -34,6 +34,14 @@ public struct ByteRange: Hashable, Sendable, Codable, CustomStringConvertible {
     /// planning of its download and stopped the process.
     public static let largestLength: Int64 = 999_999_999_999_999_999
 
+    /// Whether `length` can be a resource's length here: from zero to ``largestLength``. A length
+    /// from elsewhere than the origin's headers (a cloud service's metadata, a caller's
+    /// ``Resource/expectVersion(_:totalLength:)``) is checked with it before the cache keeps it:
+    /// a negative one once reached a range and stopped the process.
+    public static func isPossibleLength(_ length: Int64) -> Bool {
+        length >= 0 && length <= largestLength
+    }
+
     /// Creates a range from a Swift half-open range.
     public init(_ range: Range<Int64>) {
         self.init(range.lowerBound, range.upperBound)

@@ -38,7 +38,7 @@ public struct BoxSource: Source {
         var type: String?
         var id: String
         var name: String
-        var size: Int64?
+        var size: StatedSize?
         var sha1: String?
         var etag: String?
         var file_version: FileVersion?
@@ -58,7 +58,7 @@ public struct BoxSource: Source {
         // link that names its version keeps its word on its bytes; one that does not (no version
         // id, a viewer's) keeps it for ``SourceConfiguration/linkVersionLifetime``.
         let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
-        return ResolvedSource(key: CacheKey("box:\(userID):\(file.id)"), fileName: file.name, size: file.size, mimeType: nil,
+        return ResolvedSource(key: CacheKey("box:\(userID):\(file.id)"), fileName: file.name, size: file.size?.bytes, mimeType: nil,
                               version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
     }
 
@@ -68,7 +68,7 @@ public struct BoxSource: Source {
         let version = (file.sha1 ?? file.etag).map { Validator(entityTag: "\"\($0)\"") }
         let pin = file.file_version.map { [("version", $0.id)] } ?? []
         var target = DownloadTarget(url: CloudAPI.url(base, "files/\(file.id)/content", query: pin), sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, fileName: file.name,
+                                    version: version, totalLength: file.size?.bytes, fileName: file.name,
                                     contentDigest: file.sha1.flatMap { ContentDigest(algorithm: .sha1, hex: $0) })
         target.pinsVersion = !pin.isEmpty
         return (file, target)
@@ -80,7 +80,7 @@ public struct BoxSource: Source {
             ("fields", "type,id,name,size"), ("limit", "1000"),
         ]))
         return items.entries.map {
-            SourceEntry(name: $0.name, isFolder: $0.type == "folder", size: $0.size, reference: $0.type == "folder" ? "box:folder:\($0.id)" : "box:\($0.id)")
+            SourceEntry(name: $0.name, isFolder: $0.type == "folder", size: $0.size?.bytes, reference: $0.type == "folder" ? "box:folder:\($0.id)" : "box:\($0.id)")
         }
     }
 }

@@ -34,7 +34,7 @@ public struct DropboxSource: Source {
         var tag: String
         var name: String
         var id: String?
-        var size: Int64?
+        var size: StatedSize?
         var rev: String?
         var content_hash: String?
         var path_display: String?
@@ -77,14 +77,14 @@ public struct DropboxSource: Source {
         let version = (file.content_hash ?? file.rev).map { Validator(entityTag: "\"\($0)\"") }
         var target = DownloadTarget(url: configuration.endpoints.dropboxContent.appendingPathComponent("files/download"),
                                     headers: ["Dropbox-API-Arg": Self.argument(path: id)], sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, fileName: file.name,
+                                    version: version, totalLength: file.size?.bytes, fileName: file.name,
                                     contentDigest: file.content_hash.flatMap { ContentDigest(algorithm: .dropboxContentHash, hex: $0) })
         // Each download reports the metadata of what it sends; a file replaced meanwhile shows there.
         target.versionHeader = file.content_hash != nil
             ? VersionHeader(name: "Dropbox-API-Result", jsonKey: "content_hash", digestAlgorithm: .dropboxContentHash)
             : VersionHeader(name: "Dropbox-API-Result", jsonKey: "rev")
         let origin = configuration.origin(FixedDownloadLocator(target: target), credentials: api.credentials)
-        return ResolvedSource(key: CacheKey("dropbox:\(accountID):\(id)"), fileName: file.name, size: file.size, mimeType: nil,
+        return ResolvedSource(key: CacheKey("dropbox:\(accountID):\(id)"), fileName: file.name, size: file.size?.bytes, mimeType: nil,
                               version: version, origin: origin)
     }
 
@@ -93,7 +93,7 @@ public struct DropboxSource: Source {
                                          headers: ["Content-Type": "application/json"], body: Data(Self.argument(path: path == "/" ? "" : path).utf8))
         let prefix = path.hasSuffix("/") ? path : path + "/"
         return listing.entries.map {
-            SourceEntry(name: $0.name, isFolder: $0.tag == "folder", size: $0.size, reference: "dropbox:\($0.path_display ?? prefix + $0.name)")
+            SourceEntry(name: $0.name, isFolder: $0.tag == "folder", size: $0.size?.bytes, reference: "dropbox:\($0.path_display ?? prefix + $0.name)")
         }
     }
 }

@@ -46,7 +46,7 @@ public struct GoogleDriveSource: Source {
         var name: String
         var mimeType: String?
         /// Drive sends sizes as strings.
-        var size: String?
+        var size: StatedSize?
         var md5Checksum: String?
         var headRevisionId: String?
         var capabilities: Capabilities?
@@ -91,7 +91,7 @@ public struct GoogleDriveSource: Source {
             pinned = false
         }
         var target = DownloadTarget(url: media, sendsCredentials: true, expires: false, version: version,
-                                    totalLength: file.size.flatMap { Int64($0) }, mimeType: file.mimeType, fileName: file.name,
+                                    totalLength: file.size?.bytes, mimeType: file.mimeType, fileName: file.name,
                                     contentDigest: file.md5Checksum.flatMap { ContentDigest(algorithm: .md5, hex: $0) })
         target.pinsVersion = pinned
         return (file, target)
@@ -103,7 +103,7 @@ public struct GoogleDriveSource: Source {
             ("supportsAllDrives", "true"), ("includeItemsFromAllDrives", "true"),
         ]))
         return listing.files.map {
-            SourceEntry(name: $0.name, isFolder: $0.mimeType == Self.folderType, size: $0.size.flatMap { Int64($0) }, reference: "gdrive:\($0.id)")
+            SourceEntry(name: $0.name, isFolder: $0.mimeType == Self.folderType, size: $0.size?.bytes, reference: "gdrive:\($0.id)")
         }
     }
 }

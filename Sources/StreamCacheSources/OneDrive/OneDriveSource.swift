@@ -60,7 +60,7 @@ public struct OneDriveSource: Source {
         struct Folder: Decodable {}
         var id: String
         var name: String
-        var size: Int64?
+        var size: StatedSize?
         var eTag: String?
         var cTag: String?
         var file: File?
@@ -77,7 +77,7 @@ public struct OneDriveSource: Source {
         // Asked again before a revalidation and once its word on the version is old
         // (``SourceConfiguration/linkVersionLifetime``): the content download does not tell a new version.
         let locator = configuration.resolvingLocator(reference, initial: target) { try await source.describe().target }
-        return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size, mimeType: file.file?.mimeType,
+        return ResolvedSource(key: CacheKey("onedrive:\(driveID):\(file.id)"), fileName: file.name, size: file.size?.bytes, mimeType: file.file?.mimeType,
                               version: target.version, origin: configuration.origin(locator, credentials: api.credentials))
     }
 
@@ -89,7 +89,7 @@ public struct OneDriveSource: Source {
         // `/content` redirects to a pre-authenticated URL on another host: HTTPOrigin follows it
         // without the token, and asks `/content` again for each request, so the URL never expires on us.
         let target = DownloadTarget(url: CloudAPI.url(base, "me/drive/items/\(file.id)/content"), sendsCredentials: true, expires: false,
-                                    version: version, totalLength: file.size, mimeType: file.file?.mimeType, fileName: file.name,
+                                    version: version, totalLength: file.size?.bytes, mimeType: file.file?.mimeType, fileName: file.name,
                                     contentDigest: file.file?.contentDigest)
         return (file, target)
     }
@@ -97,7 +97,7 @@ public struct OneDriveSource: Source {
     public func list() async throws -> [SourceEntry] {
         let children = try await api.json(Children.self, url: CloudAPI.url(base, itemPath + "/children", query: [("$top", "1000")]))
         return children.value.map {
-            SourceEntry(name: $0.name, isFolder: $0.folder != nil, size: $0.size, reference: "onedrive:id:\($0.id)")
+            SourceEntry(name: $0.name, isFolder: $0.folder != nil, size: $0.size?.bytes, reference: "onedrive:id:\($0.id)")
         }
     }
 }

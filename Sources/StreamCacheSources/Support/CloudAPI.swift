@@ -33,8 +33,26 @@ struct CloudAPI: Sendable {
         let data = try await send(method: method, url: url, headers: headers, body: body)
         do {
             return try JSONDecoder().decode(Result.self, from: data)
-        } catch {
-            throw StreamCacheError(.badResponse, "\(service) answered \(url.redactedDescription) with JSON this client does not understand.")
+        } catch let error as DecodingError {
+            throw StreamCacheError(.badResponse, "\(service) answered \(url.redactedDescription) with JSON this client does not understand (\(Self.reason(error))).")
+        }
+    }
+
+    /// Where and why an answer did not decode, for the error: the field's path (`entries.[2].size`)
+    /// and what was wrong with it, never a field's value (which may be a token or a signed link),
+    /// except what ``StatedSize`` quotes.
+    static func reason(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context, then key: (any CodingKey)? = nil) -> String {
+            let keys = context.codingPath + (key.map { [$0] } ?? [])
+            return keys.map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "no `\(path(context, then: key))`"
+        case .valueNotFound(_, let context): return "`\(path(context))` is null"
+        case .typeMismatch(let type, let context): return "`\(path(context))` is not a \(type)"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "`\(path(context))`: \(context.debugDescription)"
+        @unknown default: return "undecodable"
         }
     }
 

@@ -12,7 +12,7 @@ public struct PropfindResponse: Sendable, Hashable {
     public struct Resource: Sendable, Hashable {
         /// The `d:href`, percent-decoded.
         public var href: String
-        /// `d:getcontentlength`.
+        /// `d:getcontentlength`; `nil` when it is no file's length (``StreamCache/ByteRange/isPossibleLength(_:)``).
         public var contentLength: Int64?
         /// `d:getcontenttype`.
         public var contentType: String?
@@ -92,7 +92,7 @@ public struct PropfindResponse: Sendable, Hashable {
             case "propstat":
                 // Properties in a non-200 propstat are ones the server does not have.
                 guard inPropstatOK else { break }
-                if let length = propstatProps["getcontentlength"] { current?.contentLength = Int64(length) }
+                if let length = propstatProps["getcontentlength"] { current?.contentLength = Int64(length).flatMap { ByteRange.isPossibleLength($0) ? $0 : nil } }
                 if let type = propstatProps["getcontenttype"], !type.isEmpty { current?.contentType = type }
                 if let tag = propstatProps["getetag"], !tag.isEmpty { current?.entityTag = tag }
                 if let date = propstatProps["getlastmodified"], !date.isEmpty { current?.lastModified = date }

@@ -40,7 +40,7 @@ public struct YandexDiskSource: Source {
     struct Resource: Decodable {
         var name: String
         var type: String
-        var size: Int64?
+        var size: StatedSize?
         var mime_type: String?
         var md5: String?
         var sha256: String?
@@ -83,11 +83,11 @@ public struct YandexDiskSource: Source {
             guard let href = URL(string: try await link.href) else {
                 throw StreamCacheError(.badResponse, "Yandex.Disk gave a download link that is not a URL.")
             }
-            return DownloadTarget(url: href, sendsCredentials: true, expires: true, version: now.version, totalLength: now.size,
+            return DownloadTarget(url: href, sendsCredentials: true, expires: true, version: now.version, totalLength: now.size?.bytes,
                                   mimeType: now.mime_type, fileName: now.name, contentDigest: now.contentDigest)
         }
         let origin = configuration.origin(locator, credentials: api.credentials)
-        return ResolvedSource(key: CacheKey("yandex:\(uid):\(path)"), fileName: first.name, size: first.size, mimeType: first.mime_type,
+        return ResolvedSource(key: CacheKey("yandex:\(uid):\(path)"), fileName: first.name, size: first.size?.bytes, mimeType: first.mime_type,
                               version: first.version, origin: origin)
     }
 
@@ -98,7 +98,7 @@ public struct YandexDiskSource: Source {
         guard folder.type == "dir" else { throw StreamCacheError(.invalidArgument, "\(reference) is a file, not a folder.") }
         let prefix = path.hasSuffix("/") ? path : path + "/"
         return (folder._embedded?.items ?? []).map {
-            SourceEntry(name: $0.name, isFolder: $0.type == "dir", size: $0.size, reference: "yandex:\(prefix)\($0.name)")
+            SourceEntry(name: $0.name, isFolder: $0.type == "dir", size: $0.size?.bytes, reference: "yandex:\(prefix)\($0.name)")
         }
     }
 }

@@ -95,11 +95,11 @@ public struct YandexPublicSource: Source {
             guard let href = URL(string: try await link.href) else {
                 throw StreamCacheError(.badResponse, "Yandex.Disk gave a download link that is not a URL.")
             }
-            return DownloadTarget(url: href, sendsCredentials: false, expires: true, version: now.version, totalLength: now.size,
+            return DownloadTarget(url: href, sendsCredentials: false, expires: true, version: now.version, totalLength: now.size?.bytes,
                                   mimeType: now.mime_type, fileName: now.name, contentDigest: now.contentDigest)
         }
         let origin = configuration.origin(locator, credentials: nil)
-        return ResolvedSource(key: CacheKey("yandex-public:\(first.public_key ?? link):\(path)"), fileName: first.name, size: first.size,
+        return ResolvedSource(key: CacheKey("yandex-public:\(first.public_key ?? link):\(path)"), fileName: first.name, size: first.size?.bytes,
                               mimeType: first.mime_type, version: first.version, origin: origin)
     }
 
@@ -116,7 +116,7 @@ public struct YandexPublicSource: Source {
             let items = folder._embedded?.items ?? []
             let prefix = path == "/" ? "/" : path + "/"
             entries += items.map {
-                SourceEntry(name: $0.name, isFolder: $0.type == "dir", size: $0.type == "dir" ? nil : $0.size,
+                SourceEntry(name: $0.name, isFolder: $0.type == "dir", size: $0.type == "dir" ? nil : $0.size?.bytes,
                             reference: YandexPublicSource(link: link, path: prefix + $0.name, configuration: configuration).reference)
             }
             if items.count < Self.pageSize { return entries }
