@@ -435,6 +435,30 @@ import Testing
 
     // MARK: Errors
 
+    /// A request whose range runs past `Int64.max` (offset near it) finishes with
+    /// `rangeNotSatisfiable`, asking the origin nothing, and the bridge answers the next request:
+    /// its end (offset plus length) overflowed and stopped the process. One that ends before the
+    /// start (a negative offset) finishes without data.
+    @Test func aRequestPastAnyResourceFinishesWithAnError() async throws {
+        let file = TestData.random(count: 10_000, seed: 13)
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        origin.setFile("/a/song.mp3", data: file, contentType: "audio/mpeg")
+        try await Self.withCache { cache in
+            let player = SimulatedPlayer(cache: cache, url: origin.url("/a/song.mp3"))
+            let past = await player.request(offset: Int64.max - 10, length: 100)
+            let before = await player.request(offset: -100, length: 50)
+            for request in [past, before] { #expect(await request.waitUntilFinished()) }
+            #expect(past.snapshot.errorCode == StreamCacheError.Code.rangeNotSatisfiable.number, "\(past.snapshot.errorMessage ?? "")")
+            #expect(before.snapshot.errorDomain == nil && before.snapshot.received.isEmpty)
+            #expect(origin.requests.isEmpty)
+            let whole = await player.request(offset: 0, length: file.count)
+            #expect(await whole.waitUntilFinished())
+            Self.expectOriginBytes(whole, file)
+            #expect(player.violations.isEmpty, "\(player.violations)")
+        }
+    }
+
     /// Engine errors finish the request with an `NSError` in StreamCache's domain whose code says
     /// what failed, and whose message holds no credential.
     @Test(arguments: [(404, StreamCacheError.Code.notFound), (401, .authenticationFailed), (410, .notFound)])

@@ -172,9 +172,10 @@ public final class ResourceLoaderBridge: @unchecked Sendable {
         var range: ByteRange?
         if request.requestsData {
             let start = max(0, request.currentOffset)
-            let end = request.requestsAllDataToEndOfResource
-                ? Int64.max
-                : max(start, request.requestedOffset + Int64(max(0, request.requestedLength)))
+            // A range that runs past `Int64.max` runs to the end; one that starts past any
+            // resource is the engine's to refuse (`rangeNotSatisfiable`).
+            let (requestedEnd, overflows) = request.requestedOffset.addingReportingOverflow(Int64(max(0, request.requestedLength)))
+            let end = request.requestsAllDataToEndOfResource || overflows ? Int64.max : max(start, requestedEnd)
             range = ByteRange(start, end)
         }
         return Plan(contentInformation: request.requestsContentInformation,
