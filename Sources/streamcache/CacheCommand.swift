@@ -90,9 +90,13 @@ struct CacheCommand: AsyncParsableCommand {
     /// A bar of `width` cells; each is full (#), partly (+) or not (.) cached.
     static func bar(_ spans: RangeSet, total: Int64?, width: Int = 40) -> String {
         guard let total, total > 0 else { return spans.isEmpty ? String(repeating: ".", count: width) : "?" }
+        // `total * cell / width` without the product, which overflows past 2.3 × 10^17 bytes (a
+        // length an origin may state).
+        let (whole, part) = total.quotientAndRemainder(dividingBy: Int64(width))
+        let boundary = { (cell: Int) in whole * Int64(cell) + part * Int64(cell) / Int64(width) }
         return String((0..<width).map { cell -> Character in
-            let lower = total * Int64(cell) / Int64(width)
-            let upper = max(lower + 1, total * Int64(cell + 1) / Int64(width))
+            let lower = boundary(cell)
+            let upper = max(lower + 1, boundary(cell + 1))
             let covered = spans.coveredByteCount(in: ByteRange(lower, upper))
             return covered == upper - lower ? "#" : covered > 0 ? "+" : "."
         })

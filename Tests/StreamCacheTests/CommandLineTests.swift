@@ -463,4 +463,50 @@ import Testing
             #expect(try JSONDecoder().decode([Row].self, from: after.stdout).isEmpty)
         }
     }
+
+    /// `cache list` and `cache info` draw the bar of a resource whose origin stated a length near
+    /// the largest the cache takes (``ByteRange/largestLength``): the bar's arithmetic
+    /// overflowed past 2.3 × 10^17 bytes and stopped the command. An index row whose length no
+    /// file can have (an index edited by hand, or damaged) is a length not known yet: it lists so,
+    /// and the file plays whole, its cached bytes kept.
+    @Test func theCacheCommandsTakeAnyLengthTheIndexHolds() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 400_000, seed: 82)
+        server.setFile("/t.mp3", data: data, contentType: "audio/mpeg")
+        try await withTemporaryDirectory { directory in
+            let url = server.url("/t.mp3").absoluteString
+            let cache = ["--cache-dir", directory.path]
+            let part = try await CommandLineTool.run(["get", url, "--range", "0-99999"] + cache)
+            #expect(part.status == 0 && part.stdout == data[0..<100_000], "\(part.stderr)")
+            let cached = try await Self.cachedBytes(in: directory.path)
+            #expect(cached >= 100_000 && cached < 400_000)
+            let setLength = { (length: Int64) in
+                try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                    try db.execute(sql: #"UPDATE "resource" SET "totalLength" = ?"#, arguments: [length])
+                }
+            }
+            struct Row: Decodable { var size: Int64?; var cachedBytes: Int64 }
+            try await setLength(ByteRange.largestLength)
+            let list = try await CommandLineTool.run(["cache", "list"] + cache)
+            #expect(list.status == 0 && list.output.contains("[+......................................."), "\(list.output)")
+            let info = try await CommandLineTool.run(["cache", "info", url] + cache)
+            #expect(info.status == 0 && info.output.contains("size:          \(ByteRange.largestLength) bytes"), "\(info.output)")
+
+            for length in [-5, Int64.max] {
+                try await setLength(length)
+                let json = try await CommandLineTool.run(["cache", "list", "--json"] + cache)
+                #expect(json.status == 0, "\(json.stderr)")
+                let rows = try JSONDecoder().decode([Row].self, from: json.stdout)
+                #expect(rows.map(\.size) == [nil] && rows.map(\.cachedBytes) == [cached], "\(json.output)")
+                let text = try await CommandLineTool.run(["cache", "list"] + cache)
+                #expect(text.status == 0, "\(text.stderr)")
+            }
+            let requestsBefore = server.requests.count
+            let whole = try await CommandLineTool.run(["get", url] + cache)
+            #expect(whole.status == 0, "\(whole.stderr)")
+            #expect(TestData.sha256(whole.stdout) == TestData.sha256(data))
+            #expect(server.requests.dropFirst(requestsBefore).allSatisfy { $0.range != "bytes=0-" }, "the cached bytes were fetched again: \(server.requests.map(\.range))")
+        }
+    }
 }

@@ -74,7 +74,9 @@ struct ResourceRecord: Sendable {
         id = row.int64(0)
         key = row.text(1)
         dataFileName = row.text(2)
-        totalLength = row.optionalInt64(3)
+        // A length no file can have (an index edited by hand, or damaged) would reach the
+        // engine's ranges and stop the process; unknown, the next download tells it.
+        totalLength = row.optionalInt64(3).flatMap { ByteRange.isPossibleLength($0) ? $0 : nil }
         mimeType = row.optionalText(4)
         originalFileName = row.optionalText(5)
         acceptsByteRanges = row.bool(6)
