@@ -145,6 +145,10 @@ import Testing
         #expect(idle.pendingTurn(at: start)?.until == start + .milliseconds(500), "asking counts nothing")
         #expect(idle.pendingTurn(at: start + .milliseconds(500)) == nil)
         #expect(DownloadPacer(bytesPerSecond: nil).usefulConnections(atConnectionSpeed: 1) == nil)
+        // The largest rate the control API takes, over a connection that drips: the quotient is
+        // past `Int.max`, and converting it stopped the process.
+        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: 0.5) == DownloadPacer.mostUsefulConnections)
+        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: .leastNonzeroMagnitude) == DownloadPacer.mostUsefulConnections)
     }
 
     /// A prefetch given a pacer of its own (``Resource/prefetch(_:pinning:pacedBy:)``) keeps to

@@ -113,8 +113,13 @@ public final class DownloadPacer: Sendable {
     func usefulConnections(atConnectionSpeed connectionSpeed: Double?) -> Int? {
         guard let rate = bytesPerSecond else { return nil }
         guard let connectionSpeed, connectionSpeed > 0 else { return 1 }
-        return max(1, Int((Double(rate) / connectionSpeed).rounded(.up)))
+        // Bounded before the conversion: a rate near `Int64.max` over a connection that drips
+        // (a byte a second) is past `Int.max`, and any count past the connections allowed is as good.
+        return max(1, Int(min((Double(rate) / connectionSpeed).rounded(.up), Double(Self.mostUsefulConnections))))
     }
+
+    /// More connections than any host allows, so the caller's limit is the one that counts.
+    static let mostUsefulConnections = 1 << 20
 
     private static func rate(_ bytesPerSecond: Int64?) -> Int64? {
         guard let bytesPerSecond, bytesPerSecond > 0 else { return nil }
