@@ -111,6 +111,42 @@ import Testing
         }
     }
 
+    /// A host's row no StreamCache wrote (a time or hold that is not a finite number of seconds
+    /// a process keeps, a count past any host's, as an index edited by hand or damaged may hold)
+    /// is left out, and a cache opens on the directory with the rows that are sound: such a
+    /// time became a `Duration`, which traps, when the cache opened, and such a count overflowed
+    /// when one more was tried.
+    @Test func aHostRowWithTimesNoProcessKeepsIsLeftOut() async throws {
+        try await withTemporaryDirectory { directory in
+            // Whole seconds, which the index's seconds since 1970 keep exactly.
+            let refused = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 60).rounded())
+            let sound = ["http://127.0.0.1:8080": ConnectionAllowance.Snapshot(connections: 2, refusedAt: refused, taughtAt: refused, hold: .seconds(600))]
+            do {
+                let store = try CacheStore(directory: directory)
+                try await store.saveHostConnectionAllowances { sound }
+                store.releaseDirectory()
+            }
+            let now = refused.timeIntervalSince1970
+            try await DatabaseQueue(path: directory.appendingPathComponent("index.sqlite").path).write { db in
+                let rows: [(String, Int64, Double, Double)] = [("http://a:1", 3, now, .infinity), ("http://b:1", 3, -1e300, 60), ("http://c:1", 3, now, 1e300),
+                                                               ("http://d:1", 3, 1e300, 60), ("http://e:1", Int64.max, now, 60)]
+                for (host, connections, refusedAt, hold) in rows {
+                    try db.execute(sql: #"INSERT INTO "hostConnections" ("host", "connections", "refusedAt", "taughtAt", "holdSeconds") VALUES (?, ?, ?, ?, ?)"#,
+                                   arguments: [host, connections, refusedAt, refusedAt, hold])
+                }
+            }
+            do {
+                let store = try CacheStore(directory: directory)
+                #expect(store.hostConnectionAllowances() == sound)
+                store.releaseDirectory()
+            }
+            let cache = try StreamCache(configuration: StreamCache.Configuration(directory: directory))
+            try await withAsyncCleanup {
+                #expect(cache.hostConnectionAllowances.mapValues(\.connections) == ["http://127.0.0.1:8080": 2])
+            } cleanup: { await cache.shutdown() }
+        }
+    }
+
     /// What hosts' refusals taught is kept in a table of its own, which an index of an earlier
     /// version gains in place (no new schema version, so that version still opens it), and which
     /// the next store on the directory reads back.
