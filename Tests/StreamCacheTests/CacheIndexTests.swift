@@ -111,6 +111,38 @@ import Testing
         }
     }
 
+    /// A data file name in the index that is not one plain file name (an index edited by hand
+    /// or damaged) stands for the key's own name: the data file, the reconciliation at open and
+    /// the removal of the resource stay inside the data directory, and its bytes stay cached.
+    /// Before, opening the cache deleted the real data file as one the index did not know, and
+    /// removing the resource removed what the name pointed to: for `..` the whole cache
+    /// directory, for `../index.sqlite` the index, for `../../notes.txt` a file beside the cache.
+    @Test(arguments: ["..", "../index.sqlite", "../../notes.txt", "", "."])
+    func aDataFileNameOutsideTheDataDirectoryIsNotFollowed(name: String) async throws {
+        try await withTemporaryDirectory { root in
+            let directory = root.appendingPathComponent("cache")
+            let notes = root.appendingPathComponent("notes.txt")
+            try Data("keep me".utf8).write(to: notes)
+            let key = CacheKey("test:song")
+            let dataFile = directory.appendingPathComponent("data/\(key.fileStem).data")
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+            try TestData.random(count: 4096).write(to: dataFile)
+            try Self.makeGRDBIndex(at: directory.appendingPathComponent("index.sqlite").path, key: key, dataFileName: name, spans: [(0, 4096)])
+            do {
+                let store = try CacheStore(directory: directory)
+                let entry = try #require(try await store.entry(for: key))
+                #expect(entry.dataPath == dataFile.path)
+                #expect(entry.spans == RangeSet([ByteRange(0, 4096)]))
+                #expect(try await store.remove(key))
+                store.releaseDirectory()
+            }
+            #expect(try Data(contentsOf: notes) == Data("keep me".utf8))
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("index.sqlite").path))
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path))
+            #expect(!FileManager.default.fileExists(atPath: dataFile.path), "the resource's own data file goes with it")
+        }
+    }
+
     /// A host's row no StreamCache wrote (a time or hold that is not a finite number of seconds
     /// a process keeps, a count past any host's, as an index edited by hand or damaged may hold)
     /// is left out, and a cache opens on the directory with the rows that are sound: such a

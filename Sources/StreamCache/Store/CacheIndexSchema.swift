@@ -73,7 +73,11 @@ struct ResourceRecord: Sendable {
     init(row: SQLiteRow) {
         id = row.int64(0)
         key = row.text(1)
-        dataFileName = row.text(2)
+        // A name that is not one plain file name (an index edited by hand or damaged: `..`,
+        // `../notes.txt`, empty) would put the data file, and the removal of the resource, outside
+        // the data directory: the key's own name stands for it.
+        let name = row.text(2)
+        dataFileName = Self.isPlainFileName(name) ? name : CacheStore.dataFileName(for: CacheKey(key))
         // A length no file can have (an index edited by hand, or damaged) would reach the
         // engine's ranges and stop the process; unknown, the next download tells it.
         totalLength = row.optionalInt64(3).flatMap { ByteRange.isPossibleLength($0) ? $0 : nil }
@@ -90,6 +94,11 @@ struct ResourceRecord: Sendable {
         verifiedAt = row.isNull(14) ? nil : Date(timeIntervalSince1970: row.double(14))
         contentDigest = row.optionalText(15)
         contentMatched = row.optionalText(16)
+    }
+
+    /// Whether `name` names a file in the directory it is appended to, and nothing else.
+    static func isPlainFileName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
     }
 
     /// Inserts the record and sets its ``id``.
