@@ -74,8 +74,8 @@ struct ResourceRecord: Sendable {
         id = row.int64(0)
         key = row.text(1)
         // A name that is not one plain file name (an index edited by hand or damaged: `..`,
-        // `../notes.txt`, empty) would put the data file, and the removal of the resource, outside
-        // the data directory: the key's own name stands for it.
+        // `../index.sqlite`, empty) would put the data file, and the removal of the resource,
+        // outside the data directory: the key's own name stands for it.
         let name = row.text(2)
         dataFileName = Self.isPlainFileName(name) ? name : CacheStore.dataFileName(for: CacheKey(key))
         // A length no file can have (an index edited by hand, or damaged) would reach the
