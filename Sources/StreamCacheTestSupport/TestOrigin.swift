@@ -59,6 +59,8 @@ public final class TestOrigin: @unchecked Sendable {
         case rushAfterPause(afterBytes: Int, until: @Sendable () -> Bool)
         /// Answer 206 without a `Content-Range` header.
         case missingContentRange
+        /// Answer 206 with `Content-Range: bytes FIRST-LAST/*`: the length not told.
+        case unknownTotal
         /// Answer as usual, with this `Content-Encoding`: an origin that says it compressed the
         /// body although the client asked for `identity` (the bytes sent are the file's).
         case contentEncoding(String)
@@ -596,7 +598,8 @@ public final class TestOrigin: @unchecked Sendable {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(multipartBody?.count ?? Int(range.count))\r\n"
         let omitsContentRange: Bool = if case .missingContentRange = fault { true } else { false }
         if status == 206, !omitsContentRange, multipartBody == nil {
-            head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(total)\r\n"
+            let shownTotal: String = if case .unknownTotal = fault { "*" } else { "\(total)" }
+            head += "Content-Range: bytes \(contentRangeStart)-\(contentRangeStart + range.count - 1)/\(shownTotal)\r\n"
         }
         if file.supportsRanges { head += "Accept-Ranges: bytes\r\n" }
         if case .contentEncoding(let coding) = fault { head += "Content-Encoding: \(coding)\r\n" }

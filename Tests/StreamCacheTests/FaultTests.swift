@@ -106,6 +106,26 @@ import Testing
         }
     }
 
+    /// An origin that does not tell the length (`Content-Range: bytes 0-…/*`) leaves it to the
+    /// download target's, as a cloud service's metadata states it, unless no resource can have
+    /// it (a custom locator's −5): then it stays unknown until the origin shows the end, and the
+    /// file is served whole. Before, −5 became the resource's length and the read gave the wrong
+    /// bytes, and 10^18 failed it with `resourceChanged`.
+    @Test(arguments: [Int64(-5), ByteRange.largestLength + 1])
+    func aTargetsLengthNoResourceCanHaveIsNotTaken(length: Int64) async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        let data = TestData.random(count: 300_000, seed: 12)
+        server.setFile(Self.path, data: data)
+        server.faults = { _, _, _, _ in .unknownTotal }
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let target = DownloadTarget(url: server.url(Self.path), totalLength: length)
+            let song = cache.resource(for: CacheKey("test:unknown-total"), origin: HTTPOrigin(locator: FixedDownloadLocator(target: target), transport: AsyncHTTPClientTransport.shared))
+            #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(data))
+            #expect(await song.info?.totalLength.map { $0 >= 0 } ?? true)
+        }
+    }
+
     @Test func originThatIgnoresRangeStillGivesTheRightBytes() async throws {
         let server = try TestOrigin()
         let data = TestData.random(count: 2_500_000, seed: 11)

@@ -42,6 +42,11 @@ public struct ByteRange: Hashable, Sendable, Codable, CustomStringConvertible {
         length >= 0 && length <= largestLength
     }
 
+    /// `length` when it ``isPossibleLength(_:)``; otherwise `nil`, a length not known.
+    public static func possibleLength(_ length: Int64?) -> Int64? {
+        length.flatMap { isPossibleLength($0) ? $0 : nil }
+    }
+
     /// Creates a range from a Swift half-open range.
     public init(_ range: Range<Int64>) {
         self.init(range.lowerBound, range.upperBound)

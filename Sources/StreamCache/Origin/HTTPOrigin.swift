@@ -313,7 +313,9 @@ public struct HTTPOrigin: Origin {
         }
         if let mimeType = target.mimeType { info.mimeType = MediaType.essence(of: mimeType) }
         if let fileName = target.fileName { info.fileName = fileName }
-        if info.totalLength == nil, info.acceptsByteRanges { info.totalLength = target.totalLength }
+        // A custom locator's length is checked as an origin's header would be: one no resource can
+        // have would reach the reads' ranges.
+        if info.totalLength == nil, info.acceptsByteRanges { info.totalLength = ByteRange.possibleLength(target.totalLength) }
         return info
     }
 

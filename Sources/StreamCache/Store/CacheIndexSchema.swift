@@ -80,7 +80,7 @@ struct ResourceRecord: Sendable {
         dataFileName = Self.isPlainFileName(name) ? name : CacheStore.dataFileName(for: CacheKey(key))
         // A length no file can have (an index edited by hand, or damaged) would reach the
         // engine's ranges and stop the process; unknown, the next download tells it.
-        totalLength = row.optionalInt64(3).flatMap { ByteRange.isPossibleLength($0) ? $0 : nil }
+        totalLength = ByteRange.possibleLength(row.optionalInt64(3))
         mimeType = row.optionalText(4)
         originalFileName = row.optionalText(5)
         acceptsByteRanges = row.bool(6)

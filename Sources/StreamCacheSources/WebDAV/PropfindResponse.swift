@@ -92,7 +92,7 @@ public struct PropfindResponse: Sendable, Hashable {
             case "propstat":
                 // Properties in a non-200 propstat are ones the server does not have.
                 guard inPropstatOK else { break }
-                if let length = propstatProps["getcontentlength"] { current?.contentLength = Int64(length).flatMap { ByteRange.isPossibleLength($0) ? $0 : nil } }
+                if let length = propstatProps["getcontentlength"] { current?.contentLength = ByteRange.possibleLength(Int64(length)) }
                 if let type = propstatProps["getcontenttype"], !type.isEmpty { current?.contentType = type }
                 if let tag = propstatProps["getetag"], !tag.isEmpty { current?.entityTag = tag }
                 if let date = propstatProps["getlastmodified"], !date.isEmpty { current?.lastModified = date }
