@@ -681,6 +681,29 @@ import Testing
         }
     }
 
+    /// An origin of an app's own that answers with numbers no resource can have (a negative
+    /// offset, length or total; a range that runs past `Int64.max`) fails the read with
+    /// `badResponse`, nothing cached. Before, the negative offset reached a range and stopped the
+    /// process, and a negative length or total left the engine spinning at full CPU without end.
+    @Test(arguments: [(Int64(-1), Int64?.some(10), Int64?.some(1000)), (0, -3, 1000), (0, 10, -5),
+                      (Int64.max - 5, 10, nil), (0, 10, ByteRange.largestLength + 1)])
+    func anOriginsImpossibleNumbersAreABadResponse(offset: Int64, length: Int64?, total: Int64?) async throws {
+        struct ImpossibleOrigin: Origin {
+            let offset: Int64, length: Int64?, total: Int64?
+            var logDescription: String { "impossible origin" }
+            func open(_ request: OriginRequest) async throws -> OriginResponse {
+                OriginResponse(info: ResourceInfo(totalLength: total, mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
+                               offset: offset, length: length, body: HTTPBody(chunks: [Data(count: 10)]))
+            }
+        }
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let song = cache.resource(for: CacheKey("test:impossible"), origin: ImpossibleOrigin(offset: offset, length: length, total: total))
+            let refusal = await #expect(throws: StreamCacheError.self) { _ = try await song.read(from: 0).collect() }
+            #expect(refusal?.code == .badResponse && refusal?.message.contains("no resource can have") == true, "\(String(describing: refusal))")
+            #expect(try await song.cachedRanges.isEmpty)
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

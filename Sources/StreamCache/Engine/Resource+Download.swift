@@ -573,6 +573,9 @@ extension Resource {
     /// Returns `nil` when the download is no longer wanted.
     func downloadOpened(id: Int, response: OriginResponse, sentAt: ContinuousClock.Instant) throws -> (DataFile, Int64, Int, DownloadStop)? {
         guard let opened = downloads[id] else { return nil }
+        if let impossible = response.impossibleNumbers {
+            throw StreamCacheError(.badResponse, "The origin answered with \(impossible), which no resource can have.")
+        }
         var newInfo = response.info
         if !answers(opened, withTheVersionKnown: newInfo) {
             // Two answers that crossed a change at the origin may reach the actor in either order:

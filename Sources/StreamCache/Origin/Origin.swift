@@ -212,6 +212,18 @@ public struct OriginResponse: Sendable {
         self.confirmsVersion = confirmsVersion
     }
 
+    /// What in the answer no resource can have, for the error (an offset, length or total length
+    /// below zero or past ``ByteRange/largestLength``); `nil` when every number can be. The engine
+    /// checks each answer with it before doing arithmetic with its numbers: an ``Origin`` of an
+    /// app's own may state anything.
+    var impossibleNumbers: String? {
+        if !(0..<ByteRange.largestLength).contains(offset) { return "an offset of \(offset)" }
+        if let length, length < 0 || length > ByteRange.largestLength - offset { return "a length of \(length) at offset \(offset)" }
+        if let total = info.totalLength, !ByteRange.isPossibleLength(total) { return "a total length of \(total)" }
+        if let last = followingRanges.last, last.upperBound > ByteRange.largestLength { return "a range ending at \(last.upperBound)" }
+        return nil
+    }
+
     /// Every range the body carries, in order; `nil` while the first one's length is unknown.
     public var ranges: [ByteRange]? {
         length.map { [ByteRange(offset: offset, length: $0)] + followingRanges }
