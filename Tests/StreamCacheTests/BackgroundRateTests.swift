@@ -147,8 +147,8 @@ import Testing
         #expect(DownloadPacer(bytesPerSecond: nil).usefulConnections(atConnectionSpeed: 1) == nil)
         // The largest rate the control API takes, over a connection that drips: the quotient is
         // past `Int.max`, and converting it stopped the process.
-        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: 0.5) == DownloadPacer.mostUsefulConnections)
-        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: .leastNonzeroMagnitude) == DownloadPacer.mostUsefulConnections)
+        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: 0.5) == ConnectionAllowance.mostConnections)
+        #expect(DownloadPacer(bytesPerSecond: Int64.max).usefulConnections(atConnectionSpeed: .leastNonzeroMagnitude) == ConnectionAllowance.mostConnections)
     }
 
     /// A prefetch given a pacer of its own (``Resource/prefetch(_:pinning:pacedBy:)``) keeps to

@@ -42,6 +42,10 @@ struct ConnectionAllowance: Sendable, Equatable {
     /// ``firstHold`` unless configured otherwise: the default of
     /// ``StreamCache/Configuration/connectionProbeInterval``.
     static let defaultFirstHold: Duration = .seconds(60)
+    /// More connections at once than any host allows: the bound on a count that comes from
+    /// outside (a quotient of rates, a row of the index), so that a caller's own limit is the one
+    /// that counts and the arithmetic on it cannot overflow.
+    static let mostConnections = 1 << 20
     /// The longest hold, reached by doubling while each probe is refused: ten times the first.
     /// A service's limit on a user's downloads stays as it is for far longer than one song, and
     /// each probe costs a refused request or two.

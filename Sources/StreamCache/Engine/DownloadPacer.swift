@@ -115,11 +115,8 @@ public final class DownloadPacer: Sendable {
         guard let connectionSpeed, connectionSpeed > 0 else { return 1 }
         // Bounded before the conversion: a rate near `Int64.max` over a connection that drips
         // (a byte a second) is past `Int.max`, and any count past the connections allowed is as good.
-        return max(1, Int(min((Double(rate) / connectionSpeed).rounded(.up), Double(Self.mostUsefulConnections))))
+        return max(1, Int(min((Double(rate) / connectionSpeed).rounded(.up), Double(ConnectionAllowance.mostConnections))))
     }
-
-    /// More connections than any host allows, so the caller's limit is the one that counts.
-    static let mostUsefulConnections = 1 << 20
 
     private static func rate(_ bytesPerSecond: Int64?) -> Int64? {
         guard let bytesPerSecond, bytesPerSecond > 0 else { return nil }

@@ -11,13 +11,13 @@ extension CacheStore {
 
     /// The hosts' allowances the index holds; none when it cannot be read (they are a hint). A
     /// row no StreamCache wrote (edited by hand, or damaged: a time or hold that is not a finite
-    /// number of seconds within ``mostSeconds``, a count past ``mostConnections``) is left out:
+    /// number of seconds within ``mostSeconds``, a count past ``ConnectionAllowance/mostConnections``) is left out:
     /// its times become `Duration`s, which trap on such a number, and its count is added to.
     func hostConnectionAllowances() -> [String: ConnectionAllowance.Snapshot] {
         let rows = try? database.readAndWait { db in
             try db.rows(#"SELECT "host", "connections", "refusedAt", "taughtAt", "holdSeconds" FROM "hostConnections""#) { row -> (String, ConnectionAllowance.Snapshot)? in
                 let seconds = [row.double(2), row.double(3), row.double(4)]
-                guard seconds.allSatisfy({ $0.isFinite && abs($0) < Self.mostSeconds }), row.int64(1) <= Self.mostConnections else { return nil }
+                guard seconds.allSatisfy({ $0.isFinite && abs($0) < Self.mostSeconds }), row.int64(1) <= Int64(ConnectionAllowance.mostConnections) else { return nil }
                 return (row.text(0), ConnectionAllowance.Snapshot(
                     connections: Int(row.int64(1)), refusedAt: Date(timeIntervalSince1970: seconds[0]),
                     taughtAt: Date(timeIntervalSince1970: seconds[1]), hold: .seconds(seconds[2])))
@@ -28,8 +28,6 @@ extension CacheStore {
 
     /// Ten thousand years: past any time or hold a process keeps.
     static let mostSeconds: Double = 3.2e11
-    /// Past any host's count of connections.
-    static let mostConnections: Int64 = 1 << 20
 
     /// Replaces the hosts' allowances in the index with what `current` returns when the write
     /// runs: writes queued one after another each store the newest, whatever order their tasks
