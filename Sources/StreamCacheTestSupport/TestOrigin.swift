@@ -389,6 +389,14 @@ public final class TestOrigin: @unchecked Sendable {
         }.joined(separator: "; ") + "; connections accepted: " + accepted.joined(separator: ", ")
     }
 
+    /// The seconds from the first recorded request's arrival to `instant`, as ``timeline(for:)``
+    /// counts them: to place a test's own moments among the requests.
+    public func secondsSinceFirstRequest(_ instant: ContinuousClock.Instant) -> String {
+        guard let first = requests.map(\.interval.lowerBound).min() else { return "(no requests)" }
+        let elapsed = (instant - first).components
+        return String(format: "%.3f", Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+    }
+
     /// Whether a request for several ranges gets them all in a `multipart/byteranges` answer, as
     /// nginx and Apache give; otherwise (the default) it gets the first range only, as many
     /// cloud storage hosts do.

@@ -435,6 +435,61 @@ import Testing
         }
     }
 
+    /// A stop that comes while a prefetch is starting (its request asked the origin whether the
+    /// file is a playlist, and waits for the answer) wins: the prefetch does not start, and the
+    /// origin gets no request after the stop. Stopped through the API (`DELETE …/prefetch`), by
+    /// removing the resource, and, for a prefetch the app asked for, by stopping the server.
+    /// Before, each stop found nothing to stop, and the prefetch then fetched the whole file.
+    @Test(arguments: ["prefetch", "resource", "server"])
+    func aStopThatComesWhileAPrefetchStartsWins(stoppedBy stop: String) async throws {
+        try await Self.withProxy { server, origin in
+            let size = 3_000_000
+            origin.setFile("/long.flac", data: TestData.random(count: size, seed: 317), contentType: "audio/flac")
+            // Every answer waits until the stop is through.
+            let released = Locked(false)
+            defer { released.withLock { $0 = true } }
+            origin.faults = { _, _, _, _ in .hold(until: { released.withLock { $0 } }) }
+            let registration = server.register(url: origin.url("/long.flac"), headers: ["Authorization": Self.secret])
+            let resource = try #require(server.resource(for: registration))
+            let (resources, auth) = try Self.resourcesAPI(of: server)
+            let api = resources.appendingPathComponent("\(registration.id)/prefetch")
+            let start = Task { () async throws -> (status: Int, body: Data) in
+                if stop == "server" { return (await server.prefetch(registration) == nil ? 0 : 1, Data()) }
+                let answer = try await Self.curl(api, auth + ["-X", "POST"])
+                return (answer.status, answer.body)
+            }
+            for _ in 0..<(250 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(origin.requestsBeingAnswered == 1, "the start asks the origin what the file is")
+            switch stop {
+            case "prefetch":
+                let stopped = try await Self.curl(api, auth + ["-X", "DELETE"])
+                #expect(stopped.status == 200)
+                #expect(try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: stopped.body).prefetching == false)
+            case "resource":
+                #expect(try await Self.curl(resources.appendingPathComponent(registration.id), auth + ["-X", "DELETE"]).status == 204)
+            default:
+                await server.stop()
+            }
+            let stopped = ContinuousClock.now
+            released.withLock { $0 = true }
+            let started = try await start.value
+            if stop == "server" {
+                #expect(started.status == 0, "the app's prefetch call returns no task")
+            } else {
+                #expect(started.status == 409 && String(decoding: started.body, as: UTF8.self).contains(#""cancelled""#),
+                        "\(started.status) \(String(decoding: started.body, as: UTF8.self))")
+            }
+            #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(20)))
+            let late = try await origin.requests(arrivedSince: stopped).filter { $0.path == "/long.flac" }
+            #expect(late.isEmpty, "a prefetch started after the stop: \(origin.timeline(for: "/long.flac"))")
+            #expect(origin.bodyBytesSent(for: "/long.flac") < Int64(size))
+            if stop == "prefetch" {
+                let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(resources.appendingPathComponent(registration.id), auth).body)
+                #expect(!status.prefetching && status.state == "partial", "\(status)")
+            }
+        }
+    }
+
     /// A request that names a host other than the loopback ones is refused (403) before
     /// anything is looked up: a web page that points a name of its own at 127.0.0.1 (DNS
     /// rebinding) cannot read a stream, even one whose URL it guessed. Loopback names and

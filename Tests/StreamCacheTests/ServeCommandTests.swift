@@ -473,6 +473,7 @@ import Glibc
             }
             #expect(origin.requestsBeingAnswered > 0, "the server's prefetch is under way")
             #expect(prefetch.isRunning)
+            let interrupted = ContinuousClock.now
             prefetch.signal(SIGINT)
             for _ in 0..<(500 * TestTiming.slowdown) where prefetch.isRunning { try await Task.sleep(for: .milliseconds(20)) }
             #expect(prefetch.terminationReason == .exit && prefetch.terminationStatus == 130)
@@ -483,7 +484,7 @@ import Glibc
             let stopped = ContinuousClock.now
             released.withLock { $0 = true }
             let late = try await origin.requests(arrivedSince: stopped).filter { $0.path == "/long.flac" }
-            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" })")
+            #expect(late.isEmpty, "\(late.map { $0.range ?? "-" }) came after the command ended: \(origin.timeline(for: "/long.flac")); interrupted at \(origin.secondsSinceFirstRequest(interrupted)) s, ended by \(origin.secondsSinceFirstRequest(stopped)) s")
             #expect(origin.bodyBytesSent(for: "/long.flac") < Int64(size))
             #expect(try await Self.terminate(server) == 0)
             let listed = try await CommandLineTool.run(["cache", "info", CacheKey(url: origin.url("/long.flac")).rawValue, "--json", "--cache-dir", cacheDir.path])

@@ -50,6 +50,24 @@ extension Resource {
         }
     }
 
+    /// Ends the read-ahead of every download no reader needs: each finishes the request it has in
+    /// flight (those bytes are on the wire already) and asks for nothing more. A read that starts
+    /// later gets its own download, as after any read-ahead that ended.
+    ///
+    /// For a prefetch that a stop overtook while it started (the server's control API): it first
+    /// asked the origin whether the file is a playlist, reading its first byte, and that probe
+    /// left a read-ahead behind. Had the prefetch started, it would have taken that download over,
+    /// and the stop would have ended it; as it was, a megabyte was asked for after the stop.
+    package func endReadAheads() {
+        guard !configuration.completesResourcesInBackground else { return }
+        for (id, var download) in downloads where download.kind == .read && !isNeeded(download) {
+            updateIdleState(&download)
+            download.readAheadClaimEnd = nil
+            download.idleLimit = min(download.idleLimit ?? .max, max(download.position, download.segmentEnd))
+            downloads[id] = download
+        }
+    }
+
     /// A player left at `reader`'s position: its read-ahead (what it took, within the minimum and
     /// maximum, as ``updateIdleState(_:)`` counts it) may reach past the end of the download it
     /// was in, into a part of a split read further on that it never reached. That part goes on

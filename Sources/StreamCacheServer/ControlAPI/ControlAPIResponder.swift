@@ -277,6 +277,12 @@ struct ControlAPIResponder: Sendable {
 
     private func prefetch(id: Substring, request: inout Request) async -> Response {
         guard let stream = server.registry.stream(id: id) else { return Self.notFound() }
+        return await server.arrivingPrefetch(of: stream.registration.id) { arrival in
+            await prefetch(stream, request: &request, arrival: arrival)
+        }
+    }
+
+    private func prefetch(_ stream: StreamRegistry.Stream, request: inout Request, arrival: ServerCore.PrefetchArrival) async -> Response {
         var body = ControlAPI.PrefetchRequest()
         if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
             do {
@@ -296,7 +302,7 @@ struct ControlAPIResponder: Sendable {
             range = ByteRange(start, end)
         }
         guard body.rate.map({ $0 > 0 }) ?? true else { return Self.error(.badRequest, "invalidRequest", "'rate' must be above 0 (bytes per second).") }
-        let task: Task<Void, Never>
+        let task: Task<Void, Never>?
         if await server.isPlaylist(stream) {
             guard range == nil else {
                 return Self.error(.badRequest, "invalidRequest", "An HLS playlist is prefetched by 'variants' and 'segments', not by byte range.")
@@ -308,13 +314,16 @@ struct ControlAPIResponder: Sendable {
             guard let location = stream.location else {
                 return Self.error(.notImplemented, "unsupported", "This playlist was registered without a URL, so the files it names cannot be located.")
             }
-            task = server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false,
-                                                rate: body.rate)
+            task = await server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false,
+                                                rate: body.rate, arrival: arrival)
         } else {
             guard body.variants == nil, body.segments == nil else {
                 return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")
             }
-            task = server.startPrefetch(stream, range: range, pinning: body.pin ?? false, rate: body.rate)
+            task = await server.startPrefetch(stream, range: range, pinning: body.pin ?? false, rate: body.rate, arrival: arrival)
+        }
+        guard let task else {
+            return Self.error(.conflict, "cancelled", "A stop of this prefetch (or the resource's removal) came while it was starting, so it did not start.")
         }
         if wait {
             await task.value

@@ -204,15 +204,21 @@ public final class ProxyServer: Sendable {
     /// of its `variants` (and the renditions they play with). The control API's status tells how
     /// it goes (`prefetching`, `hlsPrefetch`); `pinning` pins what it caches; `rate` holds it to
     /// that many bytes per second, besides the cache's background rate. Cancelling the task
-    /// stops it; what came stays cached. `nil` for a registration the server no longer has.
+    /// stops it; what came stays cached. `nil` for a registration the server no longer has, or
+    /// when, while this call asked the origin whether it is a playlist, the registration was
+    /// removed, its prefetch stopped through the control API, or the server stopped: the
+    /// prefetch does not start after a stop that came after the call.
     @discardableResult
     public func prefetch(_ registration: StreamRegistration, variants: HLSVariantSelection = .highestBandwidth,
                          pinning: Bool = false, rate: Int64? = nil) async -> Task<Void, Never>? {
         guard let stream = core.registry.stream(id: registration.id) else { return nil }
-        if await core.isPlaylist(stream), let location = stream.location {
-            return core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning, rate: rate)
+        return await core.arrivingPrefetch(of: stream.registration.id) { [core] arrival in
+            if await core.isPlaylist(stream), let location = stream.location {
+                return await core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning, rate: rate,
+                                                  arrival: arrival)
+            }
+            return await core.startPrefetch(stream, range: nil, pinning: pinning, rate: rate, arrival: arrival)
         }
-        return core.startPrefetch(stream, range: nil, pinning: pinning, rate: rate)
     }
 
     // MARK: Running
