@@ -862,6 +862,35 @@ import Testing
         }
     }
 
+    /// Removing a resource with `purge` while its prefetch runs stops the prefetch and deletes
+    /// the bytes it brought: 204, nothing left in the cache, and no request to the origin after.
+    /// Before, the prefetch was cancelled but not waited for, and its read, not yet ended, kept
+    /// the bytes with a 409 (`inUse`).
+    @Test func purgingAResourceWhileItIsPrefetchedStopsThePrefetchAndDeletesTheBytes() async throws {
+        try await Self.withProxy { server, origin in
+            origin.setFile("/long.flac", data: TestData.random(count: 6_000_000, seed: 318), contentType: "audio/flac")
+            // Every answer stops after 700 kB until the end, so the prefetch cannot finish first.
+            let released = Locked(false)
+            defer { released.withLock { $0 = true } }
+            origin.faults = { _, _, _, _ in .pause(afterBytes: 700_000, until: { released.withLock { $0 } }) }
+            let registration = server.register(url: origin.url("/long.flac"), headers: ["Authorization": Self.secret])
+            let resource = try #require(server.resource(for: registration))
+            let (resources, auth) = try Self.resourcesAPI(of: server)
+            #expect(try await Self.curl(resources.appendingPathComponent("\(registration.id)/prefetch"), auth + ["-X", "POST"]).status == 202)
+            for _ in 0..<(250 * TestTiming.slowdown) where try await resource.cachedRanges.coveredByteCount < 700_000 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let purge = resources.appendingPathComponent(registration.id).appending(queryItems: [URLQueryItem(name: "purge", value: "1")])
+            let removed = try await Self.curl(purge, auth + ["-X", "DELETE"])
+            #expect(removed.status == 204, "\(removed.status) \(String(decoding: removed.body, as: UTF8.self))")
+            let stopped = ContinuousClock.now
+            released.withLock { $0 = true }
+            #expect(try await server.cache.entries().isEmpty, "the prefetched bytes were kept")
+            let late = try await origin.requests(arrivedSince: stopped).filter { $0.path == "/long.flac" }
+            #expect(late.isEmpty, "\(origin.timeline(for: "/long.flac"))")
+        }
+    }
+
     /// A prune's rules are checked before they are used: none, a negative one, or an age that is
     /// no finite number of seconds below 10^15 gets a 400 and evicts nothing. An age of 1e300
     /// seconds used to stop the server (its milliseconds do not fit a `Duration`).

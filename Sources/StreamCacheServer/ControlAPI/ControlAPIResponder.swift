@@ -181,13 +181,18 @@ struct ControlAPIResponder: Sendable {
 
     private func remove(id: Substring, purge: Bool) async -> Response {
         guard let registration = server.registry.unregister(id: String(id)) else { return Self.notFound() }
-        server.cancelPrefetch(id: registration.id)
-        if purge {
-            do {
-                try await server.cache.remove(registration.key)
-            } catch {
-                return Self.error(.conflict, "inUse", "Unregistered, but the cached bytes are in use and were kept: \(error)")
-            }
+        guard purge else {
+            server.cancelPrefetch(id: registration.id)
+            return Response(status: .noContent)
+        }
+        // Waited for: a prefetch's read, cancelled but not yet ended, keeps the resource in use,
+        // and the bytes were kept with a 409 while the prefetch the caller meant to end with them
+        // ended a moment later.
+        await server.stopPrefetch(id: registration.id)
+        do {
+            try await server.cache.remove(registration.key)
+        } catch {
+            return Self.error(.conflict, "inUse", "Unregistered, but the cached bytes are in use and were kept: \(error)")
         }
         return Response(status: .noContent)
     }
