@@ -704,6 +704,31 @@ import Testing
         }
     }
 
+    /// An `Origin` of an app's own whose body runs on past the length its answer states (`length`
+    /// bytes of the file, then bytes of no range) has only the stated bytes cached: a read gets
+    /// the file's bytes, never what followed them.
+    @Test func bytesPastAnAnswersStatedLengthAreNotCached() async throws {
+        struct OverlongOrigin: Origin {
+            let file: Data
+            var logDescription: String { "overlong origin" }
+            func open(_ request: OriginRequest) async throws -> OriginResponse {
+                let range = request.range ?? ByteRange(0, Int64(file.count))
+                let end = min(range.upperBound, Int64(file.count))
+                let body = file[Int(range.lowerBound)..<Int(end)] + Data(repeating: 0xEE, count: 5_000)
+                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
+                                      offset: range.lowerBound, length: end - range.lowerBound, body: HTTPBody(chunks: [body]))
+            }
+        }
+        let file = TestData.random(count: 900_000, seed: 319)
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let song = cache.resource(for: CacheKey("test:overlong"), origin: OverlongOrigin(file: file))
+            let first = try await song.read(ByteRange(0, 1000)).collect()
+            #expect(first == file.prefix(1000))
+            let whole = try await song.read(from: 0).collect()
+            #expect(whole.count == file.count && TestData.sha256(whole) == TestData.sha256(file))
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

@@ -484,10 +484,12 @@ extension Resource {
                 // socket read. A download that keeps up takes one chunk at a time, and an answer's
                 // first chunk, which a reader may wait for, goes alone.
                 var takesMore = false
-                while let first = try await iterator.nextChunk() {
+                // Whether the body ran on past the ranges the answer stated.
+                var overran = false
+                answer: while let first = try await iterator.nextChunk() {
                     var batch = WrittenRun(start: offset)
                     var chunk: HTTPBody.Chunk? = first
-                    while let current = chunk {
+                    pieces: while let current = chunk {
                         var rest = current.data[...]
                         while !rest.isEmpty {
                             if offset >= rangeEnd, let next = followingRanges.popFirst() {
@@ -497,6 +499,14 @@ extension Resource {
                                 rangeEnd = next.upperBound
                                 batch = WrittenRun(start: offset)
                             }
+                            if offset >= rangeEnd {
+                                // Bytes of no range the answer stated (an app's own `Origin`
+                                // whose body runs on past its length): they were cached as the
+                                // bytes that follow, and a read got them. The answer ends here;
+                                // the next request asks for what is still missing.
+                                overran = true
+                                break pieces
+                            }
                             // The limit as the actor set it last, which it may lower at any time
                             // (see ``DownloadStop``): what lies past it is another download's.
                             let stop = limit.value
@@ -504,8 +514,7 @@ extension Resource {
                                 guard try await report(&batch, id: id, generation: generation), offset < limit.value else { break segments }
                                 continue
                             }
-                            let piece = (followingRanges.isEmpty && offset >= rangeEnd ? rest : rest.prefix(Int(clamping: rangeEnd - offset)))
-                                .prefix(Int(clamping: stop - offset))
+                            let piece = rest.prefix(Int(clamping: rangeEnd - offset)).prefix(Int(clamping: stop - offset))
                             try file.write(piece, at: offset)
                             rest = rest.dropFirst(piece.count)
                             offset += Int64(piece.count)
@@ -515,6 +524,10 @@ extension Resource {
                         takesMore = true
                     }
                     guard try await report(&batch, id: id, generation: generation) else { break segments }
+                    if overran {
+                        response.body.discard()
+                        break answer
+                    }
                 }
                 planned = try await nextSegmentAfterAnyHold(id: id)
             }

@@ -194,7 +194,8 @@ public struct OriginResponse: Sendable {
     /// request's ``OriginRequest/followingRanges`` that came in this response (all of them or
     /// none). Empty for a response to one range.
     public var followingRanges: [ByteRange]
-    /// The bytes, in order from ``offset``, then those of each of ``followingRanges``.
+    /// The bytes, in order from ``offset``, then those of each of ``followingRanges``. With a
+    /// ``length``, the bytes past the last range are not taken: the answer ends there.
     public var body: HTTPBody
     /// Whether the response itself tells the version it carries. A download from a cloud
     /// service whose version comes from its API only repeats the version its link was resolved
