@@ -729,6 +729,38 @@ import Testing
         }
     }
 
+    /// An origin's own largest request binds every request, a read's first included: before,
+    /// the first asked for the initial segment (1 MiB) whatever the origin's maximum. A maximum
+    /// below one byte is no limit and reads go on as without one.
+    @Test(arguments: [Int64(100_000), 0, -5])
+    func anOriginsLargestRequestBindsTheFirstRequestToo(maximum: Int64) async throws {
+        struct LimitedOrigin: Origin {
+            let file: Data
+            let maximum: Int64
+            let askedFor = Locked<[Int64]>([])
+            var logDescription: String { "limited origin" }
+            var maximumRequestLength: Int64? { maximum }
+            func open(_ request: OriginRequest) async throws -> OriginResponse {
+                let range = request.range ?? ByteRange(0, Int64(file.count))
+                let end = min(range.upperBound, Int64(file.count))
+                askedFor.withLock { $0.append(range.count) }
+                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
+                                      offset: range.lowerBound, length: end - range.lowerBound, body: HTTPBody(chunks: [file[Int(range.lowerBound)..<Int(end)]]))
+            }
+        }
+        let file = TestData.random(count: 2_000_000, seed: 320)
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let origin = LimitedOrigin(file: file, maximum: maximum)
+            let song = cache.resource(for: CacheKey("test:limited"), origin: origin)
+            let whole = try await song.read(from: 0).collect()
+            #expect(whole.count == file.count && TestData.sha256(whole) == TestData.sha256(file))
+            let askedFor = origin.askedFor.withLock { $0 }
+            if maximum > 0 {
+                #expect(askedFor.allSatisfy { $0 <= maximum } && askedFor.reduce(0, +) == Int64(file.count), "\(askedFor)")
+            }
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

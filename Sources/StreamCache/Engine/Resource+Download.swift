@@ -354,6 +354,8 @@ extension Resource {
             segment = segmentSize(atMost: .max, throughput: throughput)
             if kind == .read, let wanted, let share = firstShare(ofALongRead: ByteRange(start, start + wanted)) { segment = min(segment, share) }
         }
+        // A first request of the initial size (1 MiB) went past an origin's own maximum below it.
+        segment = min(segment, largestRequest)
         // A seek's or a probe's request asks for its own bytes; others take a short rest as well.
         let end = shortRead || splitReadID != nil
             ? min(limit, start + segment) : requestEnd(endAfterMissingBytes(segment, from: start, within: limit), takingTheRestOf: ByteRange(start, limit))

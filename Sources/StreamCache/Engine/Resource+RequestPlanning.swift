@@ -202,7 +202,7 @@ extension Resource {
     func requestEnd(_ end: Int64, takingTheRestOf window: ByteRange) -> Int64 {
         let rest = window.upperBound - end
         let smallRest = max(configuration.initialSegmentSize, end - window.lowerBound) / 4
-        guard rest > 0, rest < smallRest, missingByteCount(in: window) <= origin.maximumRequestLength ?? .max else {
+        guard rest > 0, rest < smallRest, missingByteCount(in: window) <= originsLargestRequest else {
             return min(end, window.upperBound)
         }
         return window.upperBound
@@ -210,7 +210,14 @@ extension Resource {
 
     /// The most bytes one request of this resource asks for now (see ``segmentSize(atMost:throughput:)``).
     var largestRequest: Int64 {
-        let maximum = min(configuration.maximumSegmentSize, origin.maximumRequestLength ?? .max)
+        let maximum = min(configuration.maximumSegmentSize, originsLargestRequest)
         return splitsLongRanges ? min(maximum, configuration.parallelPartSize) : maximum
+    }
+
+    /// The origin's ``Origin/maximumRequestLength`` when it is a count of bytes (a number below
+    /// one is no limit an origin can mean, and is taken as none).
+    var originsLargestRequest: Int64 {
+        guard let maximum = origin.maximumRequestLength, maximum > 0 else { return .max }
+        return maximum
     }
 }

@@ -28,6 +28,7 @@ public protocol Origin: Sendable {
     /// The most bytes one request should ask for, or `nil` when only the engine's
     /// ``StreamCache/Configuration/maximumSegmentSize`` applies. An origin whose client cannot
     /// hold back a response from a slow consumer may have to buffer a whole request in memory.
+    /// It binds every request, a read's first included; a number below one counts as `nil`.
     var maximumRequestLength: Int64? { get }
 
     /// Whether dropping a response's body stops its transfer at once. The engine cuts a request
