@@ -761,6 +761,34 @@ import Testing
         }
     }
 
+    /// An `Origin` of an app's own that answers from a later byte than asked fails the read with
+    /// `badResponse` at its first answer, naming both bytes. Before, each request asked again for
+    /// the bytes before the answer's start, about fifty in a burst, until the read failed with
+    /// `originUnavailable` ("kept ending downloads without delivering byte 500000").
+    @Test func anAnswerFromALaterByteThanAskedIsABadResponse() async throws {
+        struct LateStartOrigin: Origin {
+            let file: Data
+            let requests = Locked(0)
+            var logDescription: String { "late-start origin" }
+            func open(_ request: OriginRequest) async throws -> OriginResponse {
+                requests.withLock { $0 += 1 }
+                let range = request.range ?? ByteRange(0, Int64(file.count))
+                let start = min(range.lowerBound + 10, Int64(file.count))
+                let end = min(max(start, range.upperBound), Int64(file.count))
+                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
+                                      offset: start, length: end - start, body: HTTPBody(chunks: [file[Int(start)..<Int(end)]]))
+            }
+        }
+        try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
+            let origin = LateStartOrigin(file: TestData.random(count: 2_000_000, seed: 321))
+            let song = cache.resource(for: CacheKey("test:late-start"), origin: origin)
+            let refusal = await #expect(throws: StreamCacheError.self) { _ = try await song.read(ByteRange(500_000, 1_500_000)).collect() }
+            #expect(refusal?.code == .badResponse && refusal?.message.contains("from byte 500010 when asked from byte 500000") == true,
+                    "\(String(describing: refusal))")
+            #expect(origin.requests.withLock { $0 } == 1, "asked \(origin.requests.withLock { $0 }) times")
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

@@ -591,6 +591,12 @@ extension Resource {
         if let impossible = response.impossibleNumbers {
             throw StreamCacheError(.badResponse, "The origin answered with \(impossible), which no resource can have.")
         }
+        if response.offset > opened.segmentStartPosition {
+            // Bytes before the answer's start would never come: each request asked again for them,
+            // about fifty in a burst before the read gave up (an app's own `Origin`; `HTTPOrigin`
+            // refuses such an answer itself).
+            throw StreamCacheError(.badResponse, "The origin answered from byte \(response.offset) when asked from byte \(opened.segmentStartPosition).")
+        }
         var newInfo = response.info
         if !answers(opened, withTheVersionKnown: newInfo) {
             // Two answers that crossed a change at the origin may reach the actor in either order:
