@@ -202,9 +202,17 @@ extension Resource {
     }
 
     /// The origin's version (``Origin/currentInfo()``), or why it could not be had within `timeout`.
+    ///
+    /// A version whose length no resource can have is no answer (`badResponse`), and the cached
+    /// bytes are served as after any failed question: taken as a new version, an app's own
+    /// origin's length of −5 became the resource's, and the next gap it planned stopped the process.
     static func askVersion(of origin: any Origin, timeout: Duration) async -> Result<ResourceInfo, any Error> {
-        await FirstAnswer.of({ try await origin.currentInfo() }, within: timeout) {
+        let answer = await FirstAnswer.of({ try await origin.currentInfo() }, within: timeout) {
             StreamCacheError(.originUnavailable, "The origin did not say within \(timeout) whether the cached version is current.")
         }
+        if case .success(let current) = answer, let total = current.totalLength, !ByteRange.isPossibleLength(total) {
+            return .failure(StreamCacheError(.badResponse, "The origin stated a total length of \(total), which no resource can have."))
+        }
+        return answer
     }
 }
