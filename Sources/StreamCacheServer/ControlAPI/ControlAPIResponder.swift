@@ -320,7 +320,7 @@ struct ControlAPIResponder: Sendable {
                 return Self.error(.notImplemented, "unsupported", "This playlist was registered without a URL, so the files it names cannot be located.")
             }
             task = await server.startPlaylistPrefetch(stream, location: location, variants: selection, segmentLimit: body.segments, pinning: body.pin ?? false,
-                                                rate: body.rate, arrival: arrival)
+                                                      rate: body.rate, arrival: arrival)
         } else {
             guard body.variants == nil, body.segments == nil else {
                 return Self.error(.badRequest, "invalidRequest", "'variants' and 'segments' apply to HLS playlists only.")

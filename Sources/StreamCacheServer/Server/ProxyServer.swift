@@ -215,7 +215,7 @@ public final class ProxyServer: Sendable {
         return await core.arrivingPrefetch(of: stream.registration.id) { [core] arrival in
             if await core.isPlaylist(stream), let location = stream.location {
                 return await core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning, rate: rate,
-                                                  arrival: arrival)
+                                                        arrival: arrival)
             }
             return await core.startPrefetch(stream, range: nil, pinning: pinning, rate: rate, arrival: arrival)
         }
