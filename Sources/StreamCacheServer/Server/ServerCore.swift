@@ -212,7 +212,7 @@ final class ServerCore: Sendable {
         let resource = resource(for: stream)
         let id = stream.registration.id
         let serial = prefetchSerials.withLock { $0 += 1; return $0 }
-        let states = prefetches
+        let shared = prefetches  // the task's: inside the lock below, `prefetches` names the state
         let started = prefetches.withLock { prefetches -> Task<Void, Never>? in
             guard !prefetches.isStopped(since: arrival) else { return nil }
             if let running = prefetches.states[id], !running.finished, range == nil, running.pins || !pinning {
@@ -225,9 +225,9 @@ final class ServerCore: Sendable {
             let task = Task {
                 do {
                     try await resource.prefetch(range, pinning: pinning, pacedBy: pacer)
-                    Self.finish(serial, of: id, with: nil, in: states)
+                    Self.finish(serial, of: id, with: nil, in: shared)
                 } catch {
-                    Self.finish(serial, of: id, with: error, in: states)
+                    Self.finish(serial, of: id, with: error, in: shared)
                 }
             }
             prefetches.states[id] = PrefetchState(task: task, serial: serial, pins: pinning, pacer: pacer)
@@ -247,7 +247,7 @@ final class ServerCore: Sendable {
         let prefetcher = HLSPrefetcher(cache: cache, loader: playlists) { [transport, logger, originConfiguration] location in
             HTTPOrigin(url: location.url, headers: location.headers, transport: transport, configuration: originConfiguration, logger: logger)
         }
-        let states = prefetches
+        let shared = prefetches  // the task's: inside the lock below, `prefetches` names the state
         let serial = prefetchSerials.withLock { $0 += 1; return $0 }
         let plan = PlaylistPlan(variants: variants, segmentLimit: segmentLimit, pinning: pinning)
         let pacer = DownloadPacer(bytesPerSecond: rate)
@@ -263,11 +263,11 @@ final class ServerCore: Sendable {
                 do {
                     try await prefetcher.prefetch(location, key: key, variants: variants, segmentLimit: segmentLimit, pinning: pinning,
                                                   pacedBy: pacer) { progress in
-                        states.withLock { if $0.states[id]?.serial == serial { $0.states[id]?.hls = progress } }
+                        shared.withLock { if $0.states[id]?.serial == serial { $0.states[id]?.hls = progress } }
                     }
-                    Self.finish(serial, of: id, with: nil, in: states)
+                    Self.finish(serial, of: id, with: nil, in: shared)
                 } catch {
-                    Self.finish(serial, of: id, with: error, in: states)
+                    Self.finish(serial, of: id, with: error, in: shared)
                 }
             }
             prefetches.states[id] = PrefetchState(task: task, serial: serial, pacer: pacer, playlistPlan: plan)
