@@ -490,6 +490,22 @@ import Testing
         }
     }
 
+    /// Once the server has stopped, the app's prefetch call starts nothing and asks the origin
+    /// nothing: the server is not restarted, so such a prefetch would download with no one to stop
+    /// it but the app's own cancel. Before, it asked the origin for the file's type and then
+    /// fetched the whole file.
+    @Test func anAppsPrefetchAfterTheServerStoppedDoesNotStart() async throws {
+        try await Self.withProxy { server, origin in
+            origin.setFile("/late.flac", data: TestData.random(count: 600_000, seed: 318))
+            let registration = server.register(url: origin.url("/late.flac"), headers: ["Authorization": Self.secret])
+            await server.stop()
+            let task = await server.prefetch(registration)
+            await task?.value
+            #expect(task == nil)
+            #expect(origin.requestsArrived == 0, "\(origin.timeline(for: "/late.flac"))")
+        }
+    }
+
     /// A request that names a host other than the loopback ones is refused (403) before
     /// anything is looked up: a web page that points a name of its own at 127.0.0.1 (DNS
     /// rebinding) cannot read a stream, even one whose URL it guessed. Loopback names and

@@ -47,7 +47,7 @@ struct ControlAPIResponder: Sendable {
             return await prefetch(id: path[1], request: &request)
         case (.delete, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
             guard let stream = server.registry.stream(id: path[1]) else { return Self.notFound() }
-            await server.stopPrefetch(id: stream.registration.id)
+            await server.prefetches.stop(stream.registration.id)
             return Self.json(.ok, await server.status(of: stream))
         case (.put, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
             return await setPinned(true, key: path[1])
@@ -182,13 +182,13 @@ struct ControlAPIResponder: Sendable {
     private func remove(id: Substring, purge: Bool) async -> Response {
         guard let registration = server.registry.unregister(id: String(id)) else { return Self.notFound() }
         guard purge else {
-            server.cancelPrefetch(id: registration.id)
+            server.prefetches.cancel(registration.id)
             return Response(status: .noContent)
         }
         // Waited for: a prefetch's read, cancelled but not yet ended, keeps the resource in use,
         // and the bytes were kept with a 409 while the prefetch the caller meant to end with them
         // ended a moment later.
-        await server.stopPrefetch(id: registration.id)
+        await server.prefetches.stop(registration.id)
         do {
             try await server.cache.remove(registration.key)
         } catch {
@@ -282,12 +282,12 @@ struct ControlAPIResponder: Sendable {
 
     private func prefetch(id: Substring, request: inout Request) async -> Response {
         guard let stream = server.registry.stream(id: id) else { return Self.notFound() }
-        return await server.arrivingPrefetch(of: stream.registration.id) { arrival in
+        return await server.prefetches.arriving(of: stream.registration.id) { arrival in
             await prefetch(stream, request: &request, arrival: arrival)
         }
     }
 
-    private func prefetch(_ stream: StreamRegistry.Stream, request: inout Request, arrival: ServerCore.PrefetchArrival) async -> Response {
+    private func prefetch(_ stream: StreamRegistry.Stream, request: inout Request, arrival: ServerPrefetches.Arrival) async -> Response {
         var body = ControlAPI.PrefetchRequest()
         if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
             do {

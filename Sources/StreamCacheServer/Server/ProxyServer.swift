@@ -102,7 +102,7 @@ public final class ProxyServer: Sendable {
     /// Stops serving a registered resource; its cached bytes stay.
     @discardableResult
     public func unregister(_ registration: StreamRegistration) -> Bool {
-        core.cancelPrefetch(id: registration.id)
+        core.prefetches.cancel(registration.id)
         return core.registry.unregister(id: registration.id) != nil
     }
 
@@ -204,15 +204,17 @@ public final class ProxyServer: Sendable {
     /// of its `variants` (and the renditions they play with). The control API's status tells how
     /// it goes (`prefetching`, `hlsPrefetch`); `pinning` pins what it caches; `rate` holds it to
     /// that many bytes per second, besides the cache's background rate. Cancelling the task
-    /// stops it; what came stays cached. `nil` for a registration the server no longer has, or
-    /// when, while this call asked the origin whether it is a playlist, the registration was
-    /// removed, its prefetch stopped through the control API, or the server stopped: the
-    /// prefetch does not start after a stop that came after the call.
+    /// stops it; what came stays cached. `nil` for a registration the server no longer has,
+    /// once the server has stopped (``stop()``), or when, while this call asked the origin
+    /// whether it is a playlist, the registration was removed, its prefetch stopped through the
+    /// control API, or the server stopped: the prefetch does not start after a stop that came
+    /// after the call.
     @discardableResult
     public func prefetch(_ registration: StreamRegistration, variants: HLSVariantSelection = .highestBandwidth,
                          pinning: Bool = false, rate: Int64? = nil) async -> Task<Void, Never>? {
-        guard let stream = core.registry.stream(id: registration.id) else { return nil }
-        return await core.arrivingPrefetch(of: stream.registration.id) { [core] arrival in
+        // Checked before the arrival too: telling a playlist may cost an origin request.
+        guard !core.prefetches.hasStopped, let stream = core.registry.stream(id: registration.id) else { return nil }
+        return await core.prefetches.arriving(of: stream.registration.id) { [core] arrival in
             if await core.isPlaylist(stream), let location = stream.location {
                 return await core.startPlaylistPrefetch(stream, location: location, variants: variants, segmentLimit: nil, pinning: pinning, rate: rate,
                                                         arrival: arrival)
@@ -357,7 +359,7 @@ public final class ProxyServer: Sendable {
         }
         await running?.server.stop()
         await running?.turns.close()
-        await core.cancelAllPrefetches()
+        await core.prefetches.stopAll()
     }
 
     /// Runs until the task is cancelled, then stops.

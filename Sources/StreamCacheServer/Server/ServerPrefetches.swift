@@ -1,0 +1,206 @@
+import StreamCache
+import StreamCacheHLS
+
+/// The background prefetches one server runs for the control API and the app, by registration:
+/// which one runs, how it ended, and the starts on their way to one.
+///
+/// A start and a stop of the same registration's prefetch can come at once, from two clients or
+/// from Ctrl-C on `streamcache prefetch`; the rule between them is that a stop wins over every
+/// start that arrived before it (see ``arriving(of:_:)``), and once the server has stopped
+/// (``stopAll()``) nothing starts again.
+final class ServerPrefetches: Sendable {
+    private let state = Locked(State())
+
+    /// When a request to start a prefetch arrived: a stop of the same registration's prefetch
+    /// (or the server's) that comes after it, before the prefetch starts, wins.
+    struct Arrival: Sendable {
+        fileprivate let id: String
+        fileprivate let stops: Int
+    }
+
+    /// What a prefetch downloads, which tells whether a start for a registration whose prefetch
+    /// runs goes on with that one or replaces it.
+    enum Plan: Equatable, Sendable {
+        /// A file's bytes: `range`, or the whole file when `nil`.
+        case bytes(range: ByteRange?, pinning: Bool)
+        /// A playlist's variants and segments.
+        case playlist(variants: HLSVariantSelection, segmentLimit: Int?, pinning: Bool)
+
+        /// Whether a start for `self`, while a prefetch for `running` is under way, lets that one
+        /// go on: the same playlist plan (cancelled and started again, the files under way would
+        /// lose the bytes on the wire), or the whole file while one runs that pins at least as
+        /// much. Any other start replaces it.
+        func isServed(byRunning running: Plan) -> Bool {
+            switch (self, running) {
+            case (.bytes(nil, let pinning), .bytes(_, let runningPins)): runningPins || !pinning
+            case (.playlist, .playlist): self == running
+            default: false
+            }
+        }
+    }
+
+    /// What the control API's status tells of a registration's prefetch.
+    struct Report: Sendable {
+        var running = false
+        /// How the last one failed, and the failure's ``StreamCacheError/Code`` (or `cancelled`).
+        var error: String?
+        var errorCode: String?
+        /// The rate of its own a running one has, in bytes per second.
+        var rate: Int64?
+        /// A playlist's progress, the last one reported.
+        var playlist: HLSPrefetchProgress?
+    }
+
+    /// The work of one prefetch: download with `pacer`, and report a playlist's progress.
+    typealias Work = @Sendable (_ pacer: DownloadPacer, _ report: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> Void
+
+    private struct State {
+        var running: [String: Prefetch] = [:]
+        /// Per registration, the starts that arrived and have not started their prefetch yet
+        /// (telling a playlist may cost an origin request first), and the stops that came meanwhile.
+        var arriving: [String: Arrivals] = [:]
+        /// Whether the server has stopped: nothing starts after that.
+        var isClosed = false
+        /// The number of the latest start.
+        var serial = 0
+
+        struct Arrivals {
+            var count = 0
+            var stops = 0
+        }
+
+        /// Whether a stop came for `arrival`'s registration after it arrived, or the server stopped.
+        func isStopped(since arrival: Arrival) -> Bool {
+            isClosed || (arriving[arrival.id]?.stops ?? 0) != arrival.stops
+        }
+
+        /// Records a stop of `id`'s prefetch: the running one is returned, to be cancelled, and
+        /// the starts on their way do not start one.
+        mutating func stop(_ id: String) -> Prefetch? {
+            arriving[id]?.stops += 1
+            return running.removeValue(forKey: id)
+        }
+    }
+
+    private struct Prefetch {
+        var task: Task<Void, Never>
+        /// Which start this is: the task of a prefetch replaced by a newer one may still end, and
+        /// must not mark the newer one finished or failed.
+        let serial: Int
+        let plan: Plan
+        /// Its own rate, which a request for the same prefetch while it runs sets again.
+        let pacer: DownloadPacer
+        var finished = false
+        var error: String?
+        var errorCode: String?
+        var playlist: HLSPrefetchProgress?
+    }
+
+    /// Whether the server has stopped (``stopAll()``), after which no prefetch starts.
+    var hasStopped: Bool { state.withLock(\.isClosed) }
+
+    /// Runs `start` for a request to start `id`'s prefetch, with the arrival it hands to
+    /// ``start(_:plan:rate:arrival:work:)``.
+    ///
+    /// Between a request's arrival and its prefetch's start, the server reads the body and may
+    /// ask the origin whether the file is a playlist, a round trip or more. A stop that came
+    /// meanwhile (`DELETE …/prefetch`, the registration removed, the server stopping) used to
+    /// find nothing running, answer that the prefetch had stopped, and the prefetch then started
+    /// and ran to the end of the file: Ctrl-C on `streamcache prefetch` beside a server, pressed
+    /// in that moment, said the server had stopped it while the server downloaded on. Now the
+    /// stop wins, as it would had the prefetch started at once.
+    func arriving<Result>(of id: String, _ start: (Arrival) async throws -> Result) async rethrows -> Result {
+        let arrival = state.withLock { state in
+            state.arriving[id, default: State.Arrivals()].count += 1
+            return Arrival(id: id, stops: state.arriving[id]?.stops ?? 0)
+        }
+        defer {
+            state.withLock { state in
+                state.arriving[id]?.count -= 1
+                if state.arriving[id]?.count == 0 { state.arriving[id] = nil }
+            }
+        }
+        return try await start(arrival)
+    }
+
+    /// Starts `work` as `id`'s prefetch, or returns the prefetch already running when it serves
+    /// `plan` (``Plan/isServed(byRunning:)``), then at `rate`; any other one is cancelled.
+    ///
+    /// - Parameter rate: The bytes per second the prefetch takes at most, besides the cache's
+    ///   background rate; `nil` for none.
+    /// - Returns: The prefetch's task; `nil` when a stop came after `arrival`, or the server has
+    ///   stopped.
+    func start(_ id: String, plan: Plan, rate: Int64?, arrival: Arrival, work: @escaping Work) -> Task<Void, Never>? {
+        let shared = state  // the task's: inside the lock below, `state` names the value
+        return state.withLock { state -> Task<Void, Never>? in
+            guard !state.isStopped(since: arrival) else { return nil }
+            if let running = state.running[id], !running.finished, plan.isServed(byRunning: running.plan) {
+                if running.pacer.bytesPerSecond != rate { running.pacer.bytesPerSecond = rate }
+                return running.task
+            }
+            state.running[id]?.task.cancel()
+            state.serial += 1
+            let serial = state.serial
+            let pacer = DownloadPacer(bytesPerSecond: rate)
+            let task = Task {
+                do {
+                    try await work(pacer) { progress in
+                        shared.withLock { if $0.running[id]?.serial == serial { $0.running[id]?.playlist = progress } }
+                    }
+                    Self.finish(serial, of: id, with: nil, in: shared)
+                } catch {
+                    Self.finish(serial, of: id, with: error, in: shared)
+                }
+            }
+            state.running[id] = Prefetch(task: task, serial: serial, plan: plan, pacer: pacer)
+            return task
+        }
+    }
+
+    /// Records how prefetch `serial` of `id` ended, unless a newer one replaced it.
+    private static func finish(_ serial: Int, of id: String, with error: (any Error)?, in state: Locked<State>) {
+        state.withLock { state in
+            guard state.running[id]?.serial == serial else { return }
+            state.running[id]?.finished = true
+            if let error {
+                state.running[id]?.error = "\(error)"
+                state.running[id]?.errorCode = (error as? StreamCacheError)?.code.description ?? (error is CancellationError ? "cancelled" : nil)
+            }
+        }
+    }
+
+    /// Whether `id`'s prefetch is under way, at what rate of its own, and how the last one failed.
+    func report(for id: String) -> Report {
+        state.withLock { state in
+            guard let prefetch = state.running[id] else { return Report() }
+            return Report(running: !prefetch.finished, error: prefetch.error, errorCode: prefetch.errorCode,
+                          rate: prefetch.finished ? nil : prefetch.pacer.bytesPerSecond, playlist: prefetch.playlist)
+        }
+    }
+
+    /// Stops `id`'s prefetch, if one runs, and returns once it has ended: its downloads have been
+    /// cut (see `Resource.endDownloadsOfEndedPrefetch(finished:)`), and what they fetched is in
+    /// the cache. A start that arrived before the stop does not start one.
+    func stop(_ id: String) async {
+        let task = state.withLock { $0.stop(id) }?.task
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Cancels `id`'s prefetch, if one runs or is starting, without waiting for it to end.
+    func cancel(_ id: String) {
+        state.withLock { $0.stop(id) }?.task.cancel()
+    }
+
+    /// Stops every prefetch and the starts on their way, and returns once they have ended. No
+    /// prefetch starts afterwards: the server has stopped.
+    func stopAll() async {
+        let tasks = state.withLock { state -> [Task<Void, Never>] in
+            defer { state.running.removeAll() }
+            state.isClosed = true
+            return state.running.values.map(\.task)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+}
