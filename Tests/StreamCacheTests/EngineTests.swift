@@ -688,16 +688,11 @@ import Testing
     @Test(arguments: [(Int64(-1), Int64?.some(10), Int64?.some(1000)), (0, -3, 1000), (0, 10, -5),
                       (Int64.max - 5, 10, nil), (0, 10, ByteRange.largestLength + 1)])
     func anOriginsImpossibleNumbersAreABadResponse(offset: Int64, length: Int64?, total: Int64?) async throws {
-        struct ImpossibleOrigin: Origin {
-            let offset: Int64, length: Int64?, total: Int64?
-            var logDescription: String { "impossible origin" }
-            func open(_ request: OriginRequest) async throws -> OriginResponse {
-                OriginResponse(info: ResourceInfo(totalLength: total, mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
-                               offset: offset, length: length, body: HTTPBody(chunks: [Data(count: 10)]))
-            }
+        let origin = MemoryOrigin(file: Data(count: 10)) { answer in
+            (answer.offset, answer.length, answer.totalLength) = (offset, length, total)
         }
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let song = cache.resource(for: CacheKey("test:impossible"), origin: ImpossibleOrigin(offset: offset, length: length, total: total))
+            let song = cache.resource(for: CacheKey("test:impossible"), origin: origin)
             let refusal = await #expect(throws: StreamCacheError.self) { _ = try await song.read(from: 0).collect() }
             #expect(refusal?.code == .badResponse && refusal?.message.contains("no resource can have") == true, "\(String(describing: refusal))")
             #expect(try await song.cachedRanges.isEmpty)
@@ -708,20 +703,10 @@ import Testing
     /// bytes of the file, then bytes of no range) has only the stated bytes cached: a read gets
     /// the file's bytes, never what followed them.
     @Test func bytesPastAnAnswersStatedLengthAreNotCached() async throws {
-        struct OverlongOrigin: Origin {
-            let file: Data
-            var logDescription: String { "overlong origin" }
-            func open(_ request: OriginRequest) async throws -> OriginResponse {
-                let range = request.range ?? ByteRange(0, Int64(file.count))
-                let end = min(range.upperBound, Int64(file.count))
-                let body = file[Int(range.lowerBound)..<Int(end)] + Data(repeating: 0xEE, count: 5_000)
-                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
-                                      offset: range.lowerBound, length: end - range.lowerBound, body: HTTPBody(chunks: [body]))
-            }
-        }
         let file = TestData.random(count: 900_000, seed: 319)
+        let origin = MemoryOrigin(file: file) { $0.body += Data(repeating: 0xEE, count: 5_000) }
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let song = cache.resource(for: CacheKey("test:overlong"), origin: OverlongOrigin(file: file))
+            let song = cache.resource(for: CacheKey("test:overlong"), origin: origin)
             let first = try await song.read(ByteRange(0, 1000)).collect()
             #expect(first == file.prefix(1000))
             let whole = try await song.read(from: 0).collect()
@@ -734,27 +719,13 @@ import Testing
     /// below one byte is no limit and reads go on as without one.
     @Test(arguments: [Int64(100_000), 0, -5])
     func anOriginsLargestRequestBindsTheFirstRequestToo(maximum: Int64) async throws {
-        struct LimitedOrigin: Origin {
-            let file: Data
-            let maximum: Int64
-            let askedFor = Locked<[Int64]>([])
-            var logDescription: String { "limited origin" }
-            var maximumRequestLength: Int64? { maximum }
-            func open(_ request: OriginRequest) async throws -> OriginResponse {
-                let range = request.range ?? ByteRange(0, Int64(file.count))
-                let end = min(range.upperBound, Int64(file.count))
-                askedFor.withLock { $0.append(range.count) }
-                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
-                                      offset: range.lowerBound, length: end - range.lowerBound, body: HTTPBody(chunks: [file[Int(range.lowerBound)..<Int(end)]]))
-            }
-        }
         let file = TestData.random(count: 2_000_000, seed: 320)
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let origin = LimitedOrigin(file: file, maximum: maximum)
+            let origin = MemoryOrigin(file: file, maximumRequestLength: maximum)
             let song = cache.resource(for: CacheKey("test:limited"), origin: origin)
             let whole = try await song.read(from: 0).collect()
             #expect(whole.count == file.count && TestData.sha256(whole) == TestData.sha256(file))
-            let askedFor = origin.askedFor.withLock { $0 }
+            let askedFor = origin.rangesAsked.map(\.count)
             if maximum > 0 {
                 #expect(askedFor.allSatisfy { $0 <= maximum } && askedFor.reduce(0, +) == Int64(file.count), "\(askedFor)")
             }
@@ -766,26 +737,19 @@ import Testing
     /// the bytes before the answer's start, about fifty in a burst, until the read failed with
     /// `originUnavailable` ("kept ending downloads without delivering byte 500000").
     @Test func anAnswerFromALaterByteThanAskedIsABadResponse() async throws {
-        struct LateStartOrigin: Origin {
-            let file: Data
-            let requests = Locked(0)
-            var logDescription: String { "late-start origin" }
-            func open(_ request: OriginRequest) async throws -> OriginResponse {
-                requests.withLock { $0 += 1 }
-                let range = request.range ?? ByteRange(0, Int64(file.count))
-                let start = min(range.lowerBound + 10, Int64(file.count))
-                let end = min(max(start, range.upperBound), Int64(file.count))
-                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
-                                      offset: start, length: end - start, body: HTTPBody(chunks: [file[Int(start)..<Int(end)]]))
-            }
+        // The first 10 bytes of each answer are left out, and its offset says so.
+        let origin = MemoryOrigin(file: TestData.random(count: 2_000_000, seed: 321)) { answer in
+            let skipped = min(10, answer.body.count)
+            answer.offset += Int64(skipped)
+            answer.length = answer.length.map { $0 - Int64(skipped) }
+            answer.body = answer.body.dropFirst(skipped)
         }
         try await withTemporaryCache { (cache: StreamCache) async throws -> Void in
-            let origin = LateStartOrigin(file: TestData.random(count: 2_000_000, seed: 321))
             let song = cache.resource(for: CacheKey("test:late-start"), origin: origin)
             let refusal = await #expect(throws: StreamCacheError.self) { _ = try await song.read(ByteRange(500_000, 1_500_000)).collect() }
             #expect(refusal?.code == .badResponse && refusal?.message.contains("from byte 500010 when asked from byte 500000") == true,
                     "\(String(describing: refusal))")
-            #expect(origin.requests.withLock { $0 } == 1, "asked \(origin.requests.withLock { $0 }) times")
+            #expect(origin.rangesAsked.count == 1, "asked \(origin.rangesAsked)")
         }
     }
 

@@ -342,29 +342,15 @@ import Testing
     /// (`0..<-5`) stopped the process.
     @Test(arguments: [Int64(-5), ByteRange.largestLength + 1, Int64.max])
     func aVersionWithALengthNoResourceCanHaveIsNoAnswer(total: Int64) async throws {
-        struct MisstatingOrigin: Origin {
-            let file: Data
-            let total: Int64
-            let asked = Locked(0)
-            var logDescription: String { "misstating origin" }
-            func open(_ request: OriginRequest) async throws -> OriginResponse {
-                let range = request.range ?? ByteRange(0, Int64(file.count))
-                let end = min(range.upperBound, Int64(file.count))
-                return OriginResponse(info: ResourceInfo(totalLength: Int64(file.count), mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v1\"")),
-                                      offset: range.lowerBound, length: end - range.lowerBound, body: HTTPBody(chunks: [file[Int(range.lowerBound)..<Int(end)]]))
-            }
-            func currentInfo() async throws -> ResourceInfo {
-                asked.withLock { $0 += 1 }
-                return ResourceInfo(totalLength: total, mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v2\""))
-            }
-        }
         let file = TestData.random(count: 300_000, seed: 322)
         try await withTemporaryCache(configure: { $0.revalidationInterval = .zero }) { (cache: StreamCache) async throws -> Void in
-            let origin = MisstatingOrigin(file: file, total: total)
+            let origin = MemoryOrigin(file: file, version: {
+                ResourceInfo(totalLength: total, mimeType: nil, acceptsByteRanges: true, validator: Validator(entityTag: "\"v2\""))
+            })
             let song = cache.resource(for: CacheKey("test:misstating"), origin: origin)
             #expect(TestData.sha256(try await song.read(from: 0).collect()) == TestData.sha256(file))
             let again = try await song.read(from: 0).collect()
-            #expect(origin.asked.withLock { $0 } == 1, "the version was asked for")
+            #expect(origin.versionQuestions == 1, "the version was asked for")
             #expect(TestData.sha256(again) == TestData.sha256(file))
             #expect(try await song.cachedRanges == RangeSet([ByteRange(0, 300_000)]))
             #expect(await song.info?.totalLength == 300_000)
