@@ -843,6 +843,37 @@ import Testing
         }
     }
 
+    /// A prefetch of the whole file, asked for while a prefetch of a range of it runs, replaces
+    /// that one and fetches the whole file. Before, it was answered with the running prefetch,
+    /// which ended at its range's end: the whole file was asked for, and the status said
+    /// "partial" once nothing ran.
+    @Test func aWholeFilePrefetchAskedWhileARangeIsPrefetchedFetchesTheWholeFile() async throws {
+        try await Self.withProxy { server, origin in
+            let size = 3_000_000
+            let data = TestData.random(count: size, seed: 323)
+            origin.setFile("/long.flac", data: data, contentType: "audio/flac")
+            // Every answer waits after 100 kB until both starts are through.
+            let released = Locked(false)
+            defer { released.withLock { $0 = true } }
+            origin.faults = { _, _, _, _ in .pause(afterBytes: 100_000, until: { released.withLock { $0 } }) }
+            let registration = server.register(url: origin.url("/long.flac"), headers: ["Authorization": Self.secret])
+            let (resources, auth) = try Self.resourcesAPI(of: server)
+            let api = resources.appendingPathComponent("\(registration.id)/prefetch")
+            let range = try await Self.curl(api, auth + ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", #"{"start":0,"end":1000000}"#])
+            #expect(range.status == 202)
+            #expect(try await Self.curl(api, auth + ["-X", "POST"]).status == 202)
+            released.withLock { $0 = true }
+            var status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: range.body)
+            for _ in 0..<(500 * TestTiming.slowdown) {
+                status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: try await Self.curl(resources.appendingPathComponent(registration.id), auth).body)
+                if !status.prefetching { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(!status.prefetching && status.prefetchError == nil && status.state == "complete", "\(status)")
+            #expect(TestData.sha256(try await Self.curl(URL(string: status.streamURL)!).body) == TestData.sha256(data))
+        }
+    }
+
     /// A prefetch's byte range is checked (a negative start, an end not past the start: 400, and
     /// nothing fetched), and unregistering removes the cached bytes only when asked to (`purge`).
     @Test func controlAPIChecksPrefetchRangesAndPurgesOnlyWhenAsked() async throws {

@@ -27,14 +27,19 @@ final class ServerPrefetches: Sendable {
         case playlist(variants: HLSVariantSelection, segmentLimit: Int?, pinning: Bool)
 
         /// Whether a start for `self`, while a prefetch for `running` is under way, lets that one
-        /// go on: the same playlist plan (cancelled and started again, the files under way would
-        /// lose the bytes on the wire), or the whole file while one runs that pins at least as
-        /// much. Any other start replaces it.
+        /// go on: one that downloads the same (the same range or the whole file, the same
+        /// variants and segments of a playlist) and pins at least as much. Cancelled and started
+        /// again, its downloads would lose the bytes on the wire. Any other start replaces it: a
+        /// range's prefetch ends at the range's end, so it does not serve a start for the whole
+        /// file.
         func isServed(byRunning running: Plan) -> Bool {
             switch (self, running) {
-            case (.bytes(nil, let pinning), .bytes(_, let runningPins)): runningPins || !pinning
-            case (.playlist, .playlist): self == running
-            default: false
+            case (.bytes(let range, let pinning), .bytes(let runningRange, let runningPins)):
+                range == runningRange && (runningPins || !pinning)
+            case (.playlist(let variants, let segmentLimit, let pinning), .playlist(let runningVariants, let runningLimit, let runningPins)):
+                variants == runningVariants && segmentLimit == runningLimit && (runningPins || !pinning)
+            default:
+                false
             }
         }
     }
