@@ -471,6 +471,28 @@ import Testing
         }
     }
 
+    /// Rules at the ends of their range are followed, not trapped on: a minimum free space of
+    /// `Int64.max` (which the control API's prune takes) evicts every resource not pinned, as no
+    /// volume has that much free; a maximum size of `Int64.max` evicts none. Before, the minimum's
+    /// target (a tenth more) overflowed and stopped the process.
+    @Test func rulesAtTheEndsOfTheirRangeAreFollowed() async throws {
+        let server = try TestOrigin()
+        defer { server.stop() }
+        for (index, name) in ["/a", "/b"].enumerated() { server.setFile(name, data: TestData.random(count: 300_000, seed: 140 + UInt64(index))) }
+        try await withTemporaryCache(configure: { configuration in
+            configuration.volumeFreeSpace = Self.volume(holding: 4_400_000)
+        }) { cache in
+            let a = try await fill(cache, server, "/a")
+            _ = try await fill(cache, server, "/b")
+            try await cache.setPinned(true, for: a.key)
+            #expect(try await cache.evict(EvictionRules(maximumSize: .max, minimumFreeSpace: 0)).isEmpty)
+            let evicted = try await cache.evict(EvictionRules(minimumFreeSpace: .max), dryRun: true)
+            #expect(evicted == [EvictedResource(key: CacheKey(url: server.url("/b")), bytes: 300_000, reason: .freeSpace)])
+            #expect(try await cache.evict(EvictionRules(minimumFreeSpace: .max)) == evicted)
+            #expect(try await cache.store.entries().map(\.key) == [a.key], "the pinned one stays")
+        }
+    }
+
     /// The free space the cache keeps is what `statvfs` says an unprivileged process may still
     /// write (`stat -f`'s available blocks), not the volume's free blocks (root's reserve too).
     @Test func theVolumesFreeSpaceIsWhatAProcessMayStillWrite() async throws {

@@ -106,8 +106,10 @@ extension StreamCache {
         var total = try await store.totalCachedBytes()
         let overSize = rules.maximumSize.map { total > $0 } ?? false
         let freeAtStart = freeSpace()
+        // A tenth more than the minimum, at most the largest count: a minimum near `Int64.max`
+        // (the control API's prune takes any count) stopped the process here.
         let freeSpaceTarget = rules.minimumFreeSpace.flatMap { minimum in
-            freeAtStart.map { $0 < minimum } == true ? minimum + minimum / 10 : nil
+            freeAtStart.map { $0 < minimum } == true ? Self.saturatingSum(minimum, minimum / 10) : nil
         }
         guard ageCutoff != nil || overSize || freeSpaceTarget != nil else { return [] }
         let busy = usage.busyKeys
@@ -161,6 +163,11 @@ extension StreamCache {
             }
         }
         return evicted
+    }
+
+    private static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflows) = a.addingReportingOverflow(b)
+        return overflows ? (b > 0 ? .max : .min) : sum
     }
 
     /// The bytes still free for the cache on its volume (``Configuration/volumeFreeSpace``).
