@@ -28,10 +28,10 @@ final class ServerPrefetches: Sendable {
 
         /// Whether a start for `self`, while a prefetch for `running` is under way, lets that one
         /// go on: one that downloads the same (the same range or the whole file, the same
-        /// variants and segments of a playlist) and pins at least as much. Cancelled and started
-        /// again, its downloads would lose the bytes on the wire. Any other start replaces it: a
-        /// range's prefetch ends at the range's end, so it does not serve a start for the whole
-        /// file.
+        /// variants and segments of a playlist) and pins at least as much; cancelled and started
+        /// again, a playlist's files under way would lose the bytes on the wire. Any other start
+        /// replaces it: a range's prefetch ends at the range's end, so it does not serve a start
+        /// for the whole file.
         func isServed(byRunning running: Plan) -> Bool {
             switch (self, running) {
             case (.bytes(let range, let pinning), .bytes(let runningRange, let runningPins)):
@@ -60,7 +60,8 @@ final class ServerPrefetches: Sendable {
     typealias Work = @Sendable (_ pacer: DownloadPacer, _ report: @escaping @Sendable (HLSPrefetchProgress) -> Void) async throws -> Void
 
     private struct State {
-        var running: [String: Prefetch] = [:]
+        /// Per registration, the latest prefetch: running, or ended (how it ended is reported).
+        var latest: [String: Prefetch] = [:]
         /// Per registration, the starts that arrived and have not started their prefetch yet
         /// (telling a playlist may cost an origin request first), and the stops that came meanwhile.
         var arriving: [String: Arrivals] = [:]
@@ -79,11 +80,11 @@ final class ServerPrefetches: Sendable {
             isClosed || (arriving[arrival.id]?.stops ?? 0) != arrival.stops
         }
 
-        /// Records a stop of `id`'s prefetch: the running one is returned, to be cancelled, and
+        /// Records a stop of `id`'s prefetch: its latest one is returned, to be cancelled, and
         /// the starts on their way do not start one.
         mutating func stop(_ id: String) -> Prefetch? {
             arriving[id]?.stops += 1
-            return running.removeValue(forKey: id)
+            return latest.removeValue(forKey: id)
         }
     }
 
@@ -139,25 +140,25 @@ final class ServerPrefetches: Sendable {
         let shared = state  // the task's: inside the lock below, `state` names the value
         return state.withLock { state -> Task<Void, Never>? in
             guard !state.isStopped(since: arrival) else { return nil }
-            if let running = state.running[id], !running.finished, plan.isServed(byRunning: running.plan) {
+            if let running = state.latest[id], !running.finished, plan.isServed(byRunning: running.plan) {
                 if running.pacer.bytesPerSecond != rate { running.pacer.bytesPerSecond = rate }
                 return running.task
             }
-            state.running[id]?.task.cancel()
+            state.latest[id]?.task.cancel()
             state.serial += 1
             let serial = state.serial
             let pacer = DownloadPacer(bytesPerSecond: rate)
             let task = Task {
                 do {
                     try await work(pacer) { progress in
-                        shared.withLock { if $0.running[id]?.serial == serial { $0.running[id]?.playlist = progress } }
+                        shared.withLock { if $0.latest[id]?.serial == serial { $0.latest[id]?.playlist = progress } }
                     }
                     Self.finish(serial, of: id, with: nil, in: shared)
                 } catch {
                     Self.finish(serial, of: id, with: error, in: shared)
                 }
             }
-            state.running[id] = Prefetch(task: task, serial: serial, plan: plan, pacer: pacer)
+            state.latest[id] = Prefetch(task: task, serial: serial, plan: plan, pacer: pacer)
             return task
         }
     }
@@ -165,11 +166,11 @@ final class ServerPrefetches: Sendable {
     /// Records how prefetch `serial` of `id` ended, unless a newer one replaced it.
     private static func finish(_ serial: Int, of id: String, with error: (any Error)?, in state: Locked<State>) {
         state.withLock { state in
-            guard state.running[id]?.serial == serial else { return }
-            state.running[id]?.finished = true
+            guard state.latest[id]?.serial == serial else { return }
+            state.latest[id]?.finished = true
             if let error {
-                state.running[id]?.error = "\(error)"
-                state.running[id]?.errorCode = (error as? StreamCacheError)?.code.description ?? (error is CancellationError ? "cancelled" : nil)
+                state.latest[id]?.error = "\(error)"
+                state.latest[id]?.errorCode = (error as? StreamCacheError)?.code.description ?? (error is CancellationError ? "cancelled" : nil)
             }
         }
     }
@@ -177,7 +178,7 @@ final class ServerPrefetches: Sendable {
     /// Whether `id`'s prefetch is under way, at what rate of its own, and how the last one failed.
     func report(for id: String) -> Report {
         state.withLock { state in
-            guard let prefetch = state.running[id] else { return Report() }
+            guard let prefetch = state.latest[id] else { return Report() }
             return Report(running: !prefetch.finished, error: prefetch.error, errorCode: prefetch.errorCode,
                           rate: prefetch.finished ? nil : prefetch.pacer.bytesPerSecond, playlist: prefetch.playlist)
         }
@@ -201,9 +202,9 @@ final class ServerPrefetches: Sendable {
     /// prefetch starts afterwards: the server has stopped.
     func stopAll() async {
         let tasks = state.withLock { state -> [Task<Void, Never>] in
-            defer { state.running.removeAll() }
+            defer { state.latest.removeAll() }
             state.isClosed = true
-            return state.running.values.map(\.task)
+            return state.latest.values.map(\.task)
         }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
