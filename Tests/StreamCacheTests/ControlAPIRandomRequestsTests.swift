@@ -90,7 +90,8 @@ import Testing
                 if generator.next() % 10 != 0 { text += "Authorization: Bearer \(server.controlToken)\r\n" }
                 if generator.next() % 3 != 0 { text += "Content-Type: application/json\r\n" }
                 text += "Content-Length: \(payload.count)\r\n\r\n"
-                let answer = try await RawHTTP.exchange(port: port, request: Data(text.utf8) + payload)
+                // A generous wait, as the server's event loop is shared by every test's server.
+                let answer = try await RawHTTP.exchange(port: port, request: Data(text.utf8) + payload, timeout: 30 * Double(TestTiming.slowdown))
                 let status = try #require(answer.status, "round \(round): no answer to \(text.prefix(200))")
                 #expect(status < 500, "round \(round): \(status) for \(text.prefix(200)): \(String(decoding: answer.body.prefix(300), as: UTF8.self))")
                 statuses[status, default: 0] += 1
