@@ -213,7 +213,7 @@ import Glibc
             let info = try await CommandLineTool.run(["cache", "info", CacheKey(url: origin.url("/music/album.flac")).rawValue,
                                                       "--cache-dir", work.appendingPathComponent("cache").path])
             #expect(info.output.contains("pinned:        true"), "\(info.output)")
-            #expect(ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/music/album.flac")
+            #expect(try await ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/music/album.flac")
                     && origin.bodyBytesSent(for: "/music/album.flac") == Int64(data.count), "\(origin.timeline(for: "/music/album.flac"))")
         }
     }
@@ -545,7 +545,7 @@ import Glibc
             #expect(!prefetch.isRunning && prefetch.terminationReason == .exit && prefetch.terminationStatus == 0, "the prefetch kept to the rate that was lifted")
             let said = try String(contentsOf: out, encoding: .utf8)
             #expect(said.contains("3.8 MiB cached for \(origin.url("/album.flac").absoluteString)"), "\(said)")
-            #expect(ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/album.flac")
+            #expect(try await ParallelDownloadTests.servedRangesAreDisjoint(origin, path: "/album.flac")
                     && origin.bodyBytesSent(for: "/album.flac") == Int64(album.count), "\(origin.timeline(for: "/album.flac"))")
             #expect(try await Self.terminate(server) == 0)
         }
