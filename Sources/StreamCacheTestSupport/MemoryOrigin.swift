@@ -22,6 +22,7 @@ public final class MemoryOrigin: Origin, Sendable {
     public let file: Data
     public let logDescription: String
     public let maximumRequestLength: Int64?
+    private let chunkSize: Int
     private let version: (@Sendable () -> ResourceInfo)?
     private let misstate: @Sendable (inout Answer) -> Void
     private let asked = Locked<[ByteRange]>([])
@@ -34,14 +35,16 @@ public final class MemoryOrigin: Origin, Sendable {
     ///
     /// - Parameters:
     ///   - maximumRequestLength: Its ``Origin/maximumRequestLength``.
+    ///   - chunkSize: The most bytes of a body's chunk (by default the whole body in one).
     ///   - misstate: Changes each answer before it is given.
     ///   - version: What ``currentInfo()`` answers; by default the info of the file's first byte,
     ///     as `Origin`'s own default asks.
-    public init(file: Data, name: String = "memory origin", maximumRequestLength: Int64? = nil,
+    public init(file: Data, name: String = "memory origin", maximumRequestLength: Int64? = nil, chunkSize: Int = .max,
                 misstate: @escaping @Sendable (inout Answer) -> Void = { _ in }, version: (@Sendable () -> ResourceInfo)? = nil) {
         self.file = file
         self.logDescription = name
         self.maximumRequestLength = maximumRequestLength
+        self.chunkSize = max(1, chunkSize)
         self.version = version
         self.misstate = misstate
     }
@@ -60,7 +63,10 @@ public final class MemoryOrigin: Origin, Sendable {
         var answer = Answer(offset: start, length: end - start, totalLength: Int64(file.count), body: file[Int(start)..<Int(end)])
         misstate(&answer)
         let info = ResourceInfo(totalLength: answer.totalLength, mimeType: nil, acceptsByteRanges: true, validator: Self.validator)
-        return OriginResponse(info: info, offset: answer.offset, length: answer.length, body: HTTPBody(chunks: [answer.body]))
+        let chunks = stride(from: 0, to: answer.body.count, by: chunkSize).map { start in
+            answer.body[(answer.body.startIndex + start)..<(answer.body.startIndex + min(answer.body.count, start + chunkSize))]
+        }
+        return OriginResponse(info: info, offset: answer.offset, length: answer.length, body: HTTPBody(chunks: chunks.map { Data($0) }))
     }
 
     public func currentInfo() async throws -> ResourceInfo {

@@ -753,6 +753,68 @@ import Testing
         }
     }
 
+    /// An `Origin` of an app's own that answers from an earlier byte than asked, as a store of
+    /// whole blocks does (here 64 KiB blocks: each answer starts at the block that holds the
+    /// asked byte), stays one that serves ranges: each read gets exact bytes, the block's bytes
+    /// before the asked one are kept (a read of them asks nothing), and no read fetches more
+    /// than its block-rounded range and read-ahead. Before, the first such answer marked the
+    /// resource as one that ignores ranges: its download went on to the file's end.
+    @Test func anAnswerFromAnEarlierByteThanAskedKeepsTheRangesServed() async throws {
+        let block: Int64 = 65_536
+        let file = TestData.random(count: 64 << 20, seed: 322)
+        let origin = MemoryOrigin(file: file) { answer in
+            let start = answer.offset / block * block
+            answer.body = file[Int(start)..<Int(answer.offset)] + answer.body
+            answer.length = answer.length.map { $0 + answer.offset - start }
+            answer.offset = start
+        }
+        try await withTemporaryCache(configure: { $0.parallelDownloads = 1 }) { (cache: StreamCache) async throws -> Void in
+            let song = cache.resource(for: CacheKey("test:blocks"), origin: origin)
+            let seek = ByteRange(40_000_000, 40_100_000)
+            #expect(try await song.read(seek).collect() == file[Int(seek.lowerBound)..<Int(seek.upperBound)])
+            try await ParallelDownloadTests.waitUntilIdle(song)
+            let asked = origin.rangesAsked.count
+            // Within the block the answer began at: cached already.
+            let before = ByteRange(seek.lowerBound / block * block, seek.lowerBound)
+            #expect(try await song.read(before).collect() == file[Int(before.lowerBound)..<Int(before.upperBound)])
+            #expect(origin.rangesAsked.count == asked, "the bytes before the asked one were kept: \(origin.rangesAsked)")
+            let other = ByteRange(3_000_123, 3_200_000)
+            #expect(try await song.read(other).collect() == file[Int(other.lowerBound)..<Int(other.upperBound)])
+            try await ParallelDownloadTests.waitUntilIdle(song)
+            #expect(await song.info?.acceptsByteRanges == true)
+            let fetched = origin.rangesAsked.reduce(0) { $0 + $1.count }
+            #expect(fetched < 16 << 20, "two short reads fetched \(fetched) bytes: \(origin.rangesAsked)")
+        }
+    }
+
+    /// A block answer whose bytes before the asked one hold cached bytes (a range prefetched
+    /// inside the block) goes on through them to the asked bytes: they are not where the
+    /// download runs into the cache. Before, the download ended on meeting them, and each
+    /// request the reader made again met them again, until the read failed.
+    @Test func aBlockAnswerGoesOnThroughCachedBytesBeforeTheAskedOne() async throws {
+        let block: Int64 = 65_536
+        let file = TestData.random(count: 4 << 20, seed: 323)
+        let roundsDown = Locked(false)
+        // An answer's first chunk is written alone: of 9000 bytes, the block's ends at 140072,
+        // inside the prefetched bytes.
+        let origin = MemoryOrigin(file: file, chunkSize: 9_000) { answer in
+            guard roundsDown.withLock({ $0 }) else { return }
+            let start = answer.offset / block * block
+            answer.body = file[Int(start)..<Int(answer.offset)] + answer.body
+            answer.length = answer.length.map { $0 + answer.offset - start }
+            answer.offset = start
+        }
+        try await withTemporaryCache(configure: { $0.parallelDownloads = 1 }) { (cache: StreamCache) async throws -> Void in
+            let song = cache.resource(for: CacheKey("test:blocks-cached"), origin: origin)
+            try await song.prefetch(ByteRange(140_000, 141_000))
+            #expect(try await song.cachedRanges == RangeSet([ByteRange(140_000, 141_000)]))
+            roundsDown.withLock { $0 = true }
+            let seek = ByteRange(150_000, 250_000)
+            #expect(try await song.read(seek).collect() == file[Int(seek.lowerBound)..<Int(seek.upperBound)])
+            #expect(origin.rangesAsked.count <= 3, "asked \(origin.rangesAsked)")
+        }
+    }
+
     @Test func eventsReportInfoAndCachedBytes() async throws {
         let (server, _) = try makeOrigin(size: 500_000)
         try await withTemporaryCache { cache in

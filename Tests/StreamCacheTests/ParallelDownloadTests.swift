@@ -1323,20 +1323,29 @@ import Testing
     }
 
     /// The first request of each part of a read from byte 0, among `requests` in the order they
-    /// came: a download goes on where its last request ended, once that request ended; a part
-    /// begins elsewhere, or where a request still running will end (equal shares end where the
-    /// next one begins: counted as a download going on, a read split at once into shares seemed
-    /// unsplit, in a full run). A request counts as ended 100 ms (stretched under the sanitizer)
-    /// before the origin recorded it: the client may have its last bytes and send the next one first.
+    /// came. Each request that ended may be followed by one request of the same download: one
+    /// that came after it ended and begins where it ended, or past bytes that requests before
+    /// it fetch (a download goes on past another's bytes). Any other request begins a part.
+    /// Telling by where a request begins alone took parts that began with equal shares at once,
+    /// where the one before them ends, for the download going on (a loaded run's failure). A
+    /// request counts as ended 100 ms (stretched under the sanitizer) before the origin recorded
+    /// it: the client may have its last bytes and send the next one first.
     static func partsFirstRequests(in requests: [TestOrigin.RecordedRequest]) -> [TestOrigin.RecordedRequest] {
         let slack = TestTiming.time(.milliseconds(100))
-        var ended: [(at: Int64, when: ContinuousClock.Instant)] = []
+        // Where each request not followed yet ended, and when.
+        var ends: [(at: Int64, when: ContinuousClock.Instant)] = []
+        var fetched = RangeSet()
         var found: [TestOrigin.RecordedRequest] = []
         for request in requests {
             let first = firstRanges(of: [request]).first?.lowerBound ?? 0
-            let goesOn = first == 0 || ended.contains { $0.at == first && $0.when - slack <= request.interval.lowerBound }
-            if !goesOn { found.append(request) }
-            ended.append((first + request.bodyBytesSent, request.interval.upperBound))
+            let followed = ends.firstIndex { end in
+                end.when - slack <= request.interval.lowerBound && end.at <= first
+                    && fetched.coveredByteCount(in: ByteRange(end.at, first)) == first - end.at
+            }
+            if let followed { ends.remove(at: followed) } else if first != 0 { found.append(request) }
+            let range = ByteRange(offset: first, length: request.bodyBytesSent)
+            fetched.insert(range)
+            ends.append((range.upperBound, request.interval.upperBound))
         }
         return found
     }

@@ -598,6 +598,13 @@ extension Resource {
             throw StreamCacheError(.badResponse, "The origin answered from byte \(response.offset) when asked from byte \(opened.segmentStartPosition).")
         }
         var newInfo = response.info
+        // An answer from an earlier byte than asked: a store of whole blocks (an app's own
+        // `Origin`) rounds a range's start down and still serves ranges; one from byte 0 that
+        // carries the rest of the file ignored the range. (`HTTPOrigin` refuses a 206 from another
+        // byte, which it cannot tell from a `Content-Range` that lies.)
+        let startsEarly = response.offset < opened.segmentStartPosition
+        let ignoresTheRange = startsEarly && response.offset == 0 && (response.length == nil || response.length == newInfo.totalLength)
+        if ignoresTheRange { newInfo.acceptsByteRanges = false }
         if !answers(opened, withTheVersionKnown: newInfo) {
             // Two answers that crossed a change at the origin may reach the actor in either order:
             // the one planned before the resource learned its version is dropped, not taken for a
@@ -616,7 +623,6 @@ extension Resource {
                 if newInfo.validator.isEmpty { newInfo.validator = old.validator }
                 if newInfo.fileName == nil { newInfo.fileName = old.fileName }
                 if newInfo.contentDigest == nil { newInfo.contentDigest = old.contentDigest }
-                if let asked = downloads[id]?.position, response.offset < asked { newInfo.acceptsByteRanges = false }
                 storeInfo(newInfo)
             }
         } else {
@@ -636,12 +642,14 @@ extension Resource {
         download.requestSentAt = sentAt
         download.answerBody = response.body
         download.position = response.offset
-        if response.offset < download.segmentStartPosition {
-            // The origin ignored the range: the body starts at 0 and must be followed to the end.
+        if ignoresTheRange {
+            // The body starts at 0 and must be followed to the end.
             download.limit = max(download.limit, newInfo.totalLength ?? Int64.max)
             download.segmentEnd = download.limit
         }
-        download.segmentStartPosition = response.offset
+        // A block's bytes before the asked one are written too, and the request still counts from
+        // the asked byte: cached bytes among those before it do not end the download.
+        if !startsEarly || ignoresTheRange { download.segmentStartPosition = response.offset }
         // The gaps past cached bytes that came in this response (none when the origin sent the first range only).
         download.followingRanges = response.followingRanges
         if let length = response.length {
@@ -700,7 +708,7 @@ extension Resource {
         if newBytes > 0 { checkContentIfComplete() }
 
         var goOn = download.position < download.limit
-        if goOn, info?.acceptsByteRanges != false, available.contains(download.position) {
+        if goOn, info?.acceptsByteRanges != false, download.position >= download.segmentStartPosition, available.contains(download.position) {
             // Ran into cached bytes: whoever needs what lies beyond starts its own download there.
             goOn = false
         }
