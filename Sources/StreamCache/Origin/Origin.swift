@@ -187,7 +187,9 @@ public struct OriginRequest: Sendable, Hashable {
 public struct OriginResponse: Sendable {
     /// What the origin said about the whole resource.
     public var info: ResourceInfo
-    /// The offset of the body's first byte.
+    /// The offset of the body's first byte: the requested range's start, or a byte before it (a
+    /// store of whole blocks rounds a start down; the bytes from there are cached too). An answer
+    /// from byte 0 to the end of the file, when a later byte was asked for, ignored the range.
     public var offset: Int64
     /// How many bytes the body carries, when known.
     public var length: Int64?
