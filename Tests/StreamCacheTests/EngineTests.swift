@@ -762,12 +762,7 @@ import Testing
     @Test func anAnswerFromAnEarlierByteThanAskedKeepsTheRangesServed() async throws {
         let block: Int64 = 65_536
         let file = TestData.random(count: 64 << 20, seed: 322)
-        let origin = MemoryOrigin(file: file) { answer in
-            let start = answer.offset / block * block
-            answer.body = file[Int(start)..<Int(answer.offset)] + answer.body
-            answer.length = answer.length.map { $0 + answer.offset - start }
-            answer.offset = start
-        }
+        let origin = MemoryOrigin(file: file) { Self.startAtItsBlock(&$0, of: file, block: block) }
         try await withTemporaryCache(configure: { $0.parallelDownloads = 1 }) { (cache: StreamCache) async throws -> Void in
             let song = cache.resource(for: CacheKey("test:blocks"), origin: origin)
             let seek = ByteRange(40_000_000, 40_100_000)
@@ -798,11 +793,7 @@ import Testing
         // An answer's first chunk is written alone: of 9000 bytes, the block's ends at 140072,
         // inside the prefetched bytes.
         let origin = MemoryOrigin(file: file, chunkSize: 9_000) { answer in
-            guard roundsDown.withLock({ $0 }) else { return }
-            let start = answer.offset / block * block
-            answer.body = file[Int(start)..<Int(answer.offset)] + answer.body
-            answer.length = answer.length.map { $0 + answer.offset - start }
-            answer.offset = start
+            if roundsDown.withLock({ $0 }) { Self.startAtItsBlock(&answer, of: file, block: block) }
         }
         try await withTemporaryCache(configure: { $0.parallelDownloads = 1 }) { (cache: StreamCache) async throws -> Void in
             let song = cache.resource(for: CacheKey("test:blocks-cached"), origin: origin)
@@ -813,6 +804,15 @@ import Testing
             #expect(try await song.read(seek).collect() == file[Int(seek.lowerBound)..<Int(seek.upperBound)])
             #expect(origin.rangesAsked.count <= 3, "asked \(origin.rangesAsked)")
         }
+    }
+
+    /// Makes `answer` start at the first byte of the `block`-byte block that holds its first
+    /// byte, with `file`'s bytes before that one: an answer from a store of whole blocks.
+    static func startAtItsBlock(_ answer: inout MemoryOrigin.Answer, of file: Data, block: Int64) {
+        let start = answer.offset / block * block
+        answer.body = file[Int(start)..<Int(answer.offset)] + answer.body
+        answer.length = answer.length.map { $0 + answer.offset - start }
+        answer.offset = start
     }
 
     @Test func eventsReportInfoAndCachedBytes() async throws {
