@@ -63,10 +63,11 @@ public final class MemoryOrigin: Origin, Sendable {
         var answer = Answer(offset: start, length: end - start, totalLength: Int64(file.count), body: file[Int(start)..<Int(end)])
         misstate(&answer)
         let info = ResourceInfo(totalLength: answer.totalLength, mimeType: nil, acceptsByteRanges: true, validator: Self.validator)
-        let chunks = stride(from: 0, to: answer.body.count, by: chunkSize).map { start in
-            answer.body[(answer.body.startIndex + start)..<(answer.body.startIndex + min(answer.body.count, start + chunkSize))]
+        let body = answer.body
+        let chunks = stride(from: 0, to: body.count, by: chunkSize).map { start in
+            Data(body[(body.startIndex + start)..<(body.startIndex + min(body.count, start + chunkSize))])
         }
-        return OriginResponse(info: info, offset: answer.offset, length: answer.length, body: HTTPBody(chunks: chunks.map { Data($0) }))
+        return OriginResponse(info: info, offset: answer.offset, length: answer.length, body: HTTPBody(chunks: chunks))
     }
 
     public func currentInfo() async throws -> ResourceInfo {

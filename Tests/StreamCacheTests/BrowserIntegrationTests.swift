@@ -269,14 +269,8 @@ import Testing
                 let requests = media.dataRequests(for: "/song.m4a")
                 #expect(requests.flatMap(\.servedRanges).contains { $0.upperBound == Int64(data.count) },
                         "the index at the end came through the proxy: \(requests.map { $0.range ?? "" })")
-                #expect(Self.servedBytesAreDisjoint(requests.flatMap(\.servedRanges)), "no byte twice: \(requests.map(\.servedRanges))")
+                #expect(try await ParallelDownloadTests.servedRangesAreDisjoint(media, path: "/song.m4a"), "no byte twice: \(requests.map(\.servedRanges))")
             }
         }
-    }
-
-    /// Whether no byte lies in two of `ranges`.
-    static func servedBytesAreDisjoint(_ ranges: [ByteRange]) -> Bool {
-        let sorted = ranges.sorted { $0.lowerBound < $1.lowerBound }
-        return zip(sorted, sorted.dropFirst()).allSatisfy { $0.upperBound <= $1.lowerBound }
     }
 }

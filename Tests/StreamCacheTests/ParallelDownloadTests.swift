@@ -1340,7 +1340,7 @@ import Testing
             let first = firstRanges(of: [request]).first?.lowerBound ?? 0
             let followed = ends.firstIndex { end in
                 end.when - slack <= request.interval.lowerBound && end.at <= first
-                    && fetched.coveredByteCount(in: ByteRange(end.at, first)) == first - end.at
+                    && fetched.contains(ByteRange(end.at, first))
             }
             if let followed { ends.remove(at: followed) } else if first != 0 { found.append(request) }
             let range = ByteRange(offset: first, length: request.bodyBytesSent)
