@@ -171,8 +171,11 @@ struct PrefetchCommand: AsyncParsableCommand {
                           register: @escaping @Sendable () async throws -> ControlAPI.ResourceStatus) async throws -> Int64 {
         let showsProgress = !quiet && isatty(STDERR_FILENO) == 1
         // The server's defaults are this command's: only a choice the user made goes with the request.
+        // The start is named so that the stop Ctrl-C sends wins even if it overtakes the start:
+        // the command cannot tell whether the server has the start yet.
+        let requestID = UUID()
         let request = ControlAPI.PrefetchRequest(variants: variants == "highest" ? nil : variants, segments: segments, pin: pin ? true : nil,
-                                                 rate: try rate.limitRate.map(BackgroundRateOption.bytesPerSecond))
+                                                 rate: try rate.limitRate.map(BackgroundRateOption.bytesPerSecond), requestID: requestID.uuidString)
         // Known before the prefetch is asked for, so Ctrl-C at any point after can stop it.
         let registered = Locked<String?>(nil)
         let cached = Locked<Int64>(0)
@@ -209,7 +212,7 @@ struct PrefetchCommand: AsyncParsableCommand {
         if let interruption {
             if let id = registered.withLock({ $0 }) {
                 do {
-                    _ = try await server.stopPrefetch(of: id)
+                    _ = try await server.stopPrefetch(of: id, requestID: requestID)
                     Self.printToStandardError("streamcache: the server stopped the prefetch; what came is in the cache.\n")
                 } catch {
                     Self.printToStandardError("streamcache: the server could not be told to stop the prefetch (\(error)); it goes on.\n")

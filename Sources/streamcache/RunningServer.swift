@@ -132,9 +132,12 @@ struct RunningServer: Sendable {
     }
 
     /// Stops the server's prefetch of the resource `id` (`DELETE /api/resources/{id}/prefetch`);
-    /// returns once it has stopped.
-    func stopPrefetch(of id: String) async throws -> ControlAPI.ResourceStatus {
-        try decoded(try await call("DELETE", "/api/resources/\(id)/prefetch"))
+    /// returns once it has stopped. `requestID`: the start this stop may overtake
+    /// (``ControlAPI/PrefetchRequest/requestID``), which then does not start when it comes.
+    func stopPrefetch(of id: String, requestID: UUID? = nil) async throws -> ControlAPI.ResourceStatus {
+        // A UUID's text needs no escaping in a query.
+        let query = requestID.map { "?requestID=\($0.uuidString)" } ?? ""
+        return try decoded(try await call("DELETE", "/api/resources/\(id)/prefetch\(query)"))
     }
 
     /// The status of the resource `id`.

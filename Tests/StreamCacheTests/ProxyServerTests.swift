@@ -490,6 +490,45 @@ import Testing
         }
     }
 
+    /// A stop that names a start (`DELETE …/prefetch?requestID=…`) and reaches the server before
+    /// it, as Ctrl-C on `streamcache prefetch` can while the command's start is still on its way,
+    /// wins: the start that comes after it with that name gets 409 (`cancelled`) and asks the
+    /// origin nothing. A start with another name goes ahead. An empty or over-long name is refused
+    /// (400). Before, the stop found nothing to stop, and the start that came after it downloaded
+    /// the whole file.
+    @Test func aStopThatNamesAStartWinsOverItWhenItComesFirst() async throws {
+        try await Self.withProxy { server, origin in
+            let data = TestData.random(count: 600_000, seed: 319)
+            origin.setFile("/late.flac", data: data, contentType: "audio/flac")
+            let registration = server.register(url: origin.url("/late.flac"), headers: ["Authorization": Self.secret])
+            let (resources, auth) = try Self.resourcesAPI(of: server)
+            let api = resources.appendingPathComponent("\(registration.id)/prefetch")
+            let json = auth + ["-X", "POST", "-H", "Content-Type: application/json", "-d"]
+            let stop = try await Self.curl(URL(string: api.absoluteString + "?requestID=ctrl-c-1")!, auth + ["-X", "DELETE"])
+            #expect(stop.status == 200, "\(String(decoding: stop.body, as: UTF8.self))")
+
+            let late = try await Self.curl(api, json + [#"{"requestID": "ctrl-c-1"}"#])
+            #expect(late.status == 409 && String(decoding: late.body, as: UTF8.self).contains(#""cancelled""#),
+                    "\(late.status) \(String(decoding: late.body, as: UTF8.self))")
+            #expect(origin.requestsArrived == 0, "the overtaken start asked the origin: \(origin.timeline(for: "/late.flac"))")
+
+            let tooLong = String(repeating: "x", count: ControlAPI.PrefetchRequest.longestRequestID + 1)
+            for refused in [try await Self.curl(api, json + [#"{"requestID": ""}"#]),
+                            try await Self.curl(api, json + ["{\"requestID\": \"\(tooLong)\"}"]),
+                            try await Self.curl(URL(string: api.absoluteString + "?requestID=\(tooLong)")!, auth + ["-X", "DELETE"])] {
+                #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains("'requestID' must be 1 to 128 characters"),
+                        "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+            }
+            #expect(origin.requestsArrived == 0)
+
+            let another = try await Self.curl(URL(string: api.absoluteString + "?wait=1")!, json + [#"{"requestID": "ctrl-c-2"}"#])
+            let status = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: another.body)
+            #expect(another.status == 200 && status.state == "complete", "\(another.status) \(status)")
+            #expect(origin.bodyBytesSent(for: "/late.flac") == Int64(data.count))
+            #expect(TestData.sha256(try await Self.curl(URL(string: status.streamURL)!).body) == TestData.sha256(data))
+        }
+    }
+
     /// Once the server has stopped, the app's prefetch call starts nothing and asks the origin
     /// nothing: the server is not restarted, so such a prefetch would download with no one to stop
     /// it but the app's own cancel. Before, it asked the origin for the file's type and then

@@ -90,15 +90,27 @@ public enum ControlAPI {
         /// bytes is never held back. Asked for again while the prefetch runs, it goes on at the
         /// new rate, or at full speed when none is given.
         public var rate: Int64?
+        /// A name the client gives this start (a UUID, say; at most
+        /// ``PrefetchRequest/longestRequestID`` characters), so that a stop that names it
+        /// (`DELETE /api/resources/{id}/prefetch?requestID=…`) wins over it even when the stop
+        /// reaches the server first. A client that gives up on its start (Ctrl-C on
+        /// `streamcache prefetch`) cannot tell whether the server has it yet; without a name, a
+        /// start still on its way when the stop is through would download the file.
+        public var requestID: String?
+
+        /// The longest ``requestID`` the server takes.
+        public static let longestRequestID = 128
 
         /// Creates a request.
-        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil, pin: Bool? = nil, rate: Int64? = nil) {
+        public init(start: Int64? = nil, end: Int64? = nil, variants: String? = nil, segments: Int? = nil, pin: Bool? = nil, rate: Int64? = nil,
+                    requestID: String? = nil) {
             self.start = start
             self.end = end
             self.variants = variants
             self.segments = segments
             self.pin = pin
             self.rate = rate
+            self.requestID = requestID
         }
     }
 

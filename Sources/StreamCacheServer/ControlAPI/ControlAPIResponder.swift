@@ -47,7 +47,9 @@ struct ControlAPIResponder: Sendable {
             return await prefetch(id: path[1], request: &request)
         case (.delete, let path) where path.count == 3 && path[0] == "resources" && path[2] == "prefetch":
             guard let stream = server.registry.stream(id: path[1]) else { return Self.notFound() }
-            await server.prefetches.stop(stream.registration.id)
+            let requestID = request.uri.queryParameters["requestID"].map(String.init)
+            if let refusal = Self.refusal(ofRequestID: requestID) { return refusal }
+            await server.prefetches.stop(stream.registration.id, requestID: requestID)
             return Self.json(.ok, await server.status(of: stream))
         case (.put, let path) where path.count == 3 && path[0] == "cache" && path[2] == "pin":
             return await setPinned(true, key: path[1])
@@ -288,6 +290,7 @@ struct ControlAPIResponder: Sendable {
     }
 
     private func prefetch(_ stream: StreamRegistry.Stream, request: inout Request, arrival: ServerPrefetches.Arrival) async -> Response {
+        var arrival = arrival
         var body = ControlAPI.PrefetchRequest()
         if request.headers[.contentLength].map({ $0 != "0" }) ?? (request.headers[.transferEncoding] != nil) {
             do {
@@ -307,6 +310,10 @@ struct ControlAPIResponder: Sendable {
             range = ByteRange(start, end)
         }
         guard body.rate.map({ $0 > 0 }) ?? true else { return Self.error(.badRequest, "invalidRequest", "'rate' must be above 0 (bytes per second).") }
+        if let refusal = Self.refusal(ofRequestID: body.requestID) { return refusal }
+        arrival = arrival.named(body.requestID)
+        // A stop that named this start may have come first: then not even the playlist's question goes out.
+        guard !server.prefetches.isStopped(arrival) else { return Self.cancelledStart }
         let task: Task<Void, Never>?
         if await server.isPlaylist(stream) {
             guard range == nil else {
@@ -327,9 +334,7 @@ struct ControlAPIResponder: Sendable {
             }
             task = await server.startPrefetch(stream, range: range, pinning: body.pin ?? false, rate: body.rate, arrival: arrival)
         }
-        guard let task else {
-            return Self.error(.conflict, "cancelled", "A stop of this prefetch (or the resource's removal) came while it was starting, so it did not start.")
-        }
+        guard let task else { return Self.cancelledStart }
         if wait {
             await task.value
             return Self.json(.ok, await server.status(of: stream))
@@ -337,8 +342,17 @@ struct ControlAPIResponder: Sendable {
         return Self.json(.accepted, await server.status(of: stream))
     }
 
-    /// Whether the stream is a playlist; asks the origin for the type when neither the name nor
-    /// the cache tells.
+    /// The answer to a start that a stop overtook.
+    private static var cancelledStart: Response {
+        error(.conflict, "cancelled", "A stop of this prefetch (or the resource's removal) came while it was starting, or named it before it came, so it did not start.")
+    }
+
+    /// The refusal of a prefetch's ``ControlAPI/PrefetchRequest/requestID`` that is empty or too long; `nil` for a good one or none.
+    private static func refusal(ofRequestID requestID: String?) -> Response? {
+        guard let requestID, requestID.isEmpty || requestID.count > ControlAPI.PrefetchRequest.longestRequestID else { return nil }
+        return error(.badRequest, "invalidRequest", "'requestID' must be 1 to \(ControlAPI.PrefetchRequest.longestRequestID) characters.")
+    }
+
     // MARK: JSON helpers
 
     static func decode<T: Decodable>(_ type: T.Type, from request: inout Request) async throws -> T {

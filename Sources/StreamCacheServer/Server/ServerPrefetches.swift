@@ -6,7 +6,8 @@ import StreamCacheHLS
 ///
 /// A start and a stop of the same registration's prefetch can come at once, from two clients or
 /// from Ctrl-C on `streamcache prefetch`; the rule between them is that a stop wins over every
-/// start that arrived before it (see ``arriving(of:_:)``), and once the server has stopped
+/// start that arrived before it (see ``arriving(of:_:)``) and over the start it names, whenever
+/// that one arrives (``ControlAPI/PrefetchRequest/requestID``), and once the server has stopped
 /// (``stopAll()``) nothing starts again.
 final class ServerPrefetches: Sendable {
     private let state = Locked(State())
@@ -16,6 +17,15 @@ final class ServerPrefetches: Sendable {
     struct Arrival: Sendable {
         fileprivate let id: String
         fileprivate let stops: Int
+        /// The name the start's request gave itself (``ControlAPI/PrefetchRequest/requestID``).
+        fileprivate var requestID: String?
+
+        /// This arrival, for a request that gave itself `requestID` (known once its body is read).
+        func named(_ requestID: String?) -> Arrival {
+            var named = self
+            named.requestID = requestID
+            return named
+        }
     }
 
     /// What a prefetch downloads, which tells whether a start for a registration whose prefetch
@@ -65,6 +75,9 @@ final class ServerPrefetches: Sendable {
         /// Per registration, the starts that arrived and have not started their prefetch yet
         /// (telling a playlist may cost an origin request first), and the stops that came meanwhile.
         var arriving: [String: Arrivals] = [:]
+        /// The starts that stops named, by registration, which do not start when they come:
+        /// the newest ``mostNamedStops``, oldest first.
+        var namedStops: [NamedStop] = []
         /// Whether the server has stopped: nothing starts after that.
         var isClosed = false
         /// The number of the latest start.
@@ -75,15 +88,32 @@ final class ServerPrefetches: Sendable {
             var stops = 0
         }
 
-        /// Whether a stop came for `arrival`'s registration after it arrived, or the server stopped.
+        struct NamedStop: Equatable {
+            let id: String
+            let requestID: String
+        }
+
+        /// How many named stops are kept. A client names the start it stops within a moment of
+        /// sending it, so the newest few hundred cover every start still on its way; an old one
+        /// forgotten costs a start that lost its race by minutes, which no client has.
+        static let mostNamedStops = 256
+
+        /// Whether a stop came for `arrival`'s registration after it arrived, or one named it,
+        /// or the server stopped.
         func isStopped(since arrival: Arrival) -> Bool {
-            isClosed || (arriving[arrival.id]?.stops ?? 0) != arrival.stops
+            if isClosed || (arriving[arrival.id]?.stops ?? 0) != arrival.stops { return true }
+            guard let requestID = arrival.requestID else { return false }
+            return namedStops.contains(NamedStop(id: arrival.id, requestID: requestID))
         }
 
         /// Records a stop of `id`'s prefetch: its latest one is returned, to be cancelled, and
-        /// the starts on their way do not start one.
-        mutating func stop(_ id: String) -> Prefetch? {
+        /// the starts on their way do not start one, nor a later one named `requestID`.
+        mutating func stop(_ id: String, requestID: String? = nil) -> Prefetch? {
             arriving[id]?.stops += 1
+            if let requestID {
+                namedStops.append(NamedStop(id: id, requestID: requestID))
+                if namedStops.count > Self.mostNamedStops { namedStops.removeFirst(namedStops.count - Self.mostNamedStops) }
+            }
             return latest.removeValue(forKey: id)
         }
     }
@@ -127,6 +157,13 @@ final class ServerPrefetches: Sendable {
             }
         }
         return try await start(arrival)
+    }
+
+    /// Whether `arrival`'s start should not start: a stop came after it arrived, or named it, or
+    /// the server has stopped. Asked before a start costs an origin request; the start itself
+    /// asks again (``start(_:plan:rate:arrival:work:)``), as a stop may come meanwhile.
+    func isStopped(_ arrival: Arrival) -> Bool {
+        state.withLock { $0.isStopped(since: arrival) }
     }
 
     /// Starts `work` as `id`'s prefetch, or returns the prefetch already running when it serves
@@ -186,9 +223,10 @@ final class ServerPrefetches: Sendable {
 
     /// Stops `id`'s prefetch, if one runs, and returns once it has ended: its downloads have been
     /// cut (see `Resource.endDownloadsOfEndedPrefetch(finished:)`), and what they fetched is in
-    /// the cache. A start that arrived before the stop does not start one.
-    func stop(_ id: String) async {
-        let task = state.withLock { $0.stop(id) }?.task
+    /// the cache. A start that arrived before the stop does not start one, nor the start named
+    /// `requestID` whenever it arrives.
+    func stop(_ id: String, requestID: String? = nil) async {
+        let task = state.withLock { $0.stop(id, requestID: requestID) }?.task
         task?.cancel()
         await task?.value
     }
