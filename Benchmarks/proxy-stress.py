@@ -18,7 +18,8 @@ counts as an error unless the proxy was restarted or the file replaced meanwhile
 end the proxy is killed once more and every file is read whole through the restarted proxy: each
 must be one version of the file, whole. With --prefetch-rate, a prefetcher asks the control API to
 prefetch the files beside the readers, at that rate, a quarter of it or none, changes the rate of
-some while they run and stops others. --revalidate-after is passed to `serve`; with 0, the final
+some while they run and stops others; now and then it stops a start before sending it, naming it
+(`?requestID=`), and that start must be refused. --revalidate-after is passed to `serve`; with 0, the final
 read of the changing file must be its newest version. "older version" counts the reads of it
 that were answered with a version older than the newest one published before they were sent.
 Prints one line of counts; exits 1 on any wrong byte, unexplained error or failed final read.
@@ -50,7 +51,7 @@ versions = {name: [open(os.path.join(args.media, name), "rb").read()] for name i
 versions[changing] = []
 changing_tags = []  # nginx's ETag of each version of the changing file: "mtime-length" in hex
 lock = threading.Lock()
-counts = {"prefetches": 0, "rate changes": 0, "prefetches stopped": 0, "prefetch calls failed": 0, "complete": 0, "left early": 0, "multipart": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
+counts = {"prefetches": 0, "rate changes": 0, "prefetches stopped": 0, "overtaken starts refused": 0, "prefetch calls failed": 0, "complete": 0, "left early": 0, "multipart": 0, "older version": 0, "cut by a restart": 0, "cut by a new version": 0,
           "bytes": 0, "wrong": 0, "restarts": 0, "new versions": 0, "errors": {}}
 epoch = {"restarts": 0, "restarting": False, "versions": 0}
 proxy = None
@@ -319,9 +320,11 @@ def disturber(deadline):
 def prefetcher(deadline):
     """Prefetches the files through the control API beside the readers, at a rate of their own or
     none, changes a running prefetch's rate by asking again, and stops some: the engine's pacing
-    under random reads, restarts and eviction. Its own failures (a proxy restarting) are counted
-    apart, not as errors: what matters is that every byte the readers get stays right."""
-    import json, urllib.request
+    under random reads, restarts and eviction. Now and then a stop names a start that has not come
+    yet (`?requestID=`, as Ctrl-C on `streamcache prefetch` may send it), and that start must be
+    refused with 409: one that is taken is an error. Its other failures (a proxy restarting) are
+    counted apart, not as errors: what matters is that every byte the readers get stays right."""
+    import json, urllib.error, urllib.request, uuid
     rng = random.Random(args.seed + 7)
 
     def call(method, path, body=None):
@@ -337,15 +340,31 @@ def prefetcher(deadline):
         name = rng.choice(files + [changing])
         try:
             registered = call("POST", "/api/resources", {"url": args.origin + name, "headers": {"Authorization": "Bearer testtoken"}})
+            api = f"/api/resources/{registered['id']}/prefetch"
+            request_id = str(uuid.UUID(int=rng.getrandbits(128)))
+            if rng.random() < 0.15:
+                restarts = epoch["restarts"]
+                call("DELETE", f"{api}?requestID={request_id}")
+                try:
+                    call("POST", api, {"requestID": request_id})
+                    # A restart between the two forgets the stop (the server keeps it in memory).
+                    if epoch["restarts"] == restarts and not epoch["restarting"]:
+                        count_error("a start that a stop named before it came was taken")
+                except urllib.error.HTTPError as refusal:
+                    if refusal.code == 409:
+                        count("overtaken starts refused")
+                    else:
+                        raise
+                continue
             rate = rng.choice([None, args.prefetch_rate, args.prefetch_rate // 4])
-            call("POST", f"/api/resources/{registered['id']}/prefetch", {} if rate is None else {"rate": rate})
+            call("POST", api, {"requestID": request_id} if rate is None else {"rate": rate, "requestID": request_id})
             count("prefetches")
             time.sleep(rng.uniform(0.2, 2))
             if rng.random() < 0.5:
-                call("POST", f"/api/resources/{registered['id']}/prefetch", {"rate": args.prefetch_rate * 4})
+                call("POST", api, {"rate": args.prefetch_rate * 4})
                 count("rate changes")
             elif rng.random() < 0.5:
-                call("DELETE", f"/api/resources/{registered['id']}/prefetch")
+                call("DELETE", f"{api}?requestID={request_id}" if rng.random() < 0.5 else api)
                 count("prefetches stopped")
         except Exception:  # noqa: BLE001 (a proxy restarting; a purge racing a read)
             count("prefetch calls failed")

@@ -39,7 +39,6 @@ extension Resource {
             let idleLimit = download.kind == .read ? download.idleLimit : nil
             download.segmentEnd = min(download.limit, idleLimit ?? Int64.max, end)
             guard download.segmentEnd > download.position else { return nil }
-            download.segmentStartPosition = download.position
         }
         if download.kind == .read, let paceEnd = playbackLimit(of: download) {
             // Far enough ahead of every player it serves: it ends here, and the reader starts the
@@ -60,6 +59,9 @@ extension Resource {
         } else {
             guard !available.contains(download.position), download.position < download.limit else { return nil }
         }
+        // The request asks from here. A first request may start past where its download began:
+        // one that waited for a place or a rate skips what another download cached meanwhile.
+        download.segmentStartPosition = download.position
         // Cut at the first cached byte: a window planned across cached bytes (while the origin
         // seemed to serve several ranges) must not fetch them once it turns out not to.
         let following = followsTheWholeBody ? [] : planFollowingRanges(&download, crossing: crosses)
