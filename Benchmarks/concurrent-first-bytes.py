@@ -4,7 +4,7 @@ straight from the origin, as ../shared/bench's "16 clients" scenario does (Pytho
 reading its whole answer, timed from the barrier to its first body bytes).
 
   python3 Benchmarks/concurrent-first-bytes.py [--clients 16] [--rounds 7] [--cold] [--file test.mp3]
-                                               [--compare OLD_BINARY ...]
+                                               [--compare OLD_BINARY ...] [--each]
 
 Needs the bench origin on 127.0.0.1:18080 (../shared/bench: ./origin.sh start) and a release
 build (swift build -c release --product streamcache). Each binary gets one fresh proxy. Warm (the
@@ -12,7 +12,9 @@ default): the file is read once first, then every round reads it from the cache,
 measure how the server shares its event loop between clients. --cold starts a fresh proxy for
 every round instead (the bench's scenario: the first client's request downloads the file while
 the others join it). Rounds take turns between the binaries and the origin, so each comparison
-shares the machine's state of the moment. Prints the median of each round's median, and the rounds.
+shares the machine's state of the moment. Prints the median of each round's median, and the rounds;
+with --each, every round's first bytes too, client by client in the order they came (a client's
+first bytes come with its response head, so the first of them tells when the server answered).
 """
 import argparse, http.client, os, shutil, statistics, subprocess, threading, time
 from benchsupport import release_binary, wait_port
@@ -24,6 +26,7 @@ ap.add_argument("--cold", action="store_true")
 ap.add_argument("--file", default="test.mp3")
 ap.add_argument("--origin", default="http://127.0.0.1:18080/media/")
 ap.add_argument("--compare", nargs="*", default=[])
+ap.add_argument("--each", action="store_true")
 args = ap.parse_args()
 binary = release_binary()
 headers = {"Authorization": "Bearer testtoken"}
@@ -54,6 +57,7 @@ def first_bytes_of_all(port, path):
         thread.join(60)
     if None in times:
         raise SystemExit("a client got no answer")
+    spread[port].append(sorted(times))
     return statistics.median(times)
 
 
@@ -81,6 +85,7 @@ class Proxy:
 
 proxies = {path: Proxy(path, 18100 + i) for i, path in enumerate([binary, *args.compare])}
 results = {name: [] for name in [*proxies, "direct"]}
+spread = {port: [] for port in [*(proxy.port for proxy in proxies.values()), 18080]}
 path = "/benchtok/" + args.file
 try:
     if not args.cold:
@@ -103,3 +108,7 @@ finally:
             proxy.stop()
 for name, values in results.items():
     print(f"{name}: median {statistics.median(values):.1f} ms  rounds {[round(v, 1) for v in values]}")
+    if args.each:
+        port = proxies[name].port if name in proxies else 18080
+        for times in spread[port][-len(values):]:
+            print("  " + " ".join(f"{t:.1f}" for t in times))
