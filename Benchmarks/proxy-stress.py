@@ -21,7 +21,9 @@ prefetch the files beside the readers, at that rate, a quarter of it or none, ch
 some while they run and stops others; now and then it stops a start before sending it, naming it
 (`?requestID=`), and that start must be refused. --revalidate-after is passed to `serve`; with 0, the final
 read of the changing file must be its newest version. "older version" counts the reads of it
-that were answered with a version older than the newest one published before they were sent.
+that were answered with a version older than the newest one published before they were sent
+(with --revalidate-after 0, those the proxy served after a version question got no answer within
+its `revalidationTimeout`, which it logs; --verbose names each such read).
 Prints one line of counts; exits 1 on any wrong byte, unexplained error or failed final read.
 """
 import argparse, os, random, signal, socket, subprocess, sys, threading, time
@@ -234,6 +236,9 @@ def read_once(rng):
                 served = changing_tags.index(tag)
                 if served < published - 1:
                     counts["older version"] += 1
+                    if args.verbose:
+                        print(f"{time.strftime('%H:%M:%S')} older version: {name} {header} answered with version {served + 1}"
+                              f" of {published} published before it was sent", flush=True)
         with lock:
             data = versions[name][served]
         if header and "," in header:
