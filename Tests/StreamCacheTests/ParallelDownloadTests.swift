@@ -33,11 +33,12 @@ import Testing
         }
     }
 
-    static func resource(_ cache: StreamCache, _ server: TestOrigin, path: String = path) -> Resource {
+    static func resource(_ cache: StreamCache, _ server: TestOrigin, path: String = path,
+                         transport: AsyncHTTPClientTransport = .shared) -> Resource {
         let url = server.url(path)
         // AsyncHTTPClient, as the proxy uses: heavy parallel transfers on the shared URLSession
         // starve other suites' URLSession transfers on Linux.
-        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: AsyncHTTPClientTransport.shared))
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
     }
 
     /// The origin's body bytes for the file of `size` bytes, once its log has caught up with what
@@ -219,7 +220,8 @@ import Testing
         }
         var result: (requests: [TestOrigin.RecordedRequest], concurrency: Int) = ([], 0)
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
+            // A held answer may stay silent for as long as the reader takes.
+            let song = Self.resource(cache, server, transport: hold == .nothing ? .shared : TestClients.heldAnswers)
             var received = Data()
             for try await chunk in song.read(from: 0) {
                 received.append(chunk.data)
@@ -372,7 +374,8 @@ import Testing
             configuration.minimumIdleReadAhead = readAhead
             configuration.idleDownloadGracePeriod = .seconds(300)
         }) { (cache: StreamCache) async throws -> Void in
-            let song = Self.resource(cache, server)
+            // The parts' first answers may be held silent for as long as the reader takes.
+            let song = Self.resource(cache, server, transport: partsAnswerOnceThePlayerLeft ? TestClients.heldAnswers : .shared)
             var received = Data()
             var leaveAt: Int64?
             for try await chunk in song.read(from: 0) {
@@ -383,6 +386,7 @@ import Testing
                 if let leaveAt, Int64(received.count) >= leaveAt { break }
             }
             readerLeft.withLock { $0 = true }
+            let leftInstant = ContinuousClock.now
             #expect(received == data.prefix(received.count))
             let leftAt = try #require(leaveAt, "the read was split: \(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
             for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
@@ -390,7 +394,7 @@ import Testing
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, leftAt + readAhead)),
                     "left at \(leftAt) (\(received.count) received), cached: \(cached), requests: \(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
-            #expect(try await Self.servedRangesAreDisjoint(server), "served: \(server.dataRequests(for: Self.path).map(\.servedRanges))")
+            #expect(try await Self.servedRangesAreDisjoint(server), "served: \(server.dataRequests(for: Self.path).map(\.servedRanges)); \(server.timeline(for: Self.path)); left at \(server.secondsSinceFirstRequest(leftInstant)) s")
         }
     }
 
