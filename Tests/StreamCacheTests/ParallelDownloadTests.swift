@@ -33,12 +33,18 @@ import Testing
         }
     }
 
-    static func resource(_ cache: StreamCache, _ server: TestOrigin, path: String = path,
-                         transport: AsyncHTTPClientTransport = .shared) -> Resource {
+    /// The resource of `path` at `server`, fetched with AsyncHTTPClient. With
+    /// `waitsOutHeldAnswers`, the origin waits for a silent answer as long as
+    /// ``TestClients/heldAnswers`` does: the test holds one on purpose until its reader got
+    /// somewhere, which is no stalled origin.
+    static func resource(_ cache: StreamCache, _ server: TestOrigin, path: String = path, waitsOutHeldAnswers: Bool = false) -> Resource {
         let url = server.url(path)
+        var configuration = HTTPOrigin.Configuration()
+        if waitsOutHeldAnswers { configuration.timeout = TestClients.heldAnswerTimeout }
         // AsyncHTTPClient, as the proxy uses: heavy parallel transfers on the shared URLSession
         // starve other suites' URLSession transfers on Linux.
-        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
+        let transport = waitsOutHeldAnswers ? TestClients.heldAnswers : AsyncHTTPClientTransport.shared
+        return cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport, configuration: configuration))
     }
 
     /// The origin's body bytes for the file of `size` bytes, once its log has caught up with what
@@ -221,7 +227,7 @@ import Testing
         var result: (requests: [TestOrigin.RecordedRequest], concurrency: Int) = ([], 0)
         try await withTemporaryCache(configure: Self.configure(connections: 4)) { (cache: StreamCache) async throws -> Void in
             // A held answer may stay silent for as long as the reader takes.
-            let song = Self.resource(cache, server, transport: hold == .nothing ? .shared : TestClients.heldAnswers)
+            let song = Self.resource(cache, server, waitsOutHeldAnswers: hold != .nothing)
             var received = Data()
             for try await chunk in song.read(from: 0) {
                 received.append(chunk.data)
@@ -375,7 +381,7 @@ import Testing
             configuration.idleDownloadGracePeriod = .seconds(300)
         }) { (cache: StreamCache) async throws -> Void in
             // The parts' first answers may be held silent for as long as the reader takes.
-            let song = Self.resource(cache, server, transport: partsAnswerOnceThePlayerLeft ? TestClients.heldAnswers : .shared)
+            let song = Self.resource(cache, server, waitsOutHeldAnswers: partsAnswerOnceThePlayerLeft)
             var received = Data()
             var leaveAt: Int64?
             for try await chunk in song.read(from: 0) {
