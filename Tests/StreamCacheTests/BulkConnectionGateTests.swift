@@ -146,7 +146,13 @@ import Testing
         }) { (cache: StreamCache) async throws -> Void in
             try await body(cache) { path in
                 let link = origin.url(path)
-                let source = resolvesLinks ? HTTPOrigin(locator: ResolvingLocator(link: link), transport: transport) : HTTPOrigin(url: link, transport: transport)
+                // The body's limit is the shorter of the transport's and the origin's: both wait
+                // `idleReadTimeout` (the transport's alone left the origin's 30 s, and a held
+                // answer was sent again beside itself 32 s in, under the sanitizer).
+                var configuration = HTTPOrigin.Configuration()
+                configuration.timeout = idleReadTimeout
+                let source = resolvesLinks ? HTTPOrigin(locator: ResolvingLocator(link: link), transport: transport, configuration: configuration)
+                    : HTTPOrigin(url: link, transport: transport, configuration: configuration)
                 return cache.resource(for: CacheKey(url: link), origin: source)
             }
         }
