@@ -52,6 +52,9 @@ import Testing
                 let played = try await ExternalTool.run("ffmpeg", ["-nostdin", "-v", "error", "-i", url.absoluteString, "-f", "null", "-"], timeout: 60)
                 appender.cancel()
                 #expect(played.status == 0, "ffmpeg on the live stream: \(played.stderr)")
+                // The origin records an answer once it ends, which may come after ffmpeg had its
+                // last byte and left.
+                #expect(try await origin.waitUntilAnswersEnd())
                 // The first playlist named 3 segments; playing the last one needed a reload.
                 #expect(origin.requests.filter { $0.path == "/live/index.m3u8" }.count >= 2, "the playlist was reloaded")
                 #expect(!origin.dataRequests(for: "/live/seg\(count - 1).ts").isEmpty, "ffmpeg played up to the last segment")
