@@ -277,9 +277,9 @@ import Testing
         // made two hours old instead of waited out.
         let interval = Duration.seconds(3600)
         // No process fills the hole between the cached bytes (`300000-599999`) once its read
-        // ended: the second's fill, cut as it shut down, was recorded after the records were
-        // reset in a sanitized run (0 bytes sent), and the third's, no question, would be
-        // counted as one if it ended before the check.
+        // ended: a sanitized run recorded a request after the records were reset (0 bytes sent),
+        // most likely the second's fill cut as it shut down; the third's fill, no question, would
+        // be counted as one if it ended before the check.
         try await Self.withOrigin(size: 900_000, seed: 907) { server, data, directory in
             var configuration = Self.configuration(directory, interval: interval)
             configuration.fillsSmallGaps = false
