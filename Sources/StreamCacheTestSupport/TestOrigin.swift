@@ -135,6 +135,9 @@ public final class TestOrigin: @unchecked Sendable {
         var connections: Set<Int32> = []
         var acceptTimes: [ContinuousClock.Instant] = []
         var requestCount = 0
+        /// How many times ``resetRecords()`` ran: each request notes it on arrival, so that one
+        /// that arrived before a reset is not recorded after it.
+        var resets = 0
         /// Requests whose answer is being written (recorded in ``requests`` once it ends).
         var answering = 0
         /// Answers counted against ``mostAnswersAtOnce``: until their last byte is written, as
@@ -408,8 +411,19 @@ public final class TestOrigin: @unchecked Sendable {
     /// The boundary of this server's `multipart/byteranges` answers.
     public static let multipartBoundary = "3d6b6a416f9b5"
 
-    /// Forgets the recorded requests.
-    public func resetRecords() { state.withLock { $0.requests = [] } }
+    /// Forgets the recorded requests, and those still being answered: a request that arrived
+    /// before the reset is not recorded when its answer ends after it. ``requestsBeingAnswered``
+    /// counts it until then, and ``requestsArrived`` keeps counting from the server's start.
+    ///
+    /// A request is recorded once its answer ends, which on a loaded machine may be after the
+    /// client has its last byte and the test has moved on. Without this, an answer of the test's
+    /// earlier step that ended late would count as a request of its next one.
+    public func resetRecords() {
+        state.withLock { state in
+            state.requests = []
+            state.resets += 1
+        }
+    }
 
     /// Stops listening and closes every connection. The port stays taken and refuses connections
     /// until the server is released, so a stopped origin looks like one that is down.
@@ -500,11 +514,11 @@ public final class TestOrigin: @unchecked Sendable {
 
     /// Writes one response. Returns whether the connection may be reused.
     private func respond(to connection: Int32, number: Int, method: String, path: String, headers: HTTPHeaders, body requestBody: Data) -> Bool {
-        let (faultProvider, index, overLimit) = state.withLock { state in
+        let (faultProvider, index, overLimit, resetsAtArrival) = state.withLock { state in
             state.requestCount += 1
             state.answering += 1
             state.writing += 1
-            return (state.faults, state.requestCount - 1, state.mostAnswersAtOnce.map { state.writing > $0 } ?? false)
+            return (state.faults, state.requestCount - 1, state.mostAnswersAtOnce.map { state.writing > $0 } ?? false, state.resets)
         }
         var written = false
         func lastByteWritten() {
@@ -539,9 +553,12 @@ public final class TestOrigin: @unchecked Sendable {
                 let count = min(part.range.count, sent - part.bodyOffset)
                 return count > 0 ? ByteRange(offset: part.range.lowerBound, length: count) : nil
             }
-            state.withLock { $0.requests.append(RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent,
-                                                               servedRanges: served, interval: arrival...(lastHandedOver ?? ContinuousClock.now), connection: number,
-                                                               body: requestBody)) }
+            let request = RecordedRequest(method: method, path: path, headers: headers, status: status, bodyBytesSent: sent, servedRanges: served,
+                                          interval: arrival...(lastHandedOver ?? ContinuousClock.now), connection: number, body: requestBody)
+            state.withLock { state in
+                guard state.resets == resetsAtArrival else { return }
+                state.requests.append(request)
+            }
         }
         func simple(_ status: Int, _ extra: [String: String] = [:], body: String = "") -> Bool {
             var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(body.utf8.count)\r\n"
