@@ -47,12 +47,12 @@ final class DemoOrigin: Sendable {
         let logger = Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try StoppableServer(logger: logger, onExit: { _ in continuation.finish() }) { connections in
             try HTTPService.make(
-                address: .hostname("127.0.0.1", port: 0),
+                host: "127.0.0.1", port: 0,
                 connections: connections,
-                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+                eventLoops: [MultiThreadedEventLoopGroup.singleton.next()],
                 logger: logger,
                 respond: { [self] request, _ in self.respond(to: request) },
-                onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
+                onServerRunning: { port in continuation.yield(port) }
             )
         }
         var port = 0
