@@ -21,7 +21,7 @@ package enum HTTPService {
     /// tracked in `connections`; run it with ``StoppableServer``, which serves and stops it.
     ///
     /// Every loop of `eventLoops` accepts connections and serves those it accepted
-    /// (``LoopListener``). The socket is bound here, so a port that cannot be bound fails at once.
+    /// (``LoopListener``). The sockets are bound here, so a port that cannot be bound fails at once.
     ///
     /// - Parameter onServerRunning: Called once, with the port, when every loop accepts.
     /// - Throws: ``StreamCacheError`` (`invalidArgument`) when the address cannot be listened on.

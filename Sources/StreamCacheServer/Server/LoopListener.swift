@@ -28,20 +28,16 @@ struct LoopListener<Child: ServerChildChannel>: Service {
     func run() async throws {
         try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
             let quiescing = ServerQuiescingHelper(group: eventLoop)
-            let server: NIOAsyncChannel<Child.Value, Never>
-            do {
-                server = try await ServerBootstrap(group: eventLoop)
-                    .serverChannelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
-                        }
+            // The descriptor is the channel's from here on, failure or not: closing it again could
+            // close whatever reused its number, often another SwiftNIO socket, which then traps.
+            let server = try await ServerBootstrap(group: eventLoop)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
                     }
-                    .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-                    .bind(socket.descriptor) { [child, logger] channel in child.setup(channel: channel, logger: logger) }
-            } catch {
-                socket.close()
-                throw error
-            }
+                }
+                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .bind(socket.descriptor) { [child, logger] channel in child.setup(channel: channel, logger: logger) }
             await withGracefulShutdownHandler {
                 await onRunning(server.channel)
                 let (child, logger) = (child, logger)
