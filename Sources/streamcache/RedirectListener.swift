@@ -59,16 +59,16 @@ final class RedirectListener: Sendable {
         let logger = Logger(label: "streamcache.sign-in", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try StoppableServer(logger: logger, onExit: { _ in listening.finish() }) { connections in
             try HTTPService.make(
-                host: host, port: port,
+                address: .hostname(host, port: port),
                 connections: connections,
-                eventLoops: [MultiThreadedEventLoopGroup.singleton.next()],
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                 logger: logger,
                 respond: { request, _ in
                     guard request.method == .get, request.uri.path == path else { return Self.response(Page(status: .notFound, text: "Not found.")) }
                     let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { first, _ in first })
                     return Self.response(await answers.deliver(query).page)
                 },
-                onServerRunning: { port in listening.yield(port) }
+                onServerRunning: { channel in listening.yield(channel.localAddress?.port ?? 0) }
             )
         }
         var bound = 0

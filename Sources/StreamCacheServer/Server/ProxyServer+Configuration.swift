@@ -56,7 +56,7 @@ extension ProxyServer {
         /// socket send buffer. 256 KiB by default (Linux caps it at `net.core.wmem_max`); `nil`
         /// keeps the system's self-tuning buffer.
         ///
-        /// Each event loop serves many connections, and on loopback an unbounded buffer lets one
+        /// One event loop serves every connection, and on loopback an unbounded buffer lets one
         /// connection's `sendfile` move megabytes while the others wait for their first bytes;
         /// a bounded one makes a client slower than the loop give the others their turn. (A
         /// client that keeps up is bounded by the server's 4 MiB `sendfile` pieces instead, as

@@ -38,7 +38,7 @@ public final class ProxyServer: Sendable {
 
     private enum RunState {
         case idle
-        case running(StoppableServer, [EventLoopTurns])
+        case running(StoppableServer, EventLoopTurns)
         case stopped
     }
 
@@ -247,54 +247,45 @@ public final class ProxyServer: Sendable {
             httpDecoderConfiguration: .init(maxHeaderFieldSize: configuration.maximumHeaderSize,
                                             maxHeaderListSize: configuration.maximumHeaderSize,
                                             maxHeaderFieldCount: 100))
-        // Every loop of SwiftNIO's group accepts connections and serves those it accepted, and
-        // the server's tasks (each loop's accept loop, each connection's handler) run on the
-        // connection's loop too (`LoopListener`). Hummingbird's own server hands each new
+        // One event loop accepts and serves every connection, and the server's tasks (the accept
+        // loop, each connection's handler) run on it too. Hummingbird otherwise hands each new
         // connection to another loop, then to a task on Swift's global executor, and each
         // response back to the loop: four thread wake-ups per request, most of a cold first
         // byte's cost over the origin's on the test machine. Cached bytes go out with sendfile
-        // and downloads, origin requests and index writes run in the engine's own tasks, so these
-        // threads only parse, plan and write. One loop for all connections was the design until
-        // 2026-12-07: sixteen players opening a file at once then queued behind each other's
-        // requests on one thread, 4 ms over nginx's median first byte where a loop per core is
-        // about even with it (docs/design.md, *Every loop accepts its own connections*). The
-        // default transport (`AsyncHTTPClientTransport.forDownloads`) receives its bodies on the
-        // group's last loop, which thus also serves a share of the connections.
-        let eventLoops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+        // and downloads, origin requests and index writes run in the engine's own tasks, so this
+        // thread only parses, plans and writes. It is the group's first loop: the default
+        // transport (`AsyncHTTPClientTransport.forDownloads`) receives its bodies, and runs the
+        // downloads that write them, on the last, so with two or more threads the two never queue
+        // behind each other.
+        var loops = MultiThreadedEventLoopGroup.singleton.makeIterator()
+        let eventLoop = loops.next() ?? MultiThreadedEventLoopGroup.singleton.next()
         let responder = ProxyResponder(server: core)
-        // Created before the server, whose connections all wait on their loop's turns; closed by
-        // `stop()`.
-        var turnsOfLoops: [EventLoopTurns] = []
-        do {
-            for loop in eventLoops { turnsOfLoops.append(try await EventLoopTurns.start(on: loop)) }
-        } catch {
-            for turns in turnsOfLoops { await turns.close() }
-            throw error
-        }
-        let allTurns = turnsOfLoops
+        // Created before the server, whose connections all wait on its turns; closed by `stop()`.
+        let turns = try await EventLoopTurns.start(on: eventLoop)
         do {
             try run.withLock { state in
                 guard case .idle = state else { throw StreamCacheError(.invalidArgument, "The server was already started.") }
-                let server = try StoppableServer(gracePeriod: configuration.stopGracePeriod, logger: serverLogger, eventLoop: eventLoops[0], onExit: { error in
+                let server = try StoppableServer(gracePeriod: configuration.stopGracePeriod, logger: serverLogger, eventLoop: eventLoop, onExit: { error in
                     listening.fail(error ?? StreamCacheError(.invalidArgument, "The server stopped before it listened."))
                 }) { connections in
                     try HTTPService.make(
-                        host: configuration.host, port: configuration.port,
+                        address: .hostname(configuration.host, port: configuration.port),
                         http1: http1Configuration,
                         connections: connections,
-                        eventLoops: eventLoops,
+                        eventLoopGroup: eventLoop,
                         logger: serverLogger,
                         respond: { request, channel in
-                            let turns = allTurns.first { $0.eventLoop === channel.eventLoop }
-                            return try await responder.respond(to: request, context: ProxyRequestContext(channel: channel, turns: turns))
+                            try await responder.respond(to: request, context: ProxyRequestContext(channel: channel, turns: turns))
                         },
-                        onServerRunning: { port in listening.succeed(port) }
+                        onServerRunning: { channel in
+                            listening.succeed(channel.localAddress?.port ?? configuration.port)
+                        }
                     )
                 }
-                state = .running(server, allTurns)
+                state = .running(server, turns)
             }
         } catch {
-            for turns in allTurns { await turns.close() }
+            await turns.close()
             throw error
         }
         let port = try await listening.value()
@@ -361,13 +352,13 @@ public final class ProxyServer: Sendable {
     /// ``Configuration/stopGracePeriod``, then it is cut. Cached bytes are kept; call
     /// ``StreamCache/shutdown()`` afterwards to record the last ones in the index.
     public func stop() async {
-        let running = run.withLock { state -> (server: StoppableServer, turns: [EventLoopTurns])? in
+        let running = run.withLock { state -> (server: StoppableServer, turns: EventLoopTurns)? in
             defer { state = .stopped }
             if case .running(let server, let turns) = state { return (server, turns) }
             return nil
         }
         await running?.server.stop()
-        for turns in running?.turns ?? [] { await turns.close() }
+        await running?.turns.close()
         await core.prefetches.stopAll()
     }
 

@@ -3,7 +3,7 @@ import NIOCore
 /// Bounds what one connection has in its socket, so a connection that streams a large cached file
 /// holds up the others less.
 ///
-/// Each event loop serves many connections (see ``ProxyServer/start()``). On loopback the
+/// One event loop serves every connection (see ``ProxyServer/start()``). On loopback the
 /// receiver's window grows to megabytes, and NIO repeats a write while the socket takes bytes, so
 /// a single `sendfile` turn moved a whole 7 MB file: 16 players opening a cached file at once got
 /// their first bytes one whole file after another (median 14.3 ms against nginx's 7.2). With a

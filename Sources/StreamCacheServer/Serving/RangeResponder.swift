@@ -367,7 +367,7 @@ struct RangeResponder: Sendable {
         var fileRegions: FileRegionSlots? = nil
         /// Ends a read waiting for the origin when the client leaves, if the connection is watched.
         var departure: ClientDeparture? = nil
-        /// The polls of the connection's event loop, when the server watches that loop's turns.
+        /// The polls of the server's event loop, when the connection is served on it.
         var turns: EventLoopTurns? = nil
 
         func write(_ buffer: ByteBuffer, to writer: inout any ResponseBodyWriter) async throws {

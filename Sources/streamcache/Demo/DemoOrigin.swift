@@ -47,12 +47,12 @@ final class DemoOrigin: Sendable {
         let logger = Logger(label: "streamcache.demo-origin", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try StoppableServer(logger: logger, onExit: { _ in continuation.finish() }) { connections in
             try HTTPService.make(
-                host: "127.0.0.1", port: 0,
+                address: .hostname("127.0.0.1", port: 0),
                 connections: connections,
-                eventLoops: [MultiThreadedEventLoopGroup.singleton.next()],
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                 logger: logger,
                 respond: { [self] request, _ in self.respond(to: request) },
-                onServerRunning: { port in continuation.yield(port) }
+                onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }
             )
         }
         var port = 0
