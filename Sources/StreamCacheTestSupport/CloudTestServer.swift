@@ -235,7 +235,10 @@ public final class CloudTestServer: @unchecked Sendable {
     private func waitWhileAPICallsAreHeld(path: String) async {
         guard path != "/oauth/token", state.withLock({ $0.holdsAPICalls }) else { return }
         state.withLock { $0.apiCallsHeld += 1 }
-        for _ in 0..<3000 where state.withLock({ $0.holdsAPICalls }) { try? await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<3000 {
+            guard state.withLock({ $0.holdsAPICalls }) else { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
         state.withLock { $0.apiCallsHeld -= 1 }
     }
 

@@ -52,7 +52,8 @@ public enum RawHTTP {
     public static func keepConnecting(port: Int) -> @Sendable () -> Void {
         let stopped = Locked(false)
         Thread {
-            for _ in 0..<5_000 where !stopped.withLock({ $0 }) {
+            for _ in 0..<5_000 {
+                guard !stopped.withLock({ $0 }) else { break }
                 guard let fd = try? connectedSocket(port: port, timeout: 1) else { continue }
                 close(fd)
             }

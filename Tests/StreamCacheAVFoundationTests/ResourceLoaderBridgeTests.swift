@@ -271,7 +271,8 @@ import Testing
             // Walk the boxes by their 8-byte headers until the moov box.
             var offset: Int64 = 0
             var moov: FakeLoadingRequest?
-            for _ in 0..<16 where offset + 8 <= total {
+            for _ in 0..<16 {
+                guard offset + 8 <= total else { break }
                 let header = await player.request(offset: offset, length: 8)
                 #expect(await header.waitUntilFinished())
                 let bytes = [UInt8](header.snapshot.received)

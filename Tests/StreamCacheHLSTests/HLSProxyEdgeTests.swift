@@ -80,7 +80,8 @@ import Testing
             #expect(try await segmentCount() == 3)
             origin.setFile("/live/index.m3u8", data: Self.livePlaylist(segments: 0..<4), entityTag: "\"4\"", contentType: "application/vnd.apple.mpegurl")
             var seen = 3
-            for _ in 0..<50 where seen == 3 {
+            for _ in 0..<50 {
+                guard seen == 3 else { break }
                 try await Task.sleep(for: .milliseconds(100))
                 seen = try await segmentCount()
             }

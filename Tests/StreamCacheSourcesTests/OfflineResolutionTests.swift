@@ -21,7 +21,7 @@ import Testing
                     let played = try await cache.resource(for: online)
                     #expect(try await played.read(first).collect() == data[0..<100_000])
                     // What the first read's download brought with it ends well before the last bytes.
-                    for _ in 0..<(200 * TestTiming.slowdown) where await played.isDownloading { try await Task.sleep(for: .milliseconds(10)) }
+                    try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(10)) { await played.isDownloading }
                     try #require(!(try await played.cachedRanges).contains(last.lowerBound))
 
                     environment.server.failAPICalls(1_000, status: 503)
@@ -142,7 +142,7 @@ import Testing
             let began = ContinuousClock.now
             #expect(TestData.sha256(try await resource.read(whole).collect()) == TestData.sha256(old), "no version came: the cached bytes play")
             #expect(ContinuousClock.now - began < TestTiming.time(.seconds(10)), "the read waited for the held question")
-            for _ in 0..<(250 * TestTiming.slowdown) where environment.server.apiCallsHeld == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { environment.server.apiCallsHeld == 0 }
             #expect(environment.server.apiCallsHeld > 0, "the try runs on")
 
             environment.server.setFile("/Music/song.mp3", data: new, mimeType: "audio/mpeg")

@@ -43,7 +43,7 @@ import Testing
         let released = Locked(false)
         let resolve: @Sendable () async throws -> DownloadTarget = {
             // The question stays out until released (at most 10 s), then fails.
-            for _ in 0..<1000 where !released.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 1000, every: .milliseconds(10)) { !released.withLock({ $0 }) }
             throw StreamCacheError(.originUnavailable, "the API is down")
         }
         let locator = ResolvingLocator(logDescription: "test", initial: Self.target("old", version: "v1"), versionLifetime: .zero, resolve: resolve)

@@ -186,7 +186,7 @@ import Testing
                 let endedOn = try #require(signInPage.headers["location"], "\(signInPage.headers)")
                 let foreign = endedOn.replacingOccurrences(of: "state=", with: "state=x")
                 input.fileHandleForWriting.write(Data("not an address\n\(foreign)\n".utf8))
-                for _ in 0..<100 where !signIn.errors.contains("not for the sign-in") { try await Task.sleep(for: .milliseconds(50)) }
+                try await waitWhile(tries: 100, every: .milliseconds(50)) { !signIn.errors.contains("not for the sign-in") }
                 #expect(signIn.errors.contains("not the address the browser ended on"), "\(signIn.errors)")
                 #expect(signIn.errors.contains("not for the sign-in"), "\(signIn.errors)")
                 #expect(signIn.process.isRunning)

@@ -38,7 +38,7 @@ import Glibc
 
     static func stop(_ process: ChildProcess) async throws {
         process.signal(SIGTERM)
-        for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        try await waitWhile(tries: 200, every: .milliseconds(50)) { process.isRunning }
         process.signal(SIGKILL)
         process.waitUntilExit()
     }
@@ -110,9 +110,7 @@ import Glibc
                     #expect(TestData.sha256(response.body) == TestData.sha256(data.prefix(65536)))
                     let downloads = environment.server.records.filter(\.isDownload)
                     #expect(!downloads.isEmpty)
-                    for _ in 0..<100 where environment.server.contentConnectionsUnused == 0 {
-                        try await Task.sleep(for: .milliseconds(20))
-                    }
+                    try await waitWhile(tries: 100, every: .milliseconds(20)) { environment.server.contentConnectionsUnused == 0 }
                     #expect(environment.server.contentConnectionsUnused >= 1, "every connection to the content host carried a request: no spare")
                 } cleanup: {
                     try? await Self.stop(process)
@@ -389,7 +387,8 @@ import Glibc
                                                         environment: variables)
                 try await withAsyncCleanup {
                     var lines: [Substring] = []
-                    for _ in 0..<(300 * TestTiming.slowdown) where lines.count < 3 && process.isRunning {
+                    for _ in 0..<(300 * TestTiming.slowdown) {
+                        guard lines.count < 3 && process.isRunning else { break }
                         try await Task.sleep(for: .milliseconds(50))
                         lines = ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n")
                     }
@@ -424,7 +423,7 @@ import Glibc
                                                       environment: environment.endpointVariables)
                 try await withAsyncCleanup {
                     let record = cacheDir.appendingPathComponent("server.json")
-                    for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+                    try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { !FileManager.default.fileExists(atPath: record.path) }
                     let variables = environment.variablesWithToken
                     // No wait for the directory: a command that waited instead of handing over fails at once.
                     let options = ["--token-env", "TOKEN", "--cache-dir", cacheDir.path, "--wait-for-cache", "0", "--quiet"]
@@ -731,7 +730,7 @@ import Glibc
 
             // The answer comes: the service is back, and asked at once, within the interval.
             server.releaseAPICalls()
-            for _ in 0..<(250 * TestTiming.slowdown) where server.apiCallsHeld > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { server.apiCallsHeld > 0 }
             try await Task.sleep(for: .milliseconds(100))
             let answered = server.arrivals.filter { $0.host == .api }.count
             // What the late answer brought, the album's listing, is kept: the album lists with no question.

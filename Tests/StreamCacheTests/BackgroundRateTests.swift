@@ -69,9 +69,7 @@ import Testing
             let prefetch = Task { try await album.prefetch(ByteRange(0, 6_000_000)) }
             defer { prefetch.cancel() }
             // The prefetch has begun, and waits for the rate.
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: Self.path) == 0 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.bodyBytesSent(for: Self.path) == 0 }
             #expect(origin.bodyBytesSent(for: Self.path) > 0)
 
             let beside = try await Self.ends(Task { try await album.read(ByteRange(7_000_000, 8_000_000)).collect() }, within: .seconds(60))
@@ -102,9 +100,7 @@ import Testing
                 try await album.prefetch()
                 return Data()
             }
-            for _ in 0..<(250 * TestTiming.slowdown) where try await album.cachedRanges.isEmpty {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { try await album.cachedRanges.isEmpty }
             #expect(try await !album.cachedRanges.contains(ByteRange(0, Int64(file.count))), "the prefetch kept to no rate")
             cache.backgroundDownloadRate = nil
             #expect(cache.backgroundDownloadRate == nil)
@@ -170,9 +166,7 @@ import Testing
                 return Data()
             }
             defer { paced.cancel() }
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: Self.path) == 0 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.bodyBytesSent(for: Self.path) == 0 }
             let transport = AsyncHTTPClientTransport(configuration: .init())
             try await withAsyncCleanup {
                 let url = origin.url("/now.bin")

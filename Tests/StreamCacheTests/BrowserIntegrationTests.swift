@@ -200,7 +200,7 @@ import Testing
                         && allowed.rangeSHA == TestData.sha256(data[1000..<2000]), "\(allowed)")
                 #expect(allowed.wholeStatus == 200 && allowed.wholeSHA == TestData.sha256(data), "\(allowed)")
                 #expect(abs((allowed.duration ?? 0) - 4) < 0.2, "the media element's duration: \(allowed)")
-                for _ in 0..<50 where media.bodyBytesSent(for: "/tone.mp3") < Int64(data.count) { try await Task.sleep(for: .milliseconds(100)) }
+                try await waitWhile(tries: 50, every: .milliseconds(100)) { media.bodyBytesSent(for: "/tone.mp3") < Int64(data.count) }
                 #expect(media.bodyBytesSent(for: "/tone.mp3") == Int64(data.count), "each byte from the origin once")
 
                 let stranger = try await Self.open(query, app: app, host: "localhost", profile: work.appendingPathComponent("profile-other"))
@@ -235,7 +235,7 @@ import Testing
                 for name in names where name.hasSuffix(".ts") {
                     #expect(!media.dataRequests(for: "/show/\(name)").isEmpty, "\(name) came through the proxy")
                 }
-                for _ in 0..<50 where media.bodyBytesSent() < total { try await Task.sleep(for: .milliseconds(100)) }
+                try await waitWhile(tries: 50, every: .milliseconds(100)) { media.bodyBytesSent() < total }
                 #expect(media.bodyBytesSent() == total, "each byte from the origin once: \(media.bodyBytesSent()) of \(total)")
             }
         }

@@ -16,7 +16,7 @@ import Testing
 
     /// Waits (bounded) until `condition` holds.
     static func eventually(_ condition: () -> Bool) async throws -> Bool {
-        for _ in 0..<(250 * TestTiming.slowdown) where !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { !condition() }
         return condition()
     }
 
@@ -266,10 +266,11 @@ import Testing
             // One place: the prefetch's first download holds it, its parts wait. Its request is
             // sent by a task that may wait for a thread on a loaded machine: the read below must
             // find it at the origin, or it has nothing to go side by side with.
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.requestsBeingAnswered == 0 }
             let gate = await pin.connectionGate
             var waitingPart: Int64?
-            for _ in 0..<(250 * TestTiming.slowdown) where waitingPart == nil {
+            for _ in 0..<(250 * TestTiming.slowdown) {
+                guard waitingPart == nil else { break }
                 waitingPart = await pin.downloads.values.filter { $0.gateTicket.map(gate.isQueued) == true }.map(\.position).min()
                 if waitingPart == nil { try await Task.sleep(for: .milliseconds(20)) }
             }

@@ -173,7 +173,7 @@ import Testing
                 _ = try await song.read(from: 0).collect()
                 await song.flush()
             }
-            for _ in 0..<(250 * TestTiming.slowdown) where cache.existingResource(for: key) != nil { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { cache.existingResource(for: key) != nil }
             #expect(cache.existingResource(for: key) == nil, "nothing holds the resource, so it leaves memory")
             try FileManager.default.removeItem(at: try Self.dataFile(in: directory))
 

@@ -220,7 +220,7 @@ import Testing
                 #expect(got.status == 0, "\(got.stderr)")
                 #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
                 // The origin records a request once it has sent it all.
-                for _ in 0..<100 where server.bodyBytesSent(for: "/long.bin") < Int64(data.count) { try await Task.sleep(for: .milliseconds(20)) }
+                try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: "/long.bin") < Int64(data.count) }
                 let atOnce = server.maximumConcurrency(for: "/long.bin")
                 #expect(mostAtOnce.contains(atOnce), "\(extra): \(atOnce) connections at once")
             }
@@ -302,14 +302,15 @@ import Testing
                 let process = try CommandLineTool.start(command + ["--quiet", "--connections", "1", "--cache-dir", cache])
                 defer { process.signal(SIGKILL) }
                 // Until the get has written out the 700 kB, or the prefetch has recorded some.
-                for _ in 0..<500 where process.isRunning {
+                for _ in 0..<500 {
+                    guard process.isRunning else { break }
                     if output != nil ? partial() >= 700_000 : try await cached() > before { break }
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 #expect(process.isRunning)
                 let written = partial()
                 process.signal(SIGINT)
-                for _ in 0..<1500 where process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+                try await waitWhile(tries: 1500, every: .milliseconds(20)) { process.isRunning }
                 #expect(process.terminationReason == .exit && process.terminationStatus == 130, "\(command[0])")
                 if output != nil {
                     #expect(written >= 700_000)
@@ -330,7 +331,7 @@ import Testing
             let got = try await CommandLineTool.run(["get", url, "-o", output.path, "--quiet", "--cache-dir", cache])
             #expect(got.status == 0, "\(got.stderr)")
             #expect(TestData.sha256(try Data(contentsOf: output)) == TestData.sha256(data))
-            for _ in 0..<100 where fetched() < Int64(data.count) - kept { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { fetched() < Int64(data.count) - kept }
             #expect(fetched() == Int64(data.count) - kept, "only the missing bytes are fetched")
         }
     }

@@ -76,7 +76,8 @@ import Testing
             let song = resource(cache, server, waitsOutHeldAnswers: true)
             let read = Task { try await song.read(ByteRange(0, 2_000_000)).collect() }
             var recorded: Int64 = 0
-            for _ in 0..<500 where recorded < 600_000 {
+            for _ in 0..<500 {
+                guard recorded < 600_000 else { break }
                 try await Task.sleep(for: .milliseconds(20))
                 recorded = try await cache.store.entry(for: song.key)?.spans.coveredByteCount ?? 0
             }
@@ -161,7 +162,7 @@ import Testing
             #expect(regionsBeforeTheEnd >= 2, "regions should come as the download writes them")
             #expect(requestsSeen.withLock { $0 } >= 2, "the read made a second request, held until the reader had two regions: \(server.timeline(for: Self.path))")
             // The origin records a request once its last byte is written, which may be after it arrived.
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < 1_500_000 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < 1_500_000 }
             #expect(server.bodyBytesSent(for: Self.path) == 1_500_000, "each byte is fetched once")
             let statistics = await song.statistics
             #expect(statistics.bytesServedFromCache == 50_000)
@@ -270,14 +271,12 @@ import Testing
                 }
             }
             // The read has all the origin will send before it pauses, and waits for more.
-            for _ in 0..<(500 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < 64 << 10 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { try await song.cachedRanges.coveredByteCount < 64 << 10 }
             #expect(await !song.readers.isEmpty)
             cancel()
             await #expect(throws: CancellationError.self) { try await waiting.value }
             // The read leaves the resource on its own task, soon after.
-            for _ in 0..<(200 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(10)) { await !song.readers.isEmpty }
             #expect(await song.readers.isEmpty)
         }
     }
@@ -299,7 +298,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             let cached = try await song.cachedRanges.coveredByteCount
             // The origin counts a request's bytes once its answer is written.
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached { try await Task.sleep(for: .milliseconds(50)) }
+            try await waitWhile(tries: 100, every: .milliseconds(50)) { server.bodyBytesSent(for: Self.path) < cached }
             let sent = server.bodyBytesSent(for: Self.path)
             #expect(sent == cached, "the origin sent \(sent) bytes, the cache kept \(cached)")
             #expect(sent < 12_000_000 / 2)
@@ -327,7 +326,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             let cached = try await song.cachedRanges
             // The origin counts a request's bytes once its answer is written.
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(50)) }
+            try await waitWhile(tries: 100, every: .milliseconds(50)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             let sent = server.bodyBytesSent(for: Self.path)
             #expect(sent == cached.coveredByteCount, "the origin sent \(sent) bytes, the cache kept \(cached)")
             #expect(cached.contains(ByteRange(0, 256 << 10)), "the first request came whole: \(cached)")
@@ -359,9 +358,7 @@ import Testing
             let whole = Task { try await song.read(ByteRange(0, 4 << 20)).collect() }
             // The origin sends on while the download's task takes nothing past 256 KiB.
             let seek: Int64 = (256 << 10) + (3 << 19)
-            for _ in 0..<300 where server.bodyBytesSent(for: Self.path) - sentBefore < seek + 100_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitWhile(tries: 300, every: .milliseconds(10)) { server.bodyBytesSent(for: Self.path) - sentBefore < seek + 100_000 }
             #expect(server.bodyBytesSent(for: Self.path) - sentBefore >= seek + 100_000, "the origin sent past the read")
             let part = Task { try await song.read(ByteRange(seek, seek + 100_000)).collect() }
             // Once it waits, it has either joined the download or started its own.
@@ -375,7 +372,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             #expect(!server.requests.contains { $0.range.flatMap(Self.requestedStart) == seek }, "\(server.requests.map { $0.range ?? "-" })")
             let cached = try await song.cachedRanges
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(50)) }
+            try await waitWhile(tries: 100, every: .milliseconds(50)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice: \(cached)")
         }
     }
@@ -424,7 +421,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, 1_400_000)), "cached: \(cached)")
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
         }
     }
@@ -445,7 +442,7 @@ import Testing
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
             let cached = try await song.cachedRanges
             // The origin records a request once its answer is written.
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
             if minimum == 0 {
                 #expect(server.dataRequests(for: Self.path).count == 1)
@@ -478,11 +475,11 @@ import Testing
             }
             // Each read asked for a quarter of the first segment (256 KiB); the origin records a
             // request once its answer is written.
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < 2 * (256 << 10) }
             let ranges = server.dataRequests(for: Self.path).compactMap(\.range)
             #expect(ranges == ["bytes=0-262143", "bytes=6000000-6262143"], "\(ranges)")
             // The cache may still be writing the last chunk the origin sent.
-            for _ in 0..<100 where try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) }
             let cached = try await song.cachedRanges
             #expect(cached.ranges == [ByteRange(0, 256 << 10), ByteRange(6_000_000, 6_000_000 + (256 << 10))], "cached: \(cached)")
         }
@@ -505,7 +502,7 @@ import Testing
             #expect(ranges.dropFirst().first?.hasPrefix("bytes=262144-") == true, "the download went on where it was: \(ranges)")
             try await waitUntilNoDownload(of: song, within: .seconds(60))
             let cached = try await song.cachedRanges
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
         }
     }
@@ -534,7 +531,7 @@ import Testing
             let cached = try await song.cachedRanges
             // 4 MB where the stream left, and 3.8 MB (what it took) past them.
             #expect(cached.contains(ByteRange(0, 7_800_000)), "cached: \(cached); \(server.timeline(for: Self.path))")
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
         }
     }
@@ -552,7 +549,7 @@ import Testing
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, 6_000_000)), "cached: \(cached); \(server.timeline(for: Self.path))")
             #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "cached: \(cached)")
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount)
         }
     }
@@ -587,10 +584,10 @@ import Testing
             while taken.count < 600_000, let chunk = try await iterator.next() { taken.append(chunk.data) }
             #expect(taken == data[0..<taken.count])
             // The download goes on while the reader stays; it stops at the held request.
-            for _ in 0..<(1_000 * TestTiming.slowdown) where held.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 1_000 * TestTiming.slowdown, every: .milliseconds(20)) { held.withLock({ $0 }) == nil }
             let leftAt = try #require(held.withLock { $0 }, "the download reached 3 MB: \(server.timeline(for: Self.path))")
             iterator.cancel()
-            for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !song.readers.isEmpty }
             #expect(await song.readers.isEmpty, "the engine saw the reader leave")
             readerLeft.withLock { $0 = true }
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(60)))
@@ -939,9 +936,7 @@ extension EngineTests {
         try await withTemporaryCache { cache in
             let song = resource(cache, server, waitsOutHeldAnswers: true)
             let prefetch = Task { try await song.prefetch() }
-            for _ in 0..<(250 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < 700_000 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { try await song.cachedRanges.coveredByteCount < 700_000 }
             try await stopAndExpectNoRequestAfter(prefetch, of: song, on: server, releasing: released)
             #expect(server.bodyBytesSent(for: Self.path) < Int64(size))
             #expect(try await song.cachedRanges.coveredByteCount >= 700_000, "what came stays cached")
@@ -975,15 +970,11 @@ extension EngineTests {
         }) { cache in
             let song = resource(cache, server, waitsOutHeldAnswers: true)
             #expect(try await song.read(ByteRange(0, 3_000_000)).collect() == data[0..<3_000_000])
-            for _ in 0..<(500 * TestTiming.slowdown) where try await song.cachedRanges.coveredByteCount < pauseAt {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { try await song.cachedRanges.coveredByteCount < pauseAt }
             #expect(try await song.cachedRanges == RangeSet([ByteRange(0, pauseAt)]), "the read-ahead waits at 3.2 MB")
             let prefetchEnd: Int64 = prefetchFinishes ? 3_300_000 : 12_000_000
             let prefetch = Task { try await song.prefetch(ByteRange(3_000_000, prefetchEnd)) }
-            for _ in 0..<(500 * TestTiming.slowdown) where await !song.downloads.values.contains(where: { $0.kind == .prefetch }) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !song.downloads.values.contains(where: { $0.kind == .prefetch }) }
             let downloads = await song.downloadsDescription
             #expect(await song.downloads.count == 1, "the prefetch joined the read-ahead: \(downloads)")
             #expect(await song.downloads.values.first?.kind == .prefetch)
@@ -999,7 +990,7 @@ extension EngineTests {
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, 6_000_000)), "the read-ahead went on: \(cached); \(server.timeline(for: Self.path))")
             #expect(cached.coveredByteCount <= 3_000_000 + (4 << 20) + (4 << 20), "a read-ahead's bytes, not more: \(cached)")
-            for _ in 0..<100 where server.bodyBytesSent(for: Self.path) < cached.coveredByteCount { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 100, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < cached.coveredByteCount }
             #expect(server.bodyBytesSent(for: Self.path) == cached.coveredByteCount, "no byte fetched twice")
             #expect(try await song.read(ByteRange(3_000_000, 6_000_000)).collect() == data[3_000_000..<6_000_000])
         }

@@ -31,7 +31,8 @@ import Testing
 
     func waitForEviction(_ cache: StreamCache, atMost bytes: Int64) async throws -> Int64 {
         var total = try await cache.store.totalCachedBytes()
-        for _ in 0..<100 where total > bytes {
+        for _ in 0..<100 {
+            guard total > bytes else { break }
             try await Task.sleep(for: .milliseconds(20))
             total = try await cache.store.totalCachedBytes()
         }
@@ -98,13 +99,13 @@ import Testing
             let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url))
             try await song.prefetch(ByteRange(0, 10_000))
             // The fill of the rest has reached the origin.
-            for _ in 0..<(250 * TestTiming.slowdown) where server.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { server.requestsBeingAnswered == 0 }
             #expect(server.requestsBeingAnswered == 1)
             #expect(try await cache.remove(song.key), "a fill nobody asked for refused the removal")
             #expect(try await cache.store.entries().isEmpty)
 
             let prefetch = Task { try await song.prefetch() }
-            for _ in 0..<(250 * TestTiming.slowdown) where try await song.cachedRanges.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { try await song.cachedRanges.isEmpty }
             try #require(!(try await song.cachedRanges).isEmpty, "the prefetch after the removal brought no byte")
             await #expect(throws: StreamCacheError.self) { try await cache.remove(song.key) }
             prefetch.cancel()
@@ -306,7 +307,8 @@ import Testing
     func waitUntilEvicted(_ paths: [String], from cache: StreamCache, _ server: TestOrigin) async throws -> Set<String> {
         let gone = Set(paths.map { server.url($0).absoluteString })
         var keys = Set(try await cache.store.entries().map(\.key.rawValue))
-        for _ in 0..<500 where !keys.isDisjoint(with: gone) || cache.statistics.evictedResources < paths.count {
+        for _ in 0..<500 {
+            guard !keys.isDisjoint(with: gone) || cache.statistics.evictedResources < paths.count else { break }
             try await Task.sleep(for: .milliseconds(20))
             keys = Set(try await cache.store.entries().map(\.key.rawValue))
         }

@@ -66,7 +66,7 @@ import Testing
     /// Waits (bounded) until the origin's fault script has set `flag`: the request it marks has arrived.
     func waitUntilArrived(_ flag: Locked<Bool>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         // A bound, not a wait: 20 s, as long as the pool may stall while the whole suite sets up.
-        for _ in 0..<(4000 * TestTiming.slowdown) where !flag.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        try await waitWhile(tries: 4000 * TestTiming.slowdown, every: .milliseconds(5)) { !flag.withLock({ $0 }) }
         #expect(flag.withLock { $0 }, sourceLocation: sourceLocation)
     }
 
@@ -188,9 +188,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await waitUntilNoDownload(of: song, within: .seconds(30)))
             // The server records the cut request once a write to the closed connection fails.
-            for _ in 0..<(100 * TestTiming.slowdown) where server.dataRequests(for: Self.path).isEmpty {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 100 * TestTiming.slowdown, every: .milliseconds(20)) { server.dataRequests(for: Self.path).isEmpty }
             #expect(server.dataRequests(for: Self.path).count == 1)
         }
     }

@@ -151,7 +151,8 @@ import Testing
                 try await Task.sleep(for: .milliseconds(20))
             }
             var totals = cache.statistics
-            for _ in 0..<100 where totals.evictedResources == 0 {
+            for _ in 0..<100 {
+                guard totals.evictedResources == 0 else { break }
                 try await Task.sleep(for: .milliseconds(20))
                 totals = cache.statistics
             }

@@ -35,8 +35,8 @@ import Testing
             }
             // The origin records a request once its answer is written; the cache may still be
             // writing the last chunk.
-            for _ in 0..<250 where origin.requests.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
-            for _ in 0..<250 where try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250, every: .milliseconds(20)) { origin.requests.count < 2 }
+            try await waitWhile(tries: 250, every: .milliseconds(20)) { try await song.cachedRanges.coveredByteCount < 2 * (256 << 10) }
             origin.resetRecords()
             let missing = Int64(size) - (try await song.cachedRanges.coveredByteCount)
             #expect(missing == Int64(size - 2 * (256 << 10)))

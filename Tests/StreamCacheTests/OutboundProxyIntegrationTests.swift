@@ -37,7 +37,7 @@ import Testing
 
                     """.write(to: configuration, atomically: true, encoding: .utf8)
                 let process = try ChildProcess.spawn(executable, ["-d", "-c", configuration.path])
-                for _ in 0..<100 where process.isRunning && !FreePort.isListening(port) { try await Task.sleep(for: .milliseconds(50)) }
+                try await waitWhile(tries: 100, every: .milliseconds(50)) { process.isRunning && !FreePort.isListening(port) }
                 if process.isRunning, FreePort.isListening(port) {
                     self.port = port
                     self.process = process

@@ -50,7 +50,7 @@ import Testing
     /// The origin's body bytes for the file of `size` bytes, once its log has caught up with what
     /// the client got (it records a request after the last byte is written).
     static func settledBytesSent(_ server: TestOrigin, size: Int = size) async throws -> Int64 {
-        for _ in 0..<50 where server.bodyBytesSent(for: path) < Int64(size) { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitWhile(tries: 50, every: .milliseconds(20)) { server.bodyBytesSent(for: path) < Int64(size) }
         return server.bodyBytesSent(for: path)
     }
 
@@ -233,7 +233,7 @@ import Testing
                 received.append(chunk.data)
                 if received.count >= bytes { break }
             }
-            for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !song.readers.isEmpty }
             #expect(await song.readers.isEmpty, "the engine saw the reader leave")
             readerLeft.withLock { $0 = true }
             #expect(received == data.prefix(received.count))
@@ -395,7 +395,7 @@ import Testing
             let leftInstant = ContinuousClock.now
             #expect(received == data.prefix(received.count))
             let leftAt = try #require(leaveAt, "the read was split: \(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
-            for _ in 0..<(500 * TestTiming.slowdown) where await !song.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !song.readers.isEmpty }
             try await Self.waitUntilIdle(song, origin: server)
             let cached = try await song.cachedRanges
             #expect(cached.contains(ByteRange(0, leftAt + readAhead)),
@@ -425,7 +425,7 @@ import Testing
             let song = Self.resource(cache, server)
             let index = ByteRange(Int64(size - 2_000_000), Int64(size))
             let indexRead = Task { try await song.read(index).collect() }
-            for _ in 0..<(200 * TestTiming.slowdown) where server.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(10)) { server.requestsBeingAnswered == 0 }
             var received = Data()
             for try await chunk in song.read(from: 0) {
                 received.append(chunk.data)
@@ -588,7 +588,7 @@ import Testing
             try await Self.waitUntilIdle(song, origin: server)
             server.resetRecords()
             let prefetch = Task { try await song.prefetch() }
-            for _ in 0..<(500 * TestTiming.slowdown) where !arrived.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { !arrived.withLock({ $0 }) }
             // Time for parts to be asked for, had they not waited.
             try await Task.sleep(for: .milliseconds(300))
             let releasedAt = ContinuousClock.now
@@ -720,7 +720,7 @@ import Testing
         }
         // Bounded at 10 s: a rate-limited origin records a part only after the pause that follows
         // its last chunk, over a second under the thread sanitizer.
-        for _ in 0..<500 where inside().reduce(0, { $0 + $1.bodyBytesSent }) < range.count { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitWhile(tries: 500, every: .milliseconds(20)) { inside().reduce(0, { $0 + $1.bodyBytesSent }) < range.count }
         return inside()
     }
 

@@ -217,9 +217,7 @@ import Testing
                 return played
             }
             // The player plays 1.5 s before the reader comes: its rate is known, its window set.
-            for _ in 0..<(500 * TestTiming.slowdown) where await !film.readers.values.contains(where: { $0.pace.rate != nil }) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !film.readers.values.contains(where: { $0.pace.rate != nil }) }
             #expect(await film.readers.values.contains { $0.pace.rate != nil }, "the player's rate is known")
             let read = try await film.read(from: 0).collect()
             readerDone.withLock { $0 = true }

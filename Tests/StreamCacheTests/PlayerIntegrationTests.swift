@@ -63,7 +63,7 @@ import Testing
             let resource = try #require(server.cache.existingResource(for: key), "the proxy never opened \(key)")
             // Idle, not just without downloads: a read that ends after a player exits may still
             // start the fill of a small hole, whose request belongs to this play.
-            for _ in 0..<150 where await !resource.isIdle { try await Task.sleep(for: .milliseconds(100)) }
+            try await waitWhile(tries: 150, every: .milliseconds(100)) { await !resource.isIdle }
             #expect(await resource.isIdle, "a read or download of \(key) is still running")
         }
         await server.cache.flush()

@@ -147,7 +147,7 @@ import Testing
             // A region's bytes are counted when its completion runs, which may be after the client
             // has them all (and uncorks after that): each count is waited for, a bounded while.
             func settle(_ pending: () -> Bool) async throws {
-                for _ in 0..<200 where pending() { try await Task.sleep(for: .milliseconds(25)) }
+                try await waitWhile(tries: 200, every: .milliseconds(25)) { pending() }
             }
             let cold = try await Self.curl(url)
             #expect(TestData.sha256(cold.body) == TestData.sha256(data))
@@ -235,7 +235,7 @@ import Testing
             // A segment is held back by the cork for at most 200 ms: a machine that late between
             // the head and the first sendfile sends the head alone, rarely all three times.
             #expect(togetherAtFirst >= 1, "a head went out alone \(answers.count) times")
-            for _ in 0..<200 where statistics.corkedConnections != 0 { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitWhile(tries: 200, every: .milliseconds(25)) { statistics.corkedConnections != 0 }
             #expect(statistics.corkedConnections == 0, "every held head's cork is taken out")
         }
     }
@@ -407,9 +407,7 @@ import Testing
             let auth = ["-H", "Authorization: Bearer \(server.controlToken)"]
             #expect(try await Self.curl(api, auth + ["-X", "POST"]).status == 202)
             let resource = try #require(server.resource(for: registration))
-            for _ in 0..<(250 * TestTiming.slowdown) where try await resource.cachedRanges.coveredByteCount < 700_000 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { try await resource.cachedRanges.coveredByteCount < 700_000 }
             let stop = try await Self.curl(api, auth + ["-X", "DELETE"])
             #expect(stop.status == 200)
             let stopped = try JSONDecoder().decode(ControlAPI.ResourceStatus.self, from: stop.body)
@@ -458,7 +456,7 @@ import Testing
                 let answer = try await Self.curl(api, auth + ["-X", "POST"])
                 return (answer.status, answer.body)
             }
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.requestsBeingAnswered == 0 }
             #expect(origin.requestsBeingAnswered == 1, "the start asks the origin what the file is")
             switch stop {
             case "prefetch":
@@ -855,7 +853,7 @@ import Testing
             let release = Locked(false)
             origin.faults = { _, path, _, _ in path == "/music/c.flac" ? .hold(until: { release.withLock { $0 } }) : nil }
             let player = Task { try await Self.curl(try #require(URL(string: playing.streamURL))) }
-            for _ in 0..<(400 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 400 * TestTiming.slowdown, every: .milliseconds(10)) { origin.requestsBeingAnswered == 0 }
             let cleared = try await Self.curl(base.appendingPathComponent("api/cache"), auth + ["-X", "DELETE"])
             release.withLock { $0 = true }
             #expect(cleared.status == 200)
@@ -963,9 +961,7 @@ import Testing
             let resource = try #require(server.resource(for: registration))
             let (resources, auth) = try Self.resourcesAPI(of: server)
             #expect(try await Self.curl(resources.appendingPathComponent("\(registration.id)/prefetch"), auth + ["-X", "POST"]).status == 202)
-            for _ in 0..<(250 * TestTiming.slowdown) where try await resource.cachedRanges.coveredByteCount < 700_000 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { try await resource.cachedRanges.coveredByteCount < 700_000 }
             let purge = resources.appendingPathComponent(registration.id).appending(queryItems: [URLQueryItem(name: "purge", value: "1")])
             let removed = try await Self.curl(purge, auth + ["-X", "DELETE"])
             #expect(removed.status == 204, "\(removed.status) \(String(decoding: removed.body, as: UTF8.self))")
@@ -1079,7 +1075,7 @@ import Testing
                 #expect(received.count == 300_000)
             }
             let resource = try #require(server.resource(for: registration))
-            for _ in 0..<(500 * TestTiming.slowdown) where await !resource.readers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { await !resource.readers.isEmpty }
             #expect(await resource.readers.isEmpty, "the proxy saw the client leave")
             clientLeft.withLock { $0 = true }
             #expect(try await waitUntilNoDownload(of: resource, within: .seconds(10), checkingEvery: .milliseconds(100)),
@@ -1116,7 +1112,7 @@ import Testing
                 #expect(received.count == 1000)
                 // Everything the proxy will write before the origin sends again is here, unread:
                 // closing now resets the connection while the proxy waits on the origin.
-                for _ in 0..<(500 * TestTiming.slowdown) where client.unreadByteCount < sent - 1000 { try await Task.sleep(for: .milliseconds(10)) }
+                try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { client.unreadByteCount < sent - 1000 }
                 #expect(client.unreadByteCount >= sent - 1000)
                 resource = try #require(server.resource(for: registration))
                 #expect(await !resource.readers.isEmpty)

@@ -45,7 +45,7 @@ import Testing
             let whole = try await song.read(from: 0).collect()
             #expect(TestData.sha256(whole) == TestData.sha256(data))
             // The origin logs a request once it has written it whole.
-            for _ in 0..<500 where server.bodyBytesSent(for: Self.path) < Int64(data.count) { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 500, every: .milliseconds(20)) { server.bodyBytesSent(for: Self.path) < Int64(data.count) }
             let requests = server.dataRequests(for: Self.path)
             #expect(requests.compactMap(Self.requested).map(\.length) == [1 << 20, Int64(data.count) - (1 << 20)],
                     "\(requests.map { $0.range ?? "" })")
@@ -113,13 +113,13 @@ import Testing
             func seekRequest() -> TestOrigin.RecordedRequest? {
                 server.dataRequests(for: Self.path).first { Self.requested($0)?.first == Int64(seekAt) }
             }
-            for _ in 0..<500 where seekRequest() == nil { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 500, every: .milliseconds(20)) { seekRequest() == nil }
             #expect(seekRequest() != nil, "the seek has a request of its own: \(server.dataRequests(for: Self.path).map { $0.range ?? "" })")
             await cache.shutdown()
             let downloaded = await song.statistics.bytesDownloaded
             let cached = try await song.cachedRanges.coveredByteCount
             #expect(downloaded == cached, "downloaded \(downloaded) bytes for \(cached) cached")
-            for _ in 0..<500 where server.dataRequests(for: Self.path).count < 3 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 500, every: .milliseconds(20)) { server.dataRequests(for: Self.path).count < 3 }
             let sent = server.bodyBytesSent(for: Self.path)
             #expect(sent <= Int64(size) + (1 << 20), "origin bytes \(sent) for a \(size)-byte file")
         }

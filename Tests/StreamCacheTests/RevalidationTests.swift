@@ -164,13 +164,13 @@ import Testing
                 return .hold(until: { released.withLock { $0 } })
             }
             let early = Task { try await song.read(ByteRange(0, 65_536)).collect() }
-            for _ in 0..<3000 where questions.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 3000, every: .milliseconds(10)) { questions.withLock({ $0 }) == 0 }
             #expect(questions.withLock { $0 } == 1)
             try await Task.sleep(for: .milliseconds(50))
             server.setFile(Self.path, data: new, entityTag: "\"v2\"")
 
             let later = (0..<3).map { _ in Task { try await Self.readWhole(song).data } }
-            for _ in 0..<3000 where await song.readsWaitingForTheNextQuestion < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 3000, every: .milliseconds(10)) { await song.readsWaitingForTheNextQuestion < 3 }
             #expect(await song.readsWaitingForTheNextQuestion == 3)
             released.withLock { $0 = true }
             for read in later { #expect(TestData.sha256(try await read.value) == TestData.sha256(new)) }
@@ -202,13 +202,13 @@ import Testing
             defer { released.withLock { $0 = true } }
             let first = Task { try await Self.readWhole(song) }
             let held = ByteRange(0, 300_000)
-            for _ in 0..<3000 where await !song.available.contains(held) { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 3000, every: .milliseconds(10)) { await !song.available.contains(held) }
             #expect(await song.available.contains(held))
             server.setFile(Self.path, data: new, entityTag: "\"v2\"")
 
             // It starts just past the held bytes, inside the held request's range.
             let second = Task { try await song.read(ByteRange(310_000, 410_000)).collect() }
-            for _ in 0..<1000 where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitWhile(tries: 1000, every: .milliseconds(10)) { server.requests.isEmpty }
             released.withLock { $0 = true }
             #expect(TestData.sha256(try await second.value) == TestData.sha256(new[310_000..<410_000]))
             _ = await first.result
@@ -239,7 +239,8 @@ import Testing
             let song = cache.resource(for: CacheKey(url: url), origin: HTTPOrigin(url: url, transport: transport))
             let prefetch = Task { try await song.prefetch(ByteRange(0, Int64(data.count))) }
             var gated: Int64?
-            for _ in 0..<(500 * TestTiming.slowdown) where gated == nil {
+            for _ in 0..<(500 * TestTiming.slowdown) {
+                guard gated == nil else { break }
                 gated = await song.downloads.values.first { $0.gateTicket != nil && !$0.passedGate && $0.position > 0 }?.position
                 if gated == nil { try await Task.sleep(for: .milliseconds(10)) }
             }

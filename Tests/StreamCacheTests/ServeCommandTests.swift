@@ -32,13 +32,13 @@ import Glibc
         let cacheDir = work.appendingPathComponent("cache")
         let server = try CommandLineTool.start(["serve", "--cache-dir", cacheDir.path, "--control-token-file", work.appendingPathComponent("token").path])
         let record = cacheDir.appendingPathComponent("server.json")
-        for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+        try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { !FileManager.default.fileExists(atPath: record.path) }
         return (server, cacheDir)
     }
 
     static func terminate(_ process: ChildProcess, signal: Int32 = SIGTERM) async throws -> Int32 {
         process.signal(signal)
-        for _ in 0..<200 where process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        try await waitWhile(tries: 200, every: .milliseconds(50)) { process.isRunning }
         process.signal(SIGKILL)
         process.waitUntilExit()
         return process.terminationStatus
@@ -201,7 +201,8 @@ import Glibc
             #expect(refused.output == "400")
             let lifted = try await api("/api/settings", ["-X", "PUT", "-d", #"{"backgroundDownloadRate":null}"#])
             #expect(lifted.output.trimmingCharacters(in: .whitespacesAndNewlines) == #"{"backgroundDownloadRate":null}"#)
-            for _ in 0..<(400 * TestTiming.slowdown) where cached < Int64(data.count) {
+            for _ in 0..<(400 * TestTiming.slowdown) {
+                guard cached < Int64(data.count) else { break }
                 try await Task.sleep(for: .milliseconds(25))
                 cached = try await cachedBytes()
             }
@@ -279,7 +280,7 @@ import Glibc
             let holder = try CommandLineTool.start(["get", origin.url("/long.flac").absoluteString, "-o", work.appendingPathComponent("long.flac").path,
                                                     "--cache-dir", cacheDir.path])
             defer { holder.signal(SIGKILL) }
-            for _ in 0..<(200 * TestTiming.slowdown) where origin.requestsBeingAnswered == 0 { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { origin.requestsBeingAnswered == 0 }
             let refused = try await CommandLineTool.run(["cache", "clear", "--wait-for-cache", "0", "--cache-dir", cacheDir.path])
             #expect(refused.status == 7, "\(refused.stderr)")
             #expect(refused.stderr.contains("is in use by process \(holder.processIdentifier) (streamcache)"), "\(refused.stderr)")
@@ -288,7 +289,7 @@ import Glibc
             let waiting = try CommandLineTool.start(["cache", "pin", key, "--cache-dir", cacheDir.path], stderr: try FileHandle(forWritingTo: pinErrors))
             defer { waiting.signal(SIGKILL) }
             let told = { String(decoding: (try? Data(contentsOf: pinErrors)) ?? Data(), as: UTF8.self) }
-            for _ in 0..<(200 * TestTiming.slowdown) where !told().contains("Waiting for it") { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { !told().contains("Waiting for it") }
             #expect(told().contains("is in use by process \(holder.processIdentifier) (streamcache)") && told().contains("Waiting for it"), "\(told())")
             let holderRuns = holder.isRunning
             #expect(waiting.isRunning || !holderRuns, "the pin waits while the download runs: \(told())")
@@ -336,7 +337,7 @@ import Glibc
             defer { server.signal(SIGKILL) }
             let singleStream = try #require(try await Self.lines(of: out, count: 1, process: server).first?.split(separator: "\t").first.map(String.init))
             let record = cacheDir.appendingPathComponent("server.json")
-            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { !FileManager.default.fileExists(atPath: record.path) }
             var info = stat()
             #expect(stat(record.path, &info) == 0 && info.st_mode & 0o777 == 0o600, "server.json holds the control token")
             #expect(try String(contentsOf: record, encoding: .utf8).contains("\"pid\":\(server.processIdentifier)"))
@@ -468,14 +469,12 @@ import Glibc
             let prefetch = try CommandLineTool.start(["prefetch", origin.url("/long.flac").absoluteString, "--cache-dir", cacheDir.path],
                                                      stderr: try FileHandle(forWritingTo: errors))
             defer { prefetch.signal(SIGKILL) }
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: "/long.flac") + Int64(origin.requestsBeingAnswered) * 700_000 < 700_000 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.bodyBytesSent(for: "/long.flac") + Int64(origin.requestsBeingAnswered) * 700_000 < 700_000 }
             #expect(origin.requestsBeingAnswered > 0, "the server's prefetch is under way")
             #expect(prefetch.isRunning)
             let interrupted = ContinuousClock.now
             prefetch.signal(SIGINT)
-            for _ in 0..<(500 * TestTiming.slowdown) where prefetch.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(20)) { prefetch.isRunning }
             #expect(prefetch.terminationReason == .exit && prefetch.terminationStatus == 130)
             let said = try String(contentsOf: errors, encoding: .utf8)
             #expect(said.contains("the server stopped the prefetch; what came is in the cache."), "\(said)")
@@ -522,9 +521,7 @@ import Glibc
             let prefetch = try CommandLineTool.start(["prefetch", origin.url("/album.flac").absoluteString, "--limit-rate", "20KB",
                                                       "--cache-dir", cacheDir.path], stdout: try FileHandle(forWritingTo: out))
             defer { prefetch.signal(SIGKILL) }
-            for _ in 0..<(250 * TestTiming.slowdown) where origin.bodyBytesSent(for: "/album.flac") == 0 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            try await waitWhile(tries: 250 * TestTiming.slowdown, every: .milliseconds(20)) { origin.bodyBytesSent(for: "/album.flac") == 0 }
             // Its download, eviction and proxy options are the server's to set: it says so.
             let other = try await CommandLineTool.run(["prefetch", origin.url("/single.flac").absoluteString, "--connections", "2", "--max-cache-size", "1GB",
                                                        "--proxy", "none", "--cache-dir", cacheDir.path], timeout: 60)
@@ -541,7 +538,7 @@ import Glibc
             #expect(refused.output == "400")
             let lifted = try await api("/api/resources/\(status.id)/prefetch", ["-X", "POST", "-d", "{}", "-o", "/dev/null", "-w", "%{http_code}"])
             #expect(lifted.output == "202")
-            for _ in 0..<(500 * TestTiming.slowdown) where prefetch.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(20)) { prefetch.isRunning }
             #expect(!prefetch.isRunning && prefetch.terminationReason == .exit && prefetch.terminationStatus == 0, "the prefetch kept to the rate that was lifted")
             let said = try String(contentsOf: out, encoding: .utf8)
             #expect(said.contains("3.8 MiB cached for \(origin.url("/album.flac").absoluteString)"), "\(said)")
@@ -591,10 +588,11 @@ import Glibc
             defer { server.signal(SIGKILL) }
             // Up, so that SIGTERM stops it cleanly (its record is written once it serves).
             let record = cacheDir.appendingPathComponent("server.json")
-            for _ in 0..<(200 * TestTiming.slowdown) where !FileManager.default.fileExists(atPath: record.path) { try await Task.sleep(for: .milliseconds(25)) }
+            try await waitWhile(tries: 200 * TestTiming.slowdown, every: .milliseconds(25)) { !FileManager.default.fileExists(atPath: record.path) }
             let index = try CacheStore(inspecting: cacheDir)
             var keys = Set(try await index.entries().map(\.key))
-            for _ in 0..<(200 * TestTiming.slowdown) where keys.count == 3 {
+            for _ in 0..<(200 * TestTiming.slowdown) {
+                guard keys.count == 3 else { break }
                 try await Task.sleep(for: .milliseconds(50))
                 keys = Set(try await index.entries().map(\.key))
             }

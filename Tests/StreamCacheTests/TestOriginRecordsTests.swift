@@ -16,7 +16,7 @@ import Testing
         origin.faults = { _, _, headers, _ in headers["Range"] == "bytes=0-9" ? .hold(until: { released.withLock { $0 } }) : nil }
 
         let early = Task { try await RawHTTP.get(port: origin.port, path: "/song.mp3", headers: ["Range: bytes=0-9"], timeout: 30) }
-        for _ in 0..<(500 * TestTiming.slowdown) where origin.requestsArrived < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitWhile(tries: 500 * TestTiming.slowdown, every: .milliseconds(10)) { origin.requestsArrived < 1 }
         #expect(origin.requestsBeingAnswered == 1, "the early request is held at the origin")
         origin.resetRecords()
         released.withLock { $0 = true }

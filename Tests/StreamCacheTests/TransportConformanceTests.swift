@@ -116,7 +116,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
             let response = try await kind.make().send(HTTPRequest(url: server.url("/big")))
             for try await _ in response.body { break }
         }
-        for _ in 0..<(800 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        try await waitWhile(tries: 800 * TestTiming.slowdown, every: .milliseconds(100)) { server.requests.isEmpty }
         let sent = try #require(server.requests.first).bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
@@ -141,7 +141,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
             // 3 s at 500 kB/s fills the transport's 1 MiB.
             try await Task.sleep(for: TestTiming.time(.seconds(3)))
         }
-        for _ in 0..<(900 * TestTiming.slowdown) where server.requests.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        try await waitWhile(tries: 900 * TestTiming.slowdown, every: .milliseconds(100)) { server.requests.isEmpty }
         let sent = try #require(server.requests.first, "the server is still sending: the connection stayed open").bodyBytesSent
         #expect(sent < Int64(size) / 2, "the server kept sending after the body was dropped: \(sent) bytes")
     }
