@@ -269,7 +269,7 @@ struct ServeCommand: AsyncParsableCommand {
                 guard let cached = try? await cache.aliases(under: prefix), !cached.isEmpty else { throw failure }
                 let sizes = Dictionary((try? await cache.entries())?.compactMap { entry in entry.info?.totalLength.map { (entry.key, $0) } } ?? [],
                                        uniquingKeysWith: { first, _ in first })
-                return Self.entries(named: cached.map { ($0.alias, sizes[$0.key]) }, below: prefix)
+                return CachedFolderListing.entries(named: cached.map { ($0.alias, $0.key, sizes[$0.key]) }, below: prefix)
             }
         })
         Task {
@@ -280,24 +280,6 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         return mount
-    }
-
-    /// The entries right below `prefix` that `aliases` (each beginning with it) name: a file for
-    /// each alias with no `/` past the prefix, with the size the cache knows for it, and a folder
-    /// for the first segment of the others.
-    static func entries(named aliases: [(alias: String, size: Int64?)], below prefix: String) -> [FolderListingEntry] {
-        var folders: Set<String> = []
-        var entries: [FolderListingEntry] = []
-        for (alias, size) in aliases where alias.hasPrefix(prefix) {
-            let rest = alias.dropFirst(prefix.count)
-            if let slash = rest.firstIndex(of: "/") {
-                let folder = String(rest[..<slash])
-                if !folder.isEmpty, folders.insert(folder).inserted { entries.append(FolderListingEntry(name: folder, isFolder: true)) }
-            } else if !rest.isEmpty {
-                entries.append(FolderListingEntry(name: String(rest), isFolder: false, size: size))
-            }
-        }
-        return entries
     }
 
     /// One line on what the cache did while serving: bytes served and how many came from disk,

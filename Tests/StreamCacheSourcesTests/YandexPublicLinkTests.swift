@@ -90,4 +90,49 @@ struct YandexPublicLinkTests {
             }
         }
     }
+    /// A shared album prefetched for offline play lists each file once with the service out of
+    /// reach, by the name it plays by. `prefetch` remembers a file of a public link by its
+    /// reference (`…/10%20Last%20Song.mp3`) and by its path below the link (`…/10 Last Song.mp3`);
+    /// the offline listing showed both, the first percent-encoded again.
+    @Test func aSharedAlbumPrefetchedForOfflinePlayListsEachFileOnceWithItsServiceOutOfReach() async throws {
+        try await withTemporaryDirectory { work in
+            try await CloudTestEnvironment.with { environment in
+                let files = environment.putAlbum(sizes: [30_000, 20_000, 10_000], seed: 137)
+                let spaced = TestData.random(count: 50_000, seed: 140)
+                environment.server.setFile("/Music/Album/10 Last Song.mp3", data: spaced, mimeType: "audio/mpeg")
+                environment.server.setFile("/Music/Album/CD 3/04.mp3", data: spaced, mimeType: "audio/mpeg")
+                let link = environment.server.sharePublicly("/Music/Album")
+                var variables = environment.endpointVariables
+                variables["XDG_CONFIG_HOME"] = work.appendingPathComponent("config").path
+                let cache = ["--cache-dir", work.appendingPathComponent("cache").path]
+                let prefetched = try await CommandLineTool.run(["prefetch", link, "--recursive", "--quiet"] + cache, environment: variables)
+                #expect(prefetched.status == 0 && prefetched.output.contains("5 files"), "\(prefetched.output)")
+
+                // The service's address now refuses every connection.
+                variables["STREAMCACHE_ENDPOINT_YANDEX"] = "http://127.0.0.1:1/yandex/v1/disk"
+                let control = ["--control-token-file", work.appendingPathComponent("token").path]
+                let (url, process) = try await SourceCommandTests.serve(["--folder", link, "--url-token", "shared"] + cache + control, environment: variables, in: work)
+                try await withAsyncCleanup {
+                    let port = url.port ?? 0
+                    let album = try await RawHTTP.get(port: port, path: "/shared/", timeout: 30)
+                    let urls = String(decoding: album.body, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+                    #expect(album.status == 200 && urls == ["01.mp3", "02.mp3", "10%20Last%20Song.mp3", "CD%203/", "CD2/"].map { "http://127.0.0.1:\(port)/shared/\($0)" },
+                            "\(album.head) \(urls)")
+                    for url in urls where !url.hasSuffix("/") {
+                        let answer = try await RawHTTP.get(port: port, path: String(url.dropFirst("http://127.0.0.1:\(port)".count)), timeout: 30)
+                        #expect(answer.status == 200, "\(url): \(answer.head)")
+                    }
+                    let song = try await RawHTTP.get(port: port, path: "/shared/10%20Last%20Song.mp3", timeout: 30)
+                    #expect(TestData.sha256(song.body) == TestData.sha256(spaced))
+                    let folder = try await RawHTTP.get(port: port, path: "/shared/CD%203/?format=json", timeout: 30)
+                    #expect(String(decoding: folder.body, as: UTF8.self).contains(#""entries":[{"name":"04.mp3","path":"/shared/CD%203/04.mp3","size":50000,"type":"file"}]"#),
+                            "\(String(decoding: folder.body, as: UTF8.self))")
+                } cleanup: {
+                    try? await SourceCommandTests.stop(process)
+                }
+                let total = Int64(files.map(\.data.count).reduce(0, +) + 2 * spaced.count)
+                #expect(await environment.server.downloadedBytes(awaiting: total) == total, "nothing was fetched after the prefetch")
+            }
+        }
+    }
 }
