@@ -31,13 +31,7 @@ struct YandexPublicLinkTests {
     @Test func aSharedAlbumListsPlaysMountsAndPrefetchesWithoutAnAccount() async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
-                let files = environment.putAlbum(sizes: [300_000, 200_000, 100_000], seed: 131)
-                let spaced = TestData.random(count: 50_000, seed: 134)
-                environment.server.setFile("/Music/Album/10 Last Song.mp3", data: spaced, mimeType: "audio/mpeg")
-                let link = environment.server.sharePublicly("/Music/Album")
-                // No token, no credentials file: what a friend who got the link has.
-                var variables = environment.endpointVariables
-                variables["XDG_CONFIG_HOME"] = work.appendingPathComponent("config").path
+                let (files, spaced, link, variables) = Self.sharedAlbum(in: environment, sizes: [300_000, 200_000, 100_000], seed: 131, work: work)
                 let cache = ["--cache-dir", work.appendingPathComponent("cache").path]
 
                 let listed = try await CommandLineTool.run(["ls", link], environment: variables)
@@ -97,21 +91,17 @@ struct YandexPublicLinkTests {
     @Test func aSharedAlbumPrefetchedForOfflinePlayListsEachFileOnceWithItsServiceOutOfReach() async throws {
         try await withTemporaryDirectory { work in
             try await CloudTestEnvironment.with { environment in
-                let files = environment.putAlbum(sizes: [30_000, 20_000, 10_000], seed: 137)
-                let spaced = TestData.random(count: 50_000, seed: 140)
-                environment.server.setFile("/Music/Album/10 Last Song.mp3", data: spaced, mimeType: "audio/mpeg")
+                let (files, spaced, link, variables) = Self.sharedAlbum(in: environment, sizes: [30_000, 20_000, 10_000], seed: 137, work: work)
                 environment.server.setFile("/Music/Album/CD 3/04.mp3", data: spaced, mimeType: "audio/mpeg")
-                let link = environment.server.sharePublicly("/Music/Album")
-                var variables = environment.endpointVariables
-                variables["XDG_CONFIG_HOME"] = work.appendingPathComponent("config").path
                 let cache = ["--cache-dir", work.appendingPathComponent("cache").path]
                 let prefetched = try await CommandLineTool.run(["prefetch", link, "--recursive", "--quiet"] + cache, environment: variables)
                 #expect(prefetched.status == 0 && prefetched.output.contains("5 files"), "\(prefetched.output)")
 
                 // The service's address now refuses every connection.
-                variables["STREAMCACHE_ENDPOINT_YANDEX"] = "http://127.0.0.1:1/yandex/v1/disk"
+                var offline = variables
+                offline["STREAMCACHE_ENDPOINT_YANDEX"] = "http://127.0.0.1:1/yandex/v1/disk"
                 let control = ["--control-token-file", work.appendingPathComponent("token").path]
-                let (url, process) = try await SourceCommandTests.serve(["--folder", link, "--url-token", "shared"] + cache + control, environment: variables, in: work)
+                let (url, process) = try await SourceCommandTests.serve(["--folder", link, "--url-token", "shared"] + cache + control, environment: offline, in: work)
                 try await withAsyncCleanup {
                     let port = url.port ?? 0
                     let album = try await RawHTTP.get(port: port, path: "/shared/", timeout: 30)
@@ -134,5 +124,18 @@ struct YandexPublicLinkTests {
                 #expect(await environment.server.downloadedBytes(awaiting: total) == total, "nothing was fetched after the prefetch")
             }
         }
+    }
+    /// An album shared by a public link, as a friend who got the link has it: `putAlbum`'s files
+    /// of `sizes` below `/Music/Album` and `10 Last Song.mp3` (50,000 bytes), and the variables of
+    /// a user with no Yandex token and no credentials file (their configuration in `work`).
+    static func sharedAlbum(in environment: CloudTestEnvironment, sizes: [Int], seed: UInt64, work: URL)
+        -> (files: [(path: String, data: Data)], spaced: Data, link: String, variables: [String: String]) {
+        let files = environment.putAlbum(sizes: sizes, seed: seed)
+        let spaced = TestData.random(count: 50_000, seed: seed + 3)
+        environment.server.setFile("/Music/Album/10 Last Song.mp3", data: spaced, mimeType: "audio/mpeg")
+        let link = environment.server.sharePublicly("/Music/Album")
+        var variables = environment.endpointVariables
+        variables["XDG_CONFIG_HOME"] = work.appendingPathComponent("config").path
+        return (files, spaced, link, variables)
     }
 }
