@@ -599,16 +599,16 @@ import Testing
                 #expect(field("Access-Control-Expose-Headers", range)?.contains("Content-Range") ?? (expected == nil), "\(label): \(range.head)")
                 #expect(field("Vary", range) == (allowed?.isEmpty == false ? "Origin" : nil), "\(label): \(range.head)")
 
-                let stranger = try await RawHTTP.get(port: port, path: path, headers: ["Origin: https://attacker.example"])
-                #expect(stranger.status == 200 && stranger.body == data, "the bytes, as to a media element")
+                let stranger = try await RawHTTP.get(port: port, path: path, headers: ["Origin: https://attacker.example"], timeout: 30)
+                #expect(stranger.status == 200 && stranger.body == data, "the bytes, as to a media element: \(label): \(stranger.head)")
                 #expect(field("Access-Control-Allow-Origin", stranger) == (allowed == nil ? "*" : nil), "\(label): \(stranger.head)")
-                let missing = try await RawHTTP.get(port: port, path: "/s/none/x.mp3", headers: ["Origin: \(app)"])
+                let missing = try await RawHTTP.get(port: port, path: "/s/none/x.mp3", headers: ["Origin: \(app)"], timeout: 30)
                 #expect(missing.status == 404 && field("Access-Control-Allow-Origin", missing) == expected, "a page reads the failure too: \(missing.head)")
 
                 func preflight(from page: String) async throws -> RawHTTP.Response {
                     try await RawHTTP.exchange(port: port, request: Data(("OPTIONS \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: \(page)\r\n"
                         + "Access-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: range,x-player\r\n"
-                        + "Access-Control-Request-Private-Network: true\r\nConnection: close\r\n\r\n").utf8))
+                        + "Access-Control-Request-Private-Network: true\r\nConnection: close\r\n\r\n").utf8), timeout: 30)
                 }
                 let asked = try await preflight(from: app)
                 if let expected {
