@@ -73,4 +73,33 @@ import Testing
             await server.stop()
         }
     }
+    /// A warm-up resource still in use when the start stops waiting for it is removed once it is
+    /// idle, by a task of its own. Before, it stayed in the cache for good (its key is random):
+    /// on a fresh CI machine under the sanitizer, 10 s ran out, and the control API's listing and
+    /// a prune's list of what it evicted named the warm-up's resources beside the test's own.
+    @Test func aWarmUpResourceStillReadWhenTheWaitRunsOutIsRemovedOnceIdle() async throws {
+        // A read of 2 MB handed over 64 KiB at a time stays open while the test holds it.
+        try await withTemporaryCache(configure: { $0.readBufferLimit = 65_536; $0.chunkSize = 65_536 }) { cache in
+            let server = try ProxyServer(cache: cache)
+            try await server.start()
+            let key = CacheKey("streamcache:warm-up:held")
+            let data = TestData.random(count: 2_000_000, seed: 78)
+            let resource = cache.resource(for: key, origin: MemoryOrigin(file: data))
+            var reader = resource.read(from: 0).makeAsyncIterator()
+            var received = try #require(try await reader.next()).data
+            await cache.flush()
+            #expect(try await cache.entries().map(\.key) == [key])
+
+            await server.removeThrowaway([key], waitingAtMost: .milliseconds(100))
+            let listed = try await cache.entries().map(\.key)
+            #expect(listed == [key], "a resource being read stays until its read ends: \(listed)")
+            while let chunk = try await reader.next() { received.append(chunk.data) }
+            #expect(TestData.sha256(received) == TestData.sha256(data))
+            await server.warmUpLeftoversRemoved()
+            #expect(try await cache.entries().isEmpty)
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: cache.configuration.directory.appendingPathComponent("data").path)) ?? []
+            #expect(files.isEmpty, "files left: \(files)")
+            await server.stop()
+        }
+    }
 }

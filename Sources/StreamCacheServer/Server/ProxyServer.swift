@@ -33,6 +33,8 @@ import struct StreamCache.HTTPRequest
 public final class ProxyServer: Sendable {
     let core: ServerCore
     private let run = Locked<RunState>(.idle)
+    /// The tasks that remove the warm-up's resources found still in use (``removeThrowaway(_:waitingAtMost:)``).
+    private let leftoverRemovals = Locked<[Task<Void, Never>]>([])
     /// What the zero-copy path did (see ``FileRegionSlots``).
     let fileRegionStatistics = FileRegionSlots.Statistics()
 
@@ -297,7 +299,7 @@ public final class ProxyServer: Sendable {
 
     /// How long the warm-up waits for its two throwaway resources to be idle, so it can remove
     /// them: at once on an idle machine, and never long enough to hold up a start for good on a
-    /// busy one (the resources then stay in the cache like any other, until evicted or removed).
+    /// busy one (those still in use are then removed later: ``removeThrowaway(_:waitingAtMost:)``).
     static let warmUpRemovalLimit: Duration = .seconds(10)
 
     /// Runs the index's write path and two requests through the server and the HTTP client, so a
@@ -310,15 +312,18 @@ public final class ProxyServer: Sendable {
     /// memory. The second asks for the same file below a throwaway folder mounted on this
     /// server's own URL, so it also runs what a folder's file adds: path normalization, URL
     /// parsing, ``HTTPOrigin`` and the HTTP client's request and response handling. Both
-    /// resources are deleted afterwards. The requests go through the shared client, which keeps no
+    /// resources are deleted afterwards, those still in use once they are idle. The requests go through the shared client, which keeps no
     /// spare connection: one to this server would be re-opened while the server stops, and NIO
     /// servers trap on a connection that arrives then.
     ///
-    /// - Parameter timeout: The limit of each request; the warm-up only saves time, so a slow
-    ///   machine gives up rather than delay the start.
+    /// - Parameters:
+    ///   - timeout: The limit of each request; the warm-up only saves time, so a slow machine
+    ///     gives up rather than delay the start.
+    ///   - removalLimit: How long the resources are waited for to be idle before the warm-up
+    ///     returns (``removeThrowaway(_:waitingAtMost:)``).
     /// - Returns: How many of the two requests were answered with their 2 bytes.
     @discardableResult
-    func warmUp(timeout: Duration = .seconds(2)) async -> Int {
+    func warmUp(timeout: Duration = .seconds(2), removalLimit: Duration = warmUpRemovalLimit) async -> Int {
         var answered = 0
         await core.cache.store.warmUp()
         guard let base = core.baseURL else { return 0 }
@@ -340,19 +345,54 @@ public final class ProxyServer: Sendable {
                 else { continue }
                 if response.status == 206, (try? await response.body.collect(upTo: 4096))?.count == 2 { answered += 1 }
             }
-            // Removal waits until a resource is idle: its download ends as soon as its origin's body
-            // does. The folder's file goes first, since its download reads the in-memory one. The
-            // bound is a time, not a count of tries: under the sanitizer and the whole test suite,
-            // a hundred tries 5 ms apart ran out for both resources, and their 128 KiB stayed in
-            // the cache's listing and totals.
-            let removalDeadline = ContinuousClock.now + Self.warmUpRemovalLimit
-            for request in requests.reversed() {
-                while (try? await core.cache.remove(request.key)) == nil, ContinuousClock.now < removalDeadline {
-                    try? await Task.sleep(for: .milliseconds(5))
-                }
-            }
+            // The folder's file goes first, since its download reads the in-memory one.
+            await removeThrowaway(requests.reversed().map(\.key), waitingAtMost: removalLimit)
             return answered
         }
+    }
+
+    /// Removes the resources of `keys`, in order, each once it is idle (its download ends as soon
+    /// as its origin's body does, its reads once their connections are gone), waiting at most
+    /// `limit` for all of them. Those still in use then are removed by a task of their own as soon
+    /// as they are idle (``warmUpLeftoverLimit`` at most), which ``stop()`` cancels.
+    ///
+    /// The bound is a time, not a count of tries: under the sanitizer and the whole test suite, a
+    /// hundred tries 5 ms apart ran out for both resources. Bounded alone, it still ran out there
+    /// (10 s, a fresh CI machine), and the warm-up's two resources stayed in the cache's listing,
+    /// its totals and a prune's list of what it evicted, for good: their keys are random.
+    func removeThrowaway(_ keys: [CacheKey], waitingAtMost limit: Duration) async {
+        let cache = core.cache
+        var left = keys[...]
+        let deadline = ContinuousClock.now + limit
+        while let key = left.first, await Self.remove(key, from: cache, before: deadline, every: .milliseconds(5)) { left.removeFirst() }
+        guard !left.isEmpty else { return }
+        core.configuration.logger.debug("warm-up resources still in use; removing them once idle", metadata: ["count": "\(left.count)"])
+        let removal = Task {
+            let deadline = ContinuousClock.now + Self.warmUpLeftoverLimit
+            for key in left where !(await Self.remove(key, from: cache, before: deadline, every: .milliseconds(50))) { return }
+        }
+        leftoverRemovals.withLock { $0.append(removal) }
+    }
+
+    /// Tries to remove `key` from `cache` every `interval` until it goes (`true`), or until
+    /// `deadline` or a cancellation (`false`).
+    private static func remove(_ key: CacheKey, from cache: StreamCache, before deadline: ContinuousClock.Instant,
+                               every interval: Duration) async -> Bool {
+        while true {
+            if (try? await cache.remove(key)) != nil { return true }
+            guard !Task.isCancelled, ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// How long the warm-up's resources still in use when the start went on are waited for
+    /// (``removeThrowaway(_:waitingAtMost:)``): a reader that stays longer is no warm-up's.
+    static let warmUpLeftoverLimit: Duration = .seconds(600)
+
+    /// Waits until the warm-up's resources that were still in use when ``start()`` returned are
+    /// removed, or given up on; at once when there were none.
+    package func warmUpLeftoversRemoved() async {
+        for removal in leftoverRemovals.withLock({ $0 }) { await removal.value }
     }
 
     /// Stops listening, closes every connection and cancels prefetches started through the
@@ -368,6 +408,10 @@ public final class ProxyServer: Sendable {
         await running?.server.stop()
         await running?.turns.close()
         await core.prefetches.stopAll()
+        for removal in leftoverRemovals.withLock({ removals in defer { removals = [] }; return removals }) {
+            removal.cancel()
+            await removal.value
+        }
     }
 
     /// Runs until the task is cancelled, then stops.
