@@ -312,9 +312,9 @@ public final class ProxyServer: Sendable {
     /// memory. The second asks for the same file below a throwaway folder mounted on this
     /// server's own URL, so it also runs what a folder's file adds: path normalization, URL
     /// parsing, ``HTTPOrigin`` and the HTTP client's request and response handling. Both
-    /// resources are deleted afterwards, those still in use once they are idle. The requests go through the shared client, which keeps no
-    /// spare connection: one to this server would be re-opened while the server stops, and NIO
-    /// servers trap on a connection that arrives then.
+    /// resources are deleted afterwards, those still in use once they are idle. The requests go
+    /// through the shared client, which keeps no spare connection: one to this server would be
+    /// re-opened while the server stops, and NIO servers trap on a connection that arrives then.
     ///
     /// - Parameters:
     ///   - timeout: The limit of each request; the warm-up only saves time, so a slow machine
@@ -396,7 +396,8 @@ public final class ProxyServer: Sendable {
     }
 
     /// Stops listening, closes every connection and cancels prefetches started through the
-    /// control API. Idle connections close at once; a request in progress may finish within
+    /// control API (and the removal of start-up warm-up resources still in use, which then stay
+    /// cached like any others). Idle connections close at once; a request in progress may finish within
     /// ``Configuration/stopGracePeriod``, then it is cut. Cached bytes are kept; call
     /// ``StreamCache/shutdown()`` afterwards to record the last ones in the index.
     public func stop() async {
